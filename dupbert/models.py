@@ -89,6 +89,13 @@ def mlm_head_name(model: transformers.PreTrainedModel) -> str:
         and decoder is not None
         and any(module is decoder for module in child.modules())
     ]
+    others = set(children) - {model.base_model_prefix, *_NOT_HEAD, *candidates}
+    if len(candidates) == 1 and children[candidates[0]] is decoder and others:
+        raise MLMHeadMissing(
+            f"{type(model).__name__}'s MLM head is spread over several top-level modules "
+            f"({sorted(others | set(candidates))}); dupbert applies a head that is one module "
+            "(BERT 'cls', ALBERT 'predictions', RoBERTa 'lm_head')."
+        )
     if len(candidates) != 1:
         raise MLMHeadMissing(
             f"{type(model).__name__} has no single MLM head module: top-level children are "

@@ -58,7 +58,7 @@ def cached_frame(kind: str, fields: dict, compute, cache: str | os.PathLike | No
     key = cache_key(**fields)
     csv_path = folder / f"{key}.csv"
     if csv_path.is_file():
-        return pd.read_csv(csv_path, float_precision="round_trip")
+        return pd.read_csv(csv_path)
     frame = compute()
     atomic_write_text(folder / f"{key}.json", json.dumps(fields, indent=2, sort_keys=True,
                                                          default=str) + "\n")
