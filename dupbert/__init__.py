@@ -2,27 +2,34 @@
 hidden layers? Some Intriguing Phenomena and a simple way to boost BERT" (arXiv 2001.09309).
 
 Public API (stable names scripts may rely on):
-    load_mlm, load_encoder, random_init_control  -- models (zoo names, folders, Hub ids)
-    reconstruction_accuracy, probe_models        -- RQ1 probe
+    load_mlm, load_encoder, random_init_control, mlm_head  -- models (zoo names, folders, Hub ids)
+    reconstruction_accuracy, probe_models                  -- RQ1 probe
+    duplicate_layers                                       -- RQ3 layer duplication
+
+Submodules are imported on first use, so ``dupbert data download`` starts without torch.
 """
 
+from importlib import import_module
+
 from .errors import ChecksumMismatch, DupbertError, MLMHeadMissing, ModelNotAvailable
-from .models import load_encoder, load_mlm, mlm_head, random_init_control
-from .probe import probe_models, reconstruction_accuracy
-from .zoo import ZOO
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ZOO",
-    "ChecksumMismatch",
-    "DupbertError",
-    "MLMHeadMissing",
-    "ModelNotAvailable",
-    "load_encoder",
-    "load_mlm",
-    "mlm_head",
-    "probe_models",
-    "random_init_control",
-    "reconstruction_accuracy",
-]
+_LAZY = {
+    "ZOO": "zoo",
+    "load_encoder": "models",
+    "load_mlm": "models",
+    "mlm_head": "models",
+    "random_init_control": "models",
+    "probe_models": "probe",
+    "reconstruction_accuracy": "probe",
+    "duplicate_layers": "duplicate",
+}
+
+__all__ = ["ChecksumMismatch", "DupbertError", "MLMHeadMissing", "ModelNotAvailable", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'dupbert' has no attribute {name!r}")
