@@ -12,7 +12,7 @@ count, and reduce to top-k at once; vocabulary logits of all layers are never he
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -20,10 +20,12 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
+from .duplicate import block_is_copy, block_sources, duplicate_layers, standard_duplications
 from .models import mlm_head, random_init_control
 from .results import cached_frame
 
-PROBE_COLUMNS = ["layer", "top1", "top5", "top1_macro", "n_tokens", "n_sequences"]
+PROBE_COLUMNS = ["layer", "source_block", "is_copy", "top1", "top5", "top1_macro", "n_tokens",
+                 "n_sequences"]
 
 
 def tokenize_for_probe(
@@ -110,7 +112,9 @@ def reconstruction_accuracy(
 
     Returns:
         One row per hidden state, ``L + 1`` rows, columns
-        ``layer`` (int, hidden-state index), ``top1`` and ``top5`` (micro-averaged accuracy
+        ``layer`` (int, hidden-state index), ``source_block`` (the block of the original,
+        unduplicated model that produced this hidden state; -1 for the embedding output),
+        ``is_copy`` (the block is a copy or ALBERT repeat made by ``duplicate_layers``), ``top1`` and ``top5`` (micro-averaged accuracy
         over all counted tokens, in [0, 1]), ``top1_macro`` (the per-sequence top-1 accuracy
         averaged over sequences), ``n_tokens`` (counted tokens) and ``n_sequences``
         (sequences with at least one counted token).
@@ -161,6 +165,8 @@ def reconstruction_accuracy(
     return pd.DataFrame(
         {
             "layer": np.arange(n_states),
+            "source_block": [-1, *block_sources(model)],
+            "is_copy": [False, *block_is_copy(model)],
             "top1": top1.sum(axis=1) / n_tokens,
             "top5": top5.sum(axis=1) / n_tokens,
             "top1_macro": (top1[:, with_tokens] / counted_per_sequence[with_tokens]).mean(axis=1),
@@ -177,7 +183,8 @@ def _per_sequence(hits: torch.Tensor, columns: torch.Tensor, n: int) -> np.ndarr
 
 
 # Bump when a change to the probe changes its numbers: cached results are keyed on it.
-PROBE_VERSION = 1
+PROBE_VERSION = 2
+BASELINE = "baseline"
 PRETRAINED = "pretrained"
 CONTROL = "random-init control"
 
@@ -192,14 +199,17 @@ def probe_models(
     max_length: int = 512,
     data_dir: str | None = None,
     include_control: bool = True,
+    duplications: str | Mapping[str, Sequence[int]] | None = None,
     progress: bool = True,
     cache: bool = True,
 ) -> pd.DataFrame:
-    """RQ1 for several models: ``reconstruction_accuracy`` of each pretrained model and of its
-    random-initialisation control (``dupbert.random_init_control``), on each model's corpus.
+    """RQ1 for several models: ``reconstruction_accuracy`` of each pretrained model, of its
+    random-initialisation control (``dupbert.random_init_control``) and, optionally, of
+    duplicated variants (``dupbert.duplicate_layers``), on each model's corpus.
 
-    Each (model, variant) result is cached on disk (``$DUPBERT_CACHE/results/probe``) as soon
-    as it is computed, so an interrupted run resumes and a rerun is quick.
+    Each (model, duplication, variant) result is cached on disk
+    (``$DUPBERT_CACHE/results/probe``) as soon as it is computed, so an interrupted run resumes
+    and a rerun is quick.
 
     Args:
         models: zoo names, local folders or Hub ids.
@@ -207,14 +217,20 @@ def probe_models(
             corpus (``dupbert.data.default_corpus``).
         n_sequences: the first ``n_sequences`` sequences of the corpus.
         seed: seeds the control's initialisation.
+        include_control: also probe the random-init control (of the undup. model only).
+        duplications: ``None`` probes each model as it is; ``"standard"`` probes
+            ``dupbert.duplicate.standard_duplications(model)``; a mapping ``{label: order}``
+            probes those orders (0-based blocks) for every model.
         Other arguments as ``reconstruction_accuracy``.
 
     Returns:
-        ``len(models) * (1 + include_control) * (L + 1)`` rows: columns ``model``, ``variant``
+        One row per (model, duplication, variant, hidden state): columns ``model``,
+        ``duplication`` (label; ``"baseline"`` for the model as loaded), ``variant``
         (``"pretrained"`` or ``"random-init control"``), ``corpus``, then ``PROBE_COLUMNS``.
 
     Raises:
-        ValueError: ``models`` is empty. Errors of ``load_mlm`` and ``dupbert.data``.
+        ValueError: ``models`` is empty, an unknown ``duplications`` string, a bad order.
+        Errors of ``load_mlm`` and ``dupbert.data``.
     """
     from .data import default_corpus, load_texts
     from .models import load_mlm
@@ -223,28 +239,38 @@ def probe_models(
         models = [models]
     if not models:
         raise ValueError("models is empty: name at least one model, e.g. ['rxnmapper-albert']")
-    variants = [PRETRAINED, CONTROL] if include_control else [PRETRAINED]
+    if isinstance(duplications, str) and duplications != "standard":
+        raise ValueError(f"duplications must be None, 'standard' or a mapping, got {duplications!r}")
     frames = []
     for name in models:
         corpus_name = corpus or default_corpus(name)
-        loaded: dict = {}
+        model, tokenizer = load_mlm(name, device=device)
+        texts = load_texts(corpus_name, n_sequences, data_dir=data_dir)
+        if duplications is None:
+            orders = {BASELINE: None}
+        elif duplications == "standard":
+            orders = standard_duplications(model)
+        else:
+            orders = dict(duplications)
+        for label, order in orders.items():
+            if order is not None and list(order) == list(range(model.config.num_hidden_layers)):
+                order = None  # the identity is the model as loaded: share its cached result
+            variants = [PRETRAINED, CONTROL] if include_control and label == BASELINE else [PRETRAINED]
+            for variant in variants:
+                fields = dict(model=name, duplication=label, order=order, variant=variant,
+                              corpus=corpus_name, n_sequences=n_sequences, max_length=max_length,
+                              seed=seed if variant == CONTROL else None, version=PROBE_VERSION)
 
-        def run(variant: str, name=name, corpus_name=corpus_name, loaded=loaded) -> pd.DataFrame:
-            if not loaded:
-                loaded["model"], loaded["tokenizer"] = load_mlm(name, device=device)
-                loaded["texts"] = load_texts(corpus_name, n_sequences, data_dir=data_dir)
-            model = loaded["model"]
-            if variant == CONTROL:
-                model = random_init_control(model, seed=seed)
-            return reconstruction_accuracy(model, loaded["tokenizer"], loaded["texts"],
-                                           batch_size=batch_size, device=device,
-                                           max_length=max_length, progress=progress)
+                def run(order=order, variant=variant) -> pd.DataFrame:
+                    probed = model if order is None else duplicate_layers(model, order)
+                    if variant == CONTROL:
+                        probed = random_init_control(probed, seed=seed)
+                    return reconstruction_accuracy(probed, tokenizer, texts, batch_size=batch_size,
+                                                   device=device, max_length=max_length,
+                                                   progress=progress)
 
-        for variant in variants:
-            fields = dict(model=name, variant=variant, corpus=corpus_name,
-                          n_sequences=n_sequences, max_length=max_length,
-                          seed=seed if variant == CONTROL else None, version=PROBE_VERSION)
-            frame = cached_frame("probe", fields, lambda v=variant: run(v), enabled=cache)
-            frames.append(frame.assign(model=name, variant=variant, corpus=corpus_name))
+                frame = cached_frame("probe", fields, run, enabled=cache)
+                frames.append(frame.assign(model=name, duplication=label, variant=variant,
+                                           corpus=corpus_name))
     result = pd.concat(frames, ignore_index=True)
-    return result[["model", "variant", "corpus", *PROBE_COLUMNS]]
+    return result[["model", "duplication", "variant", "corpus", *PROBE_COLUMNS]]

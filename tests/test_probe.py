@@ -106,7 +106,7 @@ def test_probe_models_caches_and_labels_the_control(tmp_path, monkeypatch, share
     assert len(first) == 26
     assert first["variant"].unique().tolist() == ["pretrained", "random-init control"]
     assert first["corpus"].unique().tolist() == ["uspto50k-test"]
-    assert list(first.columns) == ["model", "variant", "corpus", *PROBE_COLUMNS]
+    assert list(first.columns) == ["model", "duplication", "variant", "corpus", *PROBE_COLUMNS]
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("a cached result was computed again")

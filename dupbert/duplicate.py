@@ -1,0 +1,259 @@
+"""RQ3: deepen a pretrained encoder by duplicating some of its blocks, with no training.
+
+Kao et al. (2020), section 5: "duplicate" pretrained layers, i.e. insert deep copies that do
+not share weights with their originals, then fine-tune with the baseline's hyper-parameters.
+
+Indices are **0-based encoder blocks**, not hidden states: block ``i`` produces hidden state
+``i + 1`` (hidden state 0 is the embedding output). A duplication is written as a layer
+*order*: the list of source blocks the new encoder applies, in sequence. The paper's
+"duplicate the first three layers of BERT-base" has two readings, both expressible:
+
+- each copy right after its original: ``order_copy_after([0, 1, 2], 12)``
+  = ``[0, 0, 1, 1, 2, 2, 3, ..., 11]``;
+- the first three repeated as a span: ``order_repeat_span(0, 3, 12)``
+  = ``[0, 1, 2, 0, 1, 2, 3, ..., 11]``.
+
+ALBERT applies one shared layer group ``num_hidden_layers`` times. By default a shared ALBERT
+is deepened by *repeats* (``num_hidden_layers = len(order)``, no new parameters);
+``unshare=True`` first gives every block its own group, so copies are independent and can
+diverge in fine-tuning.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import torch
+import transformers
+
+# Attribute paths, from the base model, of encoder block lists we know.
+_LAYER_LISTS = ("encoder.layer", "encoder.albert_layer_groups", "transformer.layer",
+                "encoder.layers")
+
+
+def _get(module: torch.nn.Module, path: str):
+    for part in path.split("."):
+        module = getattr(module, part, None)
+        if module is None:
+            return None
+    return module
+
+
+def is_albert(model: transformers.PreTrainedModel) -> bool:
+    """True when the model's encoder is ALBERT's (shared layer groups)."""
+    return _get(model.base_model, "encoder.albert_layer_groups") is not None
+
+
+def encoder_blocks(model: transformers.PreTrainedModel) -> tuple[str, torch.nn.ModuleList]:
+    """The encoder's block list and its attribute path from ``model.base_model``.
+
+    For ALBERT this is the list of layer *groups* (one entry per group, not per application).
+
+    Raises:
+        ValueError: no known block list was found; the message lists every ``ModuleList``
+            the model has, with its length.
+    """
+    for path in _LAYER_LISTS:
+        found = _get(model.base_model, path)
+        if isinstance(found, torch.nn.ModuleList):
+            return path, found
+    lists = {name or "<root>": len(m) for name, m in model.base_model.named_modules()
+             if isinstance(m, torch.nn.ModuleList)}
+    raise ValueError(
+        f"cannot find the encoder's block list in {type(model).__name__}: looked for "
+        f"{list(_LAYER_LISTS)} under {type(model.base_model).__name__}; ModuleLists found "
+        f"(path: length): {lists or 'none'}"
+    )
+
+
+def block_sources(model: transformers.PreTrainedModel) -> list[int]:
+    """For each current block, the index of the block of the *original* model it came from
+    (``range(L)`` for a model that was never duplicated)."""
+    sources = getattr(model.config, "dupbert_source_blocks", None)
+    return list(sources) if sources is not None else list(range(model.config.num_hidden_layers))
+
+
+def block_is_copy(model: transformers.PreTrainedModel) -> list[bool]:
+    """For each current block, whether it is a copy (or ALBERT repeat) rather than the first
+    occurrence of its source block."""
+    flags = getattr(model.config, "dupbert_is_copy", None)
+    return list(flags) if flags is not None else [False] * model.config.num_hidden_layers
+
+
+def order_copy_after(blocks: Sequence[int], num_layers: int) -> list[int]:
+    """Layer order with a copy of each of ``blocks`` right after its original.
+
+    ``order_copy_after([0, 1, 2], 12)`` = ``[0, 0, 1, 1, 2, 2, 3, 4, ..., 11]`` (15 blocks):
+    one reading of the paper's "duplicate the first three layers".
+
+    Raises:
+        ValueError: a block outside ``0..num_layers-1``.
+    """
+    _check_indices(blocks, num_layers, "blocks")
+    wanted = set(blocks)
+    order = []
+    for block in range(num_layers):
+        order += [block, block] if block in wanted else [block]
+    return order
+
+
+def order_repeat_span(start: int, stop: int, num_layers: int) -> list[int]:
+    """Layer order that applies blocks ``start..stop-1`` twice in a row, as a span.
+
+    ``order_repeat_span(0, 3, 12)`` = ``[0, 1, 2, 0, 1, 2, 3, ..., 11]``: the other reading of
+    "duplicate the first three layers".
+
+    Raises:
+        ValueError: not ``0 <= start < stop <= num_layers``.
+    """
+    if not 0 <= start < stop <= num_layers:
+        raise ValueError(
+            f"need 0 <= start < stop <= num_layers, got start={start}, stop={stop}, "
+            f"num_layers={num_layers}"
+        )
+    span = list(range(start, stop))
+    return list(range(stop)) + span + list(range(stop, num_layers))
+
+
+def _check_indices(order: Sequence[int], num_layers: int, what: str = "order") -> None:
+    if isinstance(order, (str, bytes)) or not isinstance(order, Sequence):
+        raise ValueError(f"{what} must be a list of 0-based block indices, got {order!r}")
+    if len(order) == 0:
+        raise ValueError(f"{what} is empty: give at least one 0-based block index")
+    for index in order:
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise ValueError(f"{what} holds {index!r}, which is not an integer block index")
+        if not 0 <= index < num_layers:
+            raise ValueError(
+                f"{what} holds block {index}, but the model has blocks 0..{num_layers - 1} "
+                f"({num_layers} blocks; block i produces hidden state i + 1)"
+            )
+
+
+def duplicate_layers(
+    model: transformers.PreTrainedModel,
+    order: Sequence[int],
+    *,
+    unshare: bool = False,
+) -> transformers.PreTrainedModel:
+    """A deeper (or shallower) copy of ``model`` that applies its blocks in ``order``.
+
+    The first occurrence of a block is the original's weights; each later occurrence is an
+    independent deep copy (no weight sharing), as in the paper (section 5). ``model`` itself is
+    not changed. ``config.num_hidden_layers`` becomes ``len(order)``; the per-block
+    ``layer_idx`` attributes are renumbered; ``config.dupbert_source_blocks`` and
+    ``config.dupbert_is_copy`` record, per new block, the original block it came from and
+    whether it is a copy (they survive ``save_pretrained``/``from_pretrained``).
+
+    Applying ``duplicate_layers`` to a duplicated model composes: indices always refer to the
+    blocks of the model passed in. An identity order gives a model with identical outputs;
+    an order that drops the copies gives back the original model's outputs.
+
+    ALBERT: with one shared group (``num_hidden_groups == 1``) and ``unshare=False`` the new
+    model *repeats* the shared layer ``len(order)`` times, with no new parameters. With
+    ``unshare=True`` every block first gets its own group (``num_hidden_groups`` = number of
+    blocks), then the order is applied with deep copies, like BERT.
+
+    Args:
+        model: a BERT-like or ALBERT ``*ForMaskedLM``, ``*ForSequenceClassification``,
+            ``*ForQuestionAnswering`` or base model.
+        order: 0-based source blocks, e.g. ``[0, 0, 1, 1, 2, 2, 3, ..., L-1]``.
+        unshare: ALBERT only: unshare the layer groups first.
+
+    Returns:
+        A new model (same class, device, dtype and train/eval mode).
+
+    Raises:
+        ValueError: an empty order, a non-integer index, an index past the last block, a model
+            whose block list cannot be found, or an ALBERT with several shared groups and
+            ``unshare=False`` (repeats are only defined for one shared group).
+    """
+    num_layers = model.config.num_hidden_layers
+    _check_indices(order, num_layers)
+    order = list(order)
+    new = copy.deepcopy(model)
+    path, groups = encoder_blocks(new)
+    sources, copies = block_sources(model), block_is_copy(model)
+    new_sources = [sources[i] for i in order]
+    new_copies = [copies[i] or i in order[:position] for position, i in enumerate(order)]
+    if is_albert(new):
+        num_groups = new.config.num_hidden_groups
+        if num_groups != num_layers and not unshare:
+            if num_groups != 1:
+                raise ValueError(
+                    f"this ALBERT has {num_groups} shared layer groups for {num_layers} blocks; "
+                    "repeats are defined for one shared group only: pass unshare=True"
+                )
+            new.config.num_hidden_layers = len(order)
+            _record(new, new_sources, new_copies)
+            return new
+        if num_groups != num_layers:
+            groups = _unshare_albert(new, groups)
+    blocks = []
+    for position, index in enumerate(order):
+        first = index not in order[:position]
+        blocks.append(groups[index] if first else copy.deepcopy(groups[index]))
+    for position, block in enumerate(blocks):
+        for module in block.modules():
+            if hasattr(module, "layer_idx"):
+                module.layer_idx = position
+    parent_path, _, attribute = path.rpartition(".")
+    setattr(_get(new.base_model, parent_path), attribute, torch.nn.ModuleList(blocks))
+    new.config.num_hidden_layers = len(order)
+    if is_albert(new):
+        new.config.num_hidden_groups = len(order)
+    _record(new, new_sources, new_copies)
+    return new
+
+
+def _unshare_albert(model, groups: torch.nn.ModuleList) -> torch.nn.ModuleList:
+    """Give each of ALBERT's blocks its own deep copy of the group it applies."""
+    num_layers, num_groups = model.config.num_hidden_layers, model.config.num_hidden_groups
+    per_block = [groups[int(i / (num_layers / num_groups))] for i in range(num_layers)]
+    seen: set[int] = set()
+    unshared = []
+    for group in per_block:
+        unshared.append(group if id(group) not in seen else copy.deepcopy(group))
+        seen.add(id(group))
+    return torch.nn.ModuleList(unshared)
+
+
+def _record(model, sources: list[int], copies: list[bool]) -> None:
+    model.config.dupbert_source_blocks = sources
+    model.config.dupbert_is_copy = copies
+
+
+def unshare_albert(model: transformers.PreTrainedModel) -> transformers.PreTrainedModel:
+    """An ALBERT whose blocks have independent weights (``num_hidden_groups`` = blocks),
+    with outputs identical to ``model``'s. Equivalent to the identity order with
+    ``unshare=True``.
+
+    Raises:
+        ValueError: ``model`` is not an ALBERT.
+    """
+    if not is_albert(model):
+        raise ValueError(f"{type(model).__name__} is not an ALBERT model: nothing to unshare")
+    return duplicate_layers(model, list(range(model.config.num_hidden_layers)), unshare=True)
+
+
+def standard_duplications(model: transformers.PreTrainedModel) -> dict[str, list[int]]:
+    """The duplication variants RQ1 probes on every model, as ``{label: order}``.
+
+    BERT-like: ``baseline``; ``first k copied`` (k = 1, 2, 3: each copy right after its
+    original); ``block i copied`` for every block. A shared ALBERT: ``baseline`` and
+    ``N repeats`` of the shared layer for N = L+1, L+2, L+3, L+5, L+8 (with one shared group,
+    copying any block is the same model as one more repeat, so only the depth matters).
+    """
+    num_layers = model.config.num_hidden_layers
+    identity = list(range(num_layers))
+    variants = {"baseline": identity}
+    if is_albert(model) and model.config.num_hidden_groups == 1:
+        for extra in (1, 2, 3, 5, 8):
+            variants[f"{num_layers + extra} repeats"] = identity + [num_layers - 1] * extra
+        return variants
+    for k in (1, 2, 3):
+        variants[f"first {k} copied"] = order_copy_after(range(k), num_layers)
+    for block in range(num_layers):
+        variants[f"block {block} copied"] = order_copy_after([block], num_layers)
+    return variants
