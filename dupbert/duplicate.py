@@ -58,8 +58,8 @@ def encoder_blocks(model: transformers.PreTrainedModel) -> tuple[str, torch.nn.M
         found = _get(model.base_model, path)
         if isinstance(found, torch.nn.ModuleList):
             return path, found
-    lists = {name or "<root>": len(m) for name, m in model.base_model.named_modules()
-             if isinstance(m, torch.nn.ModuleList)}
+    lists = ", ".join(f"{name or '<root>'}: {len(m)}" for name, m in model.base_model.named_modules()
+                      if isinstance(m, torch.nn.ModuleList))
     raise ValueError(
         f"cannot find the encoder's block list in {type(model).__name__}: looked for "
         f"{list(_LAYER_LISTS)} under {type(model.base_model).__name__}; ModuleLists found "

@@ -1,0 +1,234 @@
+"""Layer duplication: exact equalities, parameter counts, configs, labels and errors."""
+
+import pytest
+import torch
+from transformers import (AlbertConfig, AlbertForMaskedLM, AutoModelForMaskedLM,
+                          AutoModelForQuestionAnswering, AutoModelForSequenceClassification,
+                          BertConfig, BertForQuestionAnswering, BertForSequenceClassification,
+                          T5Config, T5EncoderModel)
+
+from dupbert import duplicate_layers, load_mlm, reconstruction_accuracy
+from dupbert.duplicate import (block_is_copy, block_sources, encoder_blocks, order_copy_after,
+                               order_repeat_span, standard_duplications, unshare_albert)
+
+TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
+            intermediate_size=32, max_position_embeddings=64)
+
+
+def n_parameters(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def outputs(model, batch):
+    with torch.inference_mode():
+        out = model(**batch)
+    return out.logits if hasattr(out, "logits") else out.start_logits
+
+
+@pytest.fixture(scope="module")
+def rxnfp(zoo_cache):
+    return load_mlm("rxnfp-bert", cache=zoo_cache)
+
+
+@pytest.fixture(scope="module")
+def batch(rxnmapper, uspto_first_64):
+    _, tokenizer = rxnmapper  # rxnfp-bert and rxnmapper-albert share the SMILES vocabulary
+    return tokenizer(uspto_first_64[:3], return_tensors="pt", padding=True)
+
+
+def test_orders_for_both_readings_of_the_paper():
+    assert order_copy_after([0, 1, 2], 12) == [0, 0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert order_repeat_span(0, 3, 12) == [0, 1, 2, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert order_copy_after([11], 12) == list(range(12)) + [11]
+    assert order_repeat_span(5, 6, 8) == [0, 1, 2, 3, 4, 5, 5, 6, 7]
+
+
+@pytest.mark.parametrize("fixture", ["rxnfp", "rxnmapper"])
+def test_identity_order_gives_identical_outputs(fixture, request, batch):
+    model, _ = request.getfixturevalue(fixture)
+    same = duplicate_layers(model, list(range(model.config.num_hidden_layers)))
+    assert torch.equal(outputs(same, batch), outputs(model, batch))
+    assert same is not model
+
+
+@pytest.mark.parametrize("model_class", [BertForSequenceClassification, BertForQuestionAnswering])
+def test_identity_on_task_heads(model_class):
+    torch.manual_seed(0)
+    model = model_class(BertConfig(**TINY)).eval()
+    ids = {"input_ids": torch.tensor([[1, 5, 7, 9, 2]])}
+    assert torch.equal(outputs(duplicate_layers(model, [0, 1, 2, 3]), ids), outputs(model, ids))
+    deeper = duplicate_layers(model, order_copy_after([0, 1, 2], 4))
+    assert deeper.config.num_hidden_layers == 7 and type(deeper) is model_class
+
+
+def test_bert_copies_are_independent_and_add_one_block_each(rxnfp, batch):
+    model, _ = rxnfp
+    one_block = n_parameters(model.bert.encoder.layer[0])
+    deeper = duplicate_layers(model, order_copy_after([0, 1, 2], 12))
+    assert n_parameters(deeper) == n_parameters(model) + 3 * one_block == 6_675_535 + 1_581_312
+    layers = deeper.bert.encoder.layer
+    assert layers[0] is not layers[1]
+    assert torch.equal(layers[0].output.dense.weight, layers[1].output.dense.weight)
+    assert layers[0].output.dense.weight.data_ptr() != layers[1].output.dense.weight.data_ptr()
+    with torch.no_grad():
+        layers[1].output.dense.weight.add_(1.0)
+    assert torch.equal(model.bert.encoder.layer[0].output.dense.weight,
+                       layers[0].output.dense.weight)  # neither the original nor its twin moved
+    assert [layer.attention.self.layer_idx for layer in layers] == list(range(15))
+
+
+def test_config_and_labels(rxnfp):
+    model, _ = rxnfp
+    deeper = duplicate_layers(model, order_repeat_span(0, 3, 12))
+    assert deeper.config.num_hidden_layers == 15 == len(encoder_blocks(deeper)[1])
+    assert block_sources(deeper) == [0, 1, 2, 0, 1, 2, *range(3, 12)]
+    assert block_is_copy(deeper) == [False] * 3 + [True] * 3 + [False] * 9
+    assert model.config.num_hidden_layers == 12 and block_sources(model) == list(range(12))
+    # composing keeps labels relative to the original model
+    twice = duplicate_layers(deeper, [0, 0] + list(range(1, 15)))
+    assert block_sources(twice)[:3] == [0, 0, 1] and block_is_copy(twice)[:3] == [False, True, False]
+
+
+@pytest.mark.parametrize("fixture, unshare", [("rxnfp", False), ("rxnmapper", False),
+                                             ("rxnmapper", True)])
+def test_duplicated_then_dropped_gives_the_original(fixture, unshare, request, batch):
+    model, _ = request.getfixturevalue(fixture)
+    deeper = duplicate_layers(model, order_copy_after([0, 5, 11], 12), unshare=unshare)
+    originals = [i for i, copy in enumerate(block_is_copy(deeper)) if not copy]
+    assert len(originals) == 12
+    assert torch.equal(outputs(duplicate_layers(deeper, originals), batch), outputs(model, batch))
+
+
+@pytest.mark.parametrize("fixture, unshare", [("rxnfp", False), ("rxnmapper", False),
+                                             ("rxnmapper", True)])
+def test_save_load_round_trip_is_exact(fixture, unshare, request, batch, tmp_path):
+    model, _ = request.getfixturevalue(fixture)
+    deeper = duplicate_layers(model, order_copy_after([0, 1, 2], 12), unshare=unshare)
+    deeper.save_pretrained(tmp_path)
+    loaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    assert torch.equal(outputs(loaded, batch), outputs(deeper, batch))
+    assert loaded.config.num_hidden_layers == 15
+    assert block_sources(loaded) == block_sources(deeper)
+    assert block_is_copy(loaded) == block_is_copy(deeper)
+    assert n_parameters(loaded) == n_parameters(deeper)
+
+
+def test_albert_repeats_keep_the_parameter_count(rxnmapper, batch):
+    model, _ = rxnmapper
+    repeated = duplicate_layers(model, list(range(12)) + [11, 11, 11])
+    assert repeated.config.num_hidden_layers == 15 and repeated.config.num_hidden_groups == 1
+    assert n_parameters(repeated) == n_parameters(model) == 735_567
+    with torch.inference_mode():
+        states = repeated.base_model(**batch, output_hidden_states=True).hidden_states
+    assert len(states) == 16
+    assert not torch.equal(outputs(repeated, batch), outputs(model, batch))
+
+
+def test_albert_unshared_copies_have_their_own_weights(rxnmapper, batch):
+    model, _ = rxnmapper
+    group = n_parameters(model.albert.encoder.albert_layer_groups[0])
+    unshared = unshare_albert(model)
+    assert unshared.config.num_hidden_groups == 12
+    assert n_parameters(unshared) == n_parameters(model) + 11 * group
+    assert torch.equal(outputs(unshared, batch), outputs(model, batch))
+    copied = duplicate_layers(model, order_copy_after([0, 1, 2], 12), unshare=True)
+    assert copied.config.num_hidden_groups == 15
+    assert n_parameters(copied) == n_parameters(model) + 14 * group
+    # unshared copies start from the same weights, so they equal 15 repeats until fine-tuned
+    repeats = duplicate_layers(model, list(range(12)) + [0, 0, 0])
+    torch.testing.assert_close(outputs(copied, batch), outputs(repeats, batch))
+
+
+def test_albert_with_several_shared_groups_needs_unshare():
+    torch.manual_seed(0)
+    model = AlbertForMaskedLM(AlbertConfig(**TINY, embedding_size=8, num_hidden_groups=2)).eval()
+    with pytest.raises(ValueError, match="2 shared layer groups .* unshare=True"):
+        duplicate_layers(model, [0, 1, 2, 3, 3])
+    deeper = duplicate_layers(model, [0, 1, 2, 3, 3], unshare=True)
+    assert deeper.config.num_hidden_groups == 5
+    ids = {"input_ids": torch.tensor([[1, 5, 7, 9, 2]])}
+    same = duplicate_layers(model, [0, 1, 2, 3], unshare=True)
+    assert torch.equal(outputs(same, ids), outputs(model, ids))
+
+
+@pytest.mark.parametrize("order, message", [
+    ([], "order is empty"),
+    ([0, 12], r"block 12, but the model has blocks 0..11"),
+    ([-1, 0], r"block -1, but the model has blocks 0..11"),
+    ([0, 1.5], "1.5, which is not an integer"),
+    ("0,1", "must be a list"),
+])
+def test_bad_orders_name_the_problem(rxnfp, order, message):
+    model, _ = rxnfp
+    with pytest.raises(ValueError, match=message):
+        duplicate_layers(model, order)
+
+
+def test_model_without_known_block_list_lists_what_was_found():
+    model = T5EncoderModel(T5Config(vocab_size=20, d_model=8, d_kv=4, d_ff=16, num_layers=2,
+                                    num_heads=2))
+    with pytest.raises(ValueError, match=r"encoder.block: 2"):
+        duplicate_layers(model, [0, 0, 1])
+
+
+def test_standard_duplications():
+    torch.manual_seed(0)
+    bert = AutoModelForMaskedLM.from_config(BertConfig(**TINY))
+    variants = standard_duplications(bert)
+    assert list(variants) == ["baseline", "first 1 copied", "first 2 copied", "first 3 copied",
+                              "block 0 copied", "block 1 copied", "block 2 copied",
+                              "block 3 copied"]
+    assert variants["first 2 copied"] == [0, 0, 1, 1, 2, 3]
+    albert = AlbertForMaskedLM(AlbertConfig(**TINY, embedding_size=8))
+    assert list(standard_duplications(albert)) == ["baseline", "5 repeats", "6 repeats",
+                                                   "7 repeats", "9 repeats", "12 repeats"]
+
+
+def _hits_by_hand(model, tokenizer, texts, order):
+    """Top-1 hits per hidden state, applying the *original* model's blocks in ``order`` by hand,
+    one unpadded sequence at a time: independent of duplicate_layers and of the probe."""
+    blocks = encoder_blocks(model)[1]
+    albert = hasattr(model.base_model.encoder, "albert_layer_groups")
+    head = model.predictions if albert else model.cls
+    hits = torch.zeros(len(order) + 1, dtype=torch.long)
+    with torch.inference_mode():
+        for text in texts:
+            ids = tokenizer(text, return_tensors="pt")["input_ids"]
+            hidden = model.base_model.embeddings(input_ids=ids)
+            if albert:
+                hidden = model.base_model.encoder.embedding_hidden_mapping_in(hidden)
+            states = [hidden]
+            for index in order:
+                hidden = blocks[0 if albert else index](hidden)
+                states.append(hidden)
+            targets = ids[0, 1:-1]
+            for layer, state in enumerate(states):
+                hits[layer] += (head(state[0, 1:-1]).argmax(-1) == targets).sum()
+    return hits.tolist()
+
+
+@pytest.mark.parametrize("fixture, order", [
+    ("rxnfp", order_copy_after([0, 1, 2], 12)),
+    ("rxnmapper", list(range(12)) + [11, 11, 11]),
+])
+def test_probe_on_duplicated_model_matches_a_separate_computation(fixture, order, request,
+                                                                  uspto_first_64):
+    model, tokenizer = request.getfixturevalue(fixture)
+    texts = uspto_first_64[:6]
+    frame = reconstruction_accuracy(duplicate_layers(model, order), tokenizer, texts,
+                                    batch_size=4, progress=False)
+    assert len(frame) == 16
+    probe_hits = (frame["top1"] * frame["n_tokens"]).round().astype(int).tolist()
+    assert probe_hits == _hits_by_hand(model, tokenizer, texts, order)
+    assert frame["source_block"].tolist() == [-1, *order]
+
+
+def test_duplicated_task_models_load_by_auto_class(tmp_path):
+    torch.manual_seed(0)
+    for auto, model_class in [(AutoModelForSequenceClassification, BertForSequenceClassification),
+                              (AutoModelForQuestionAnswering, BertForQuestionAnswering)]:
+        deeper = duplicate_layers(model_class(BertConfig(**TINY)).eval(), [0, 0, 1, 2, 3])
+        deeper.save_pretrained(tmp_path / model_class.__name__)
+        loaded = auto.from_pretrained(tmp_path / model_class.__name__).eval()
+        ids = {"input_ids": torch.tensor([[1, 5, 7, 9, 2]])}
+        assert torch.equal(outputs(loaded, ids), outputs(deeper, ids))
