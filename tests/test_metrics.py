@@ -1,0 +1,63 @@
+"""SQuAD 2.0 EM/F1 against the official evaluation script's numbers."""
+
+import gzip
+import json
+
+import pytest
+
+from dupbert.metrics import exact_match, normalize_answer, squad_v2, token_f1
+
+
+@pytest.fixture(scope="module")
+def squad_dev(shared_data_dir):
+    with gzip.open(shared_data_dir / "squad2" / "dev-v2.0.reconstructed.json.gz", "rt") as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def oracle(shared_data_dir):
+    folder = shared_data_dir / "squad2" / "oracle"
+    with gzip.open(folder / "dev_predictions_a.json.gz", "rt") as f:
+        predictions = json.load(f)
+    return predictions, json.loads((folder / "dev_scores_a.official.json").read_text())
+
+
+def test_reproduces_the_official_scores_exactly(squad_dev, oracle):
+    predictions, official = oracle
+    assert squad_v2(squad_dev, predictions) == official  # every key, every digit
+
+
+def test_accepts_a_path(shared_data_dir, oracle):
+    predictions, official = oracle
+    path = shared_data_dir / "squad2" / "dev-v2.0.reconstructed.json.gz"
+    assert squad_v2(path, predictions)["f1"] == official["f1"]
+
+
+def test_all_empty_and_gold_baselines(squad_dev):
+    ids = [qa["id"] for a in squad_dev["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    empty = squad_v2(squad_dev, {i: "" for i in ids})
+    assert round(empty["f1"], 2) == 50.07 and empty["NoAns_f1"] == 100.0
+    assert empty["HasAns_exact"] == 0.0 and (empty["HasAns_total"], empty["NoAns_total"]) == (5928, 5945)
+    gold = {qa["id"]: (qa["answers"][0]["text"] if qa["answers"] else "")
+            for a in squad_dev["data"] for p in a["paragraphs"] for qa in p["qas"]}
+    assert squad_v2(squad_dev, gold)["exact"] == 100.0
+
+
+def test_missing_and_unknown_ids_are_named(squad_dev, oracle):
+    predictions, _ = oracle
+    partial = dict(predictions)
+    del partial["56ddde6b9a695914005b9628"]
+    partial["not-a-question"] = "x"
+    with pytest.raises(ValueError) as error:
+        squad_v2(squad_dev, partial)
+    message = str(error.value)
+    assert "1 of 11873 questions have no prediction" in message
+    assert "56ddde6b9a695914005b9628" in message and "not-a-question" in message
+
+
+def test_normalisation_and_token_f1():
+    assert normalize_answer("The  Norman-Conquest, of an England!") == "normanconquest of england"
+    assert exact_match("the France", "france.") == 1
+    assert token_f1("10th and 11th centuries", "in the 10th and 11th centuries") == pytest.approx(
+        2 * (4 / 5) * 1 / (4 / 5 + 1))
+    assert token_f1("", "") == 1.0 and token_f1("", "x") == 0.0 and token_f1("a b", "c") == 0.0
