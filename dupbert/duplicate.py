@@ -257,3 +257,96 @@ def standard_duplications(model: transformers.PreTrainedModel) -> dict[str, list
     for block in range(num_layers):
         variants[f"block {block} copied"] = order_copy_after([block], num_layers)
     return variants
+
+
+@torch.no_grad()
+def reinitialize_(module: torch.nn.Module, std: float, generator: torch.Generator) -> None:
+    """Fresh BERT-style initialisation of every ``Linear``/``Embedding``/``LayerNorm`` in
+    ``module``, in place: weights ~ N(0, std²), biases 0, LayerNorm weight 1 (Devlin et al. 2019,
+    ``initializer_range``). Explicit on purpose: transformers skips tensors it marked as
+    initialised, so ``model._init_weights`` can silently do nothing on loaded weights."""
+    for sub in module.modules():
+        if isinstance(sub, (torch.nn.Linear, torch.nn.Embedding)):
+            sub.weight.copy_(torch.randn(sub.weight.shape, generator=generator) * std)
+            if getattr(sub, "bias", None) is not None:
+                sub.bias.zero_()
+        elif isinstance(sub, torch.nn.LayerNorm):
+            sub.weight.fill_(1.0)
+            sub.bias.zero_()
+
+
+def insert_fresh_blocks(
+    model: transformers.PreTrainedModel, positions: Sequence[int], seed: int = 0
+) -> transformers.PreTrainedModel:
+    """The depth control of RQ3: freshly initialised blocks inserted into the encoder.
+
+    A fresh block is put at each of ``positions`` (0-based positions in the *new* encoder, each
+    in ``1..L``), e.g. ``[1]`` puts one where ``order_copy_after([0], L)`` puts its copy. It
+    separates "a pretrained copy helps" from "more depth helps". Its weights come from
+    ``reinitialize_`` with a generator seeded by ``seed``; ``block_sources`` marks it ``None``.
+    A shared ALBERT is unshared first.
+
+    Raises:
+        ValueError: a position outside ``1..L`` (after earlier insertions) or repeated.
+    """
+    positions = sorted(positions)
+    if len(set(positions)) != len(positions) or not positions:
+        raise ValueError(f"positions must be distinct and non-empty, got {positions}")
+    order = list(range(model.config.num_hidden_layers))
+    for position in positions:
+        if not 1 <= position <= len(order):
+            raise ValueError(f"a fresh block can go at positions 1..{len(order)}, got {position}")
+        order.insert(position, order[position - 1])
+    new = duplicate_layers(model, order, unshare=True)
+    blocks = encoder_blocks(new)[1]
+    generator = torch.Generator().manual_seed(seed)
+    sources, copies = block_sources(new), block_is_copy(new)
+    for position in positions:
+        reinitialize_(blocks[position], new.config.initializer_range, generator)
+        sources[position], copies[position] = None, True
+    _record(new, sources, copies)
+    return new
+
+
+def finetune_variants(model: transformers.PreTrainedModel) -> dict[str, dict]:
+    """The duplication configurations of RQ3, as ``{name: spec}`` for ``make_variant``.
+
+    BERT-like (L blocks): ``baseline``; ``copy first 1|2|3`` (each copy right after its
+    original); ``repeat first 3`` (blocks 0-2 applied twice as a span); ``copy middle`` (block
+    ``L // 2``); ``copy last``; ``depth control`` (a fresh block where ``copy first 1`` puts its
+    copy). A shared ALBERT adds ``repeat shared +3`` (three more applications of the shared
+    layer, no new parameters) and ``unshared baseline`` (every block its own weights, the
+    fair baseline for its ``copy ...`` variants, which are unshared copies).
+    """
+    num_layers = model.config.num_hidden_layers
+    variants = {
+        "baseline": {"order": list(range(num_layers))},
+        **{f"copy first {k}": {"order": order_copy_after(range(k), num_layers)} for k in (1, 2, 3)},
+        "repeat first 3": {"order": order_repeat_span(0, min(3, num_layers), num_layers)},
+        "copy middle": {"order": order_copy_after([num_layers // 2], num_layers)},
+        "copy last": {"order": order_copy_after([num_layers - 1], num_layers)},
+        "depth control": {"fresh_at": [1]},
+    }
+    if is_albert(model) and model.config.num_hidden_groups == 1:
+        variants["unshared baseline"] = {"order": list(range(num_layers))}
+        variants["repeat shared +3"] = {"order": list(range(num_layers)) + [num_layers - 1] * 3,
+                                        "shared": True}
+    return variants
+
+
+def make_variant(model: transformers.PreTrainedModel, name: str,
+                 seed: int = 0) -> transformers.PreTrainedModel:
+    """Apply the ``finetune_variants`` configuration ``name`` to ``model`` (a new model).
+
+    Raises:
+        ValueError: ``name`` is not a configuration of this model (the message lists them).
+    """
+    variants = finetune_variants(model)
+    if name not in variants:
+        raise ValueError(f"unknown duplication {name!r}; for this model: {list(variants)}")
+    spec = variants[name]
+    if "fresh_at" in spec:
+        return insert_fresh_blocks(model, spec["fresh_at"], seed=seed)
+    if name == "baseline":
+        return copy.deepcopy(model)
+    return duplicate_layers(model, spec["order"], unshare=not spec.get("shared", False))

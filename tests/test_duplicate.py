@@ -232,3 +232,43 @@ def test_duplicated_task_models_load_by_auto_class(tmp_path):
         loaded = auto.from_pretrained(tmp_path / model_class.__name__).eval()
         ids = {"input_ids": torch.tensor([[1, 5, 7, 9, 2]])}
         assert torch.equal(outputs(loaded, ids), outputs(deeper, ids))
+
+
+def test_depth_control_inserts_a_fresh_block_where_the_first_copy_goes(rxnfp):
+    from dupbert.duplicate import insert_fresh_blocks
+
+    model, _ = rxnfp
+    control = insert_fresh_blocks(model, [1], seed=0)
+    copied = duplicate_layers(model, order_copy_after([0], 12))
+    assert control.config.num_hidden_layers == 13
+    assert n_parameters(control) == n_parameters(copied)
+    assert block_sources(control)[:3] == [0, None, 1]
+    fresh = control.bert.encoder.layer[1].intermediate.dense.weight
+    pretrained = model.bert.encoder.layer[0].intermediate.dense.weight
+    assert not torch.equal(fresh, pretrained)
+    assert abs(fresh.std().item() - model.config.initializer_range) < 0.002
+    again = insert_fresh_blocks(model, [1], seed=0).bert.encoder.layer[1].intermediate.dense.weight
+    assert torch.equal(fresh, again)  # seeded
+    assert torch.equal(control.bert.encoder.layer[2].output.dense.weight,
+                       model.bert.encoder.layer[1].output.dense.weight)
+    with pytest.raises(ValueError, match="positions 1..12, got 13"):
+        insert_fresh_blocks(model, [13])
+
+
+def test_finetune_variants_cover_the_issue_configurations(rxnmapper):
+    from dupbert.duplicate import finetune_variants, make_variant
+
+    torch.manual_seed(0)
+    bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
+    assert list(finetune_variants(bert)) == [
+        "baseline", "copy first 1", "copy first 2", "copy first 3", "repeat first 3",
+        "copy middle", "copy last", "depth control"]
+    assert block_sources(make_variant(bert, "copy middle")) == [0, 1, 2, 2, 3]
+    assert block_sources(make_variant(bert, "repeat first 3")) == [0, 1, 2, 0, 1, 2, 3]
+    albert, _ = rxnmapper
+    variants = finetune_variants(albert)
+    assert "repeat shared +3" in variants and "unshared baseline" in variants
+    assert n_parameters(make_variant(albert, "repeat shared +3")) == n_parameters(albert)
+    assert make_variant(albert, "copy first 1").config.num_hidden_groups == 13
+    with pytest.raises(ValueError, match="unknown duplication 'copy everything'"):
+        make_variant(bert, "copy everything")
