@@ -1,0 +1,464 @@
+"""Downstream tasks for RQ3-RQ5 fine-tuning as ``datasets.Dataset``: SST-2, SNLI, SQuAD 2.0 and
+USPTO-50k reaction classes.
+
+Same rule as :mod:`dupbert.data`: local files first, Hugging Face Hub datasets second. A data
+directory is the ``data_dir`` argument, else ``$DUPBERT_DATA_DIR`` (layout: the project's shared
+data folder, see its ``SOURCES.md`` / ``SOURCES-domain.md``). The Hub is tried only when no data
+directory is configured, and only for tasks that have a Hub copy (SST-2, SNLI, SQuAD 2.0).
+
+What is available here, and what we use instead (each spec's ``note`` says it, for the book):
+
+- SNLI has no train split here: we train on the official *test* split (9,824 pairs) and evaluate
+  on the official dev split (9,842). With the Hub, ``stanfordnlp/snli`` train/validation are used.
+- SQuAD 2.0 train is the first 10 official train articles (4,719 questions, 7% unanswerable); dev
+  is complete (11,873 questions, 50% unanswerable; ``answer_start`` partly recovered).
+- USPTO-50k has no train split here either: we train on its validation split, test on its test split.
+
+Subsets (``max_samples``) are fixed-seed and stratified (by label; for SQuAD by article title and
+answerable/unanswerable: the first 1,000 dev questions cover only 4 of 35 articles), and keep the
+original row order.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pandas as pd
+
+from .data import DATA_DIR_ENV, CorpusNotFound, resolve_data_dir
+from .errors import DupbertError
+
+SPLITS = ("train", "eval")
+
+
+class UnknownTask(DupbertError, ValueError):
+    """The task name is not one of :data:`TASKS`."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A fine-tuning task: what its rows look like, where they live, how it is scored.
+
+    Attributes:
+        name: registry key (``sst2``, ``snli``, ``squad2``, ``uspto50k``).
+        kind: ``"classification"`` or ``"qa"`` (extractive, SQuAD 2.0 style).
+        label_names: class names in label-id order (``()`` for QA).
+        text_columns: model-input columns, in the order they are given to the tokenizer
+            (``("question", "context")`` for QA: question first, as ``run_qa.py``).
+        train_file, eval_file: paths under the data directory.
+        hub: Hub fallback ``(path, config, train split, eval split)`` or ``None``.
+        metrics: metric names, the primary one first. Classification: ``accuracy``,
+            ``macro_f1`` as fractions in [0, 1]; QA: the official SQuAD 2.0 keys ``f1``,
+            ``exact`` in percent (:func:`dupbert.metrics.squad_v2`).
+        max_length: tokens per input (``run_glue.py`` 128, ``run_qa.py`` 384).
+        doc_stride: overlap of consecutive QA windows in tokens (``run_qa.py`` 128); ``None``.
+        n_train, n_eval: rows of the local files (SOURCES.md), checked by the tests.
+        source: SOURCES entry of the local files.
+        note: what the book must say about the splits used (substitutes, partial data).
+    """
+
+    name: str
+    kind: str
+    label_names: tuple[str, ...]
+    text_columns: tuple[str, ...]
+    train_file: str
+    eval_file: str
+    hub: tuple[str, str | None, str, str] | None
+    metrics: tuple[str, ...]
+    max_length: int
+    doc_stride: int | None
+    n_train: int
+    n_eval: int
+    source: str
+    note: str
+    description: str = field(default="")
+
+    @property
+    def num_labels(self) -> int:
+        """Number of classes (0 for QA)."""
+        return len(self.label_names)
+
+    def file(self, split: str) -> str:
+        """The path of ``split`` (``"train"``/``"eval"``) under the data directory."""
+        return self.train_file if _check_split(split) == "train" else self.eval_file
+
+
+USPTO50K_CLASSES = (  # Schneider, Stiefl & Landrum (2016) superclasses 1..10 -> labels 0..9
+    "heteroatom alkylation and arylation", "acylation and related processes", "C-C bond formation",
+    "heterocycle formation", "protections", "deprotections", "reductions", "oxidations",
+    "functional group interconversion", "functional group addition",
+)
+
+TASKS: dict[str, TaskSpec] = {
+    t.name: t
+    for t in [
+        TaskSpec(
+            name="sst2", kind="classification", label_names=("negative", "positive"),
+            text_columns=("text",), train_file="sst2/train.tsv.gz", eval_file="sst2/dev.tsv",
+            hub=("nyu-mll/glue", "sst2", "train", "validation"), metrics=("accuracy", "macro_f1"),
+            max_length=128, doc_stride=None, n_train=67349, n_eval=872, source="SOURCES.md, SST-2",
+            description="SST-2 (GLUE) binary sentiment of movie-review sentences",
+            note="SST-2: the complete GLUE train split (67,349 sentences) and dev split (872; the "
+                 "GLUE test split has no labels)."),
+        TaskSpec(
+            name="snli", kind="classification",
+            label_names=("entailment", "neutral", "contradiction"),
+            text_columns=("premise", "hypothesis"), train_file="snli/snli_test.becel.tsv",
+            eval_file="snli/snli_dev.becel.tsv",
+            hub=("stanfordnlp/snli", "plain_text", "train", "validation"),
+            metrics=("accuracy", "macro_f1"), max_length=128, doc_stride=None, n_train=9824,
+            n_eval=9842, source="SOURCES.md, SNLI",
+            description="SNLI 1.0 natural language inference (premise, hypothesis) -> 3 classes",
+            note="SNLI: no train split is available offline, so we train on the official SNLI "
+                 "*test* split (9,824 labelled pairs) and evaluate on the official dev split "
+                 "(9,842). The paper trained on the 550k-pair train split, so our SNLI numbers are "
+                 "lower and not comparable to it in absolute terms; the comparison that matters is "
+                 "baseline vs duplicated under the same data. With the Hugging Face Hub (no data "
+                 "directory set), stanfordnlp/snli train and validation are used instead."),
+        TaskSpec(
+            name="squad2", kind="qa", label_names=(), text_columns=("question", "context"),
+            train_file="squad2/train-v2.0.first10articles.json.gz",
+            eval_file="squad2/dev-v2.0.reconstructed.json.gz",
+            hub=("rajpurkar/squad_v2", None, "train", "validation"), metrics=("f1", "exact"),
+            max_length=384, doc_stride=128, n_train=4719, n_eval=11873,
+            source="SOURCES.md, SQuAD 2.0",
+            description="SQuAD 2.0 extractive question answering with unanswerable questions",
+            note="SQuAD 2.0: only the first 10 official train articles are available offline "
+                 "(4,719 questions, 7% unanswerable, against 130,319 and 33% in the full train "
+                 "split), so absolute scores are far below the paper's; dev is complete (11,873 "
+                 "questions, 50% unanswerable), rebuilt from the official explorer pages (EM/F1 "
+                 "are exact; some answer_start offsets are recovered). With the Hugging Face Hub, "
+                 "rajpurkar/squad_v2 train and validation are used instead."),
+        TaskSpec(
+            name="uspto50k", kind="classification", label_names=USPTO50K_CLASSES,
+            text_columns=("text",), train_file="reactions/uspto50k_valid_unmapped.csv",
+            eval_file="reactions/uspto50k_test_unmapped.csv", hub=None,
+            metrics=("accuracy", "macro_f1"), max_length=128, doc_stride=None, n_train=5001,
+            n_eval=5001, source="SOURCES-domain.md B3/B4",
+            description="USPTO-50k reaction class (10 superclasses) from atom-map-free reaction "
+                        "SMILES, for the SMILES models rxnfp-bert and rxnmapper-albert",
+            note="USPTO-50k: the train split is not available offline, so we train on the "
+                 "validation split (5,001 reactions) and test on the test split (5,001). Classes "
+                 "are strongly imbalanced (class 1: 30% of test, class 10: 0.5%): report macro-F1 "
+                 "next to accuracy. Reactions longer than 128 SMILES tokens are truncated."),
+    ]
+}
+
+
+def _check_split(split: str) -> str:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    return split
+
+
+def task_spec(name: str) -> TaskSpec:
+    """The :class:`TaskSpec` of ``name``.
+
+    Raises:
+        UnknownTask: ``name`` is not in :data:`TASKS` (the message lists the allowed names).
+    """
+    if name not in TASKS:
+        raise UnknownTask(f"unknown task {name!r}; choose one of: {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+# --------------------------------------------------------------------------------------------------
+# Features (explicit: `datasets` would guess types, e.g. ids as int64)
+
+_S, _I = datasets.Value("string"), datasets.Value("int64")
+SQUAD_V2_FEATURES = datasets.Features({  # the Hugging Face `squad_v2` schema
+    "id": _S, "title": _S, "context": _S, "question": _S,
+    "answers": {"text": datasets.Sequence(_S), "answer_start": datasets.Sequence(datasets.Value("int32"))},
+})
+
+
+def task_features(name: str) -> datasets.Features:
+    """The ``datasets.Features`` of :func:`load_task` for task ``name`` (see there for columns)."""
+    spec = task_spec(name)
+    labels = datasets.ClassLabel(names=list(spec.label_names))
+    if name == "sst2":
+        return datasets.Features({"idx": _I, "text": _S, "label": labels})
+    if name == "snli":
+        return datasets.Features({"idx": _I, "premise": _S, "hypothesis": _S, "label": labels})
+    if name == "uspto50k":
+        return datasets.Features({"id": _S, "text": _S, "class": _I, "label": labels})
+    return SQUAD_V2_FEATURES
+
+
+# --------------------------------------------------------------------------------------------------
+# Readers: local file -> columns (dict of equal-length lists), file order.
+
+
+def _read_sst2(path: Path) -> dict[str, list]:
+    df = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, quoting=csv.QUOTE_NONE)
+    return {"idx": list(range(len(df))), "text": df["sentence"].tolist(),
+            "label": df["label"].astype(int).tolist()}
+
+
+def _read_snli(path: Path) -> dict[str, list]:
+    # BECEL TSV: fields containing '"' are CSV-quoted (SOURCES.md), so a plain split is wrong
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle, delimiter="\t"))
+    header, body = rows[0], rows[1:]
+    if header != ["premise", "hypothesis", "label"] or any(len(r) != 3 for r in body):
+        raise ValueError(f"{path}: expected 3 tab-separated columns premise, hypothesis, label "
+                         f"(BECEL format, SOURCES.md); header is {header}")
+    return {"idx": list(range(len(body))), "premise": [r[0] for r in body],
+            "hypothesis": [r[1] for r in body], "label": [int(r[2]) for r in body]}
+
+
+def _read_uspto50k(path: Path) -> dict[str, list]:
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    classes = df["class"].astype(int).tolist()
+    if any(not 1 <= c <= 10 for c in classes):
+        raise ValueError(f"{path}: reaction classes must be 1..10, found {sorted(set(classes))}")
+    return {"id": df["id"].tolist(), "text": df["rxn"].tolist(), "class": classes,
+            "label": [c - 1 for c in classes]}
+
+
+def squad_columns(articles: Sequence[dict]) -> dict[str, list]:
+    """Flatten official SQuAD JSON ``data`` (articles -> paragraphs -> qas) into the HF
+    ``squad_v2`` columns ``id, title, context, question, answers{text, answer_start}``.
+
+    Unanswerable questions get empty answer lists (their ``plausible_answers`` are dropped, as
+    in the Hub copy). Order: file order.
+    """
+    columns: dict[str, list] = {"id": [], "title": [], "context": [], "question": [], "answers": []}
+    for article in articles:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                columns["id"].append(qa["id"])
+                columns["title"].append(article["title"])
+                columns["context"].append(paragraph["context"])
+                columns["question"].append(qa["question"])
+                columns["answers"].append({"text": [a["text"] for a in qa["answers"]],
+                                           "answer_start": [a["answer_start"] for a in qa["answers"]]})
+    return columns
+
+
+def _read_squad2(path: Path) -> dict[str, list]:
+    with gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(
+            path, encoding="utf-8") as handle:
+        return squad_columns(json.load(handle)["data"])
+
+
+_READERS: dict[str, Callable[[Path], dict[str, list]]] = {
+    "sst2": _read_sst2, "snli": _read_snli, "squad2": _read_squad2, "uspto50k": _read_uspto50k,
+}
+
+
+def _snli_from_hub(ds: datasets.Dataset) -> dict[str, list]:
+    keep = [i for i, label in enumerate(ds["label"]) if label in (0, 1, 2)]  # -1 = no gold label
+    return {"idx": keep, "premise": [ds["premise"][i] for i in keep],
+            "hypothesis": [ds["hypothesis"][i] for i in keep], "label": [ds["label"][i] for i in keep]}
+
+
+_HUB_COLUMNS: dict[str, Callable[[datasets.Dataset], dict[str, list]]] = {
+    "sst2": lambda ds: {"idx": list(ds["idx"]), "text": list(ds["sentence"]), "label": list(ds["label"])},
+    "snli": _snli_from_hub,
+    "squad2": lambda ds: {c: list(ds[c]) for c in SQUAD_V2_FEATURES},
+}
+
+
+def _how_to_get(spec: TaskSpec, split: str) -> str:
+    if spec.hub is None:
+        return (f"run `dupbert data download --to DIR` (fetches it from its public origin, "
+                f"{spec.source}; needs RDKit: pip install 'dupbert[domain]') and set {DATA_DIR_ENV}=DIR")
+    hub_path, config, train_split, eval_split = spec.hub
+    return (f"e.g. the project's shared data folder ({spec.source}); or unset {DATA_DIR_ENV} to load "
+            f"the Hugging Face Hub copy {hub_path!r} ({config}, "
+            f"{train_split if split == 'train' else eval_split})")
+
+
+def _columns_from_hub(spec: TaskSpec, split: str) -> dict[str, list]:
+    if spec.hub is None:
+        raise CorpusNotFound(
+            f"task {spec.name!r} needs a data directory, but no data_dir was given and "
+            f"{DATA_DIR_ENV} is not set (it has no Hugging Face Hub copy). Point {DATA_DIR_ENV} at "
+            f"a folder that contains {spec.file(split)}: {_how_to_get(spec, split)}.")
+    hub_path, config, train_split, eval_split = spec.hub
+    hub_split = train_split if split == "train" else eval_split
+    try:
+        ds = datasets.load_dataset(hub_path, config, split=hub_split)
+    except Exception as exc:  # offline, no Hub access, renamed dataset, ...
+        raise CorpusNotFound(
+            f"task {spec.name!r} ({split}): no data directory is configured ({DATA_DIR_ENV} is not "
+            f"set) and the Hugging Face Hub copy {hub_path!r} ({config}, {hub_split}) could not be "
+            f"loaded ({type(exc).__name__}: {exc}). Set {DATA_DIR_ENV} to a folder that contains "
+            f"{spec.file(split)} ({spec.source}).") from exc
+    return _HUB_COLUMNS[spec.name](ds)
+
+
+def task_files(name: str, data_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The local ``[train file, eval file]`` of task ``name`` under the data directory
+    (``data_dir`` or ``$DUPBERT_DATA_DIR``), e.g. to record their sha256 in a result row.
+
+    Returns ``[]`` when no data directory is configured (the Hub copy is used). The files are not
+    checked for existence here.
+
+    Raises:
+        UnknownTask: unknown ``name``.
+    """
+    spec = task_spec(name)
+    root = resolve_data_dir(data_dir)
+    return [] if root is None else [root / spec.train_file, root / spec.eval_file]
+
+
+# --------------------------------------------------------------------------------------------------
+# Stratified subsets
+
+
+def strata(name: str, dataset: datasets.Dataset) -> list:
+    """The stratum of every row used by :func:`load_task`'s subsets: the label id for
+    classification; ``(title, answerable)`` for SQuAD (``answerable`` = has gold answers)."""
+    if task_spec(name).kind == "qa":
+        columns = dataset.select_columns(["title", "answers"])[:]
+        return [(title, len(answers["text"]) > 0)
+                for title, answers in zip(columns["title"], columns["answers"])]
+    return dataset["label"][:]
+
+
+def stratified_indices(groups: Sequence, n: int, seed: int = 0) -> np.ndarray:
+    """Row indices of a fixed-seed stratified random subset of size ``n``, in increasing order.
+
+    Every stratum gets its proportional share ``n * n_g / N``, rounded by the largest-remainder
+    (Hamilton) method, so each stratum's count is within 1 of its exact share and the total is
+    exactly ``n`` (ties between equal remainders are broken in a seeded random order). Rows are then
+    drawn without replacement within each stratum with ``numpy.random.default_rng(seed)``. Unlike
+    ``sklearn.model_selection.train_test_split(stratify=...)`` this works for any
+    ``1 <= n <= N``, also when ``n`` is below the number of strata (SQuAD dev has 70) or a stratum
+    has a single row.
+
+    Args:
+        groups: the stratum of each row (hashable values, length ``N``).
+        n: subset size; ``n >= N`` returns every index.
+        seed: same seed, same subset.
+
+    Raises:
+        ValueError: ``n <= 0``.
+    """
+    total = len(groups)
+    if n <= 0:
+        raise ValueError(f"subset size must be positive, got {n!r}")
+    if n >= total:
+        return np.arange(total)
+    rng = np.random.default_rng(seed)
+    keys, inverse = np.unique(np.asarray([repr(g) for g in groups]), return_inverse=True)
+    sizes = np.bincount(inverse, minlength=len(keys))
+    quota = n * sizes / total
+    counts = np.floor(quota).astype(int)
+    remainder = quota - counts
+    tiebreak = rng.permutation(len(keys))
+    order = np.lexsort((tiebreak, -remainder))  # largest remainder first, seeded ties
+    counts[order[: n - counts.sum()]] += 1
+    chosen = [rng.choice(np.flatnonzero(inverse == g), size=c, replace=False)
+              for g, c in enumerate(counts) if c]
+    return np.sort(np.concatenate(chosen))
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def load_task(name: str, split: str, max_samples: int | None = None, seed: int = 0,
+              data_dir: str | os.PathLike | None = None) -> datasets.Dataset:
+    """Load a split of a fine-tuning task as a ``datasets.Dataset`` with explicit features.
+
+    Tasks, splits and columns (``label`` is a ``ClassLabel``; see :data:`TASKS` for the notes):
+
+    - ``sst2``: train ``sst2/train.tsv.gz`` (67,349), eval ``sst2/dev.tsv`` (872). Columns ``idx``
+      (0-based row), ``text`` (the GLUE ``sentence``), ``label`` (negative/positive). Hub fallback
+      ``nyu-mll/glue`` sst2 train/validation.
+    - ``snli``: train = official **test** ``snli/snli_test.becel.tsv`` (9,824), eval = official
+      dev ``snli/snli_dev.becel.tsv`` (9,842). Columns ``idx``, ``premise``, ``hypothesis``,
+      ``label`` (entailment/neutral/contradiction = 0/1/2). Hub fallback ``stanfordnlp/snli``
+      train/validation (pairs without a gold label dropped).
+    - ``squad2``: train ``squad2/train-v2.0.first10articles.json.gz`` (4,719), eval
+      ``squad2/dev-v2.0.reconstructed.json.gz`` (11,873). HF ``squad_v2`` schema: ``id``,
+      ``title``, ``context``, ``question``, ``answers`` ``{text: [str], answer_start: [int32]}``
+      (empty lists = unanswerable). Hub fallback ``rajpurkar/squad_v2`` train/validation.
+    - ``uspto50k``: train ``reactions/uspto50k_valid_unmapped.csv``, eval
+      ``reactions/uspto50k_test_unmapped.csv`` (5,001 each). Columns ``id`` (patent), ``text``
+      (reaction SMILES ``reactants>>product``, no atom maps), ``class`` (1..10), ``label``
+      (``class - 1``, names :data:`USPTO50K_CLASSES`). No Hub copy.
+
+    Args:
+        name: task name, a key of :data:`TASKS`.
+        split: ``"train"`` or ``"eval"``.
+        max_samples: ``None`` = all rows in file order. Otherwise a fixed-seed random subset of
+            ``min(max_samples, N)`` rows, stratified by :func:`strata` (label; for SQuAD article
+            title and answerable/unanswerable), in the original row order
+            (:func:`stratified_indices`).
+        seed: subset seed; same seed -> same subset. Unused without ``max_samples``.
+        data_dir: overrides ``$DUPBERT_DATA_DIR``. With a data directory only local files are read;
+            without one, the Hub copy is loaded (SST-2, SNLI, SQuAD 2.0).
+
+    Raises:
+        UnknownTask: unknown ``name`` (lists the allowed names).
+        ValueError: ``split`` not ``"train"``/``"eval"``; ``max_samples <= 0``; no rows.
+        CorpusNotFound: the file is missing (names its full path and ``DUPBERT_DATA_DIR``), or no
+            data directory and no reachable Hub copy.
+    """
+    spec = task_spec(name)
+    _check_split(split)
+    if max_samples is not None and max_samples <= 0:
+        raise ValueError(f"max_samples must be a positive number of rows or None, got {max_samples!r}")
+    root = resolve_data_dir(data_dir)
+    if root is None:
+        columns, where = _columns_from_hub(spec, split), f"Hub dataset {spec.hub[0]}"
+    else:
+        path = root / spec.file(split)
+        if not path.is_file():
+            origin = "the data_dir argument" if data_dir is not None else f"${DATA_DIR_ENV}"
+            raise CorpusNotFound(
+                f"task {name!r} ({split}) not found: {path} does not exist (data directory {root} "
+                f"from {origin}). Set {DATA_DIR_ENV} (or data_dir=) to a folder that contains "
+                f"{spec.file(split)}: {_how_to_get(spec, split)}.")
+        columns, where = _READERS[name](path), str(path)
+    if not columns or not next(iter(columns.values())):
+        raise ValueError(f"task {name!r} ({split}) has no rows ({where})")
+    dataset = datasets.Dataset.from_dict(columns, features=task_features(name))
+    if max_samples is not None and max_samples < len(dataset):
+        dataset = dataset.select(stratified_indices(strata(name, dataset), max_samples, seed))
+    return dataset
+
+
+def trivial_baselines(task: str, eval_dataset: datasets.Dataset) -> dict:
+    """Scores of a model that ignores its input, on ``eval_dataset`` (a :func:`load_task` split).
+
+    Classification: the majority class *of this evaluation set* (the best constant prediction;
+    ties -> lowest label id): ``{"majority_label": name, "accuracy", "macro_f1"}`` as fractions in
+    [0, 1] (scikit-learn; macro-F1 averages over the classes present in the gold labels or the
+predictions, as ``dupbert.finetune`` scores models, so never-predicted classes count 0).
+    SST-2 dev: 444/872 = 0.5092 accuracy, 0.3374 macro-F1.
+
+    QA: every question answered with ``""`` (no answer), scored by
+    :func:`dupbert.metrics.squad_v2` (official keys, percent): on the full SQuAD 2.0 dev
+    50.07 EM and F1 (= the unanswerable share 5,945 / 11,873).
+
+    Raises:
+        UnknownTask: unknown ``task``. ValueError: empty ``eval_dataset``.
+    """
+    from sklearn.metrics import accuracy_score, f1_score
+
+    spec = task_spec(task)
+    if len(eval_dataset) == 0:
+        raise ValueError(f"trivial_baselines({task!r}): the evaluation set is empty")
+    if spec.kind == "qa":
+        from .metrics import squad_v2
+        from .qa import as_squad_json
+
+        return squad_v2(as_squad_json(eval_dataset), {i: "" for i in eval_dataset["id"]})
+    gold = np.asarray(eval_dataset["label"])
+    majority = int(np.bincount(gold, minlength=spec.num_labels).argmax())
+    predicted = np.full_like(gold, majority)
+    return {"majority_label": spec.label_names[majority],
+            "accuracy": float(accuracy_score(gold, predicted)),
+            "macro_f1": float(f1_score(gold, predicted, average="macro", zero_division=0))}

@@ -1,0 +1,143 @@
+"""Fine-tuning on real data: a few steps of the real rxnmapper ALBERT on USPTO-50k classes."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification
+
+from dupbert import finetune as ft
+from dupbert.finetune import HyperParameters, ResultsFile, finetune, merge_results, sweep
+
+FEW_STEPS = {"classification": {"max_steps": 6, "learning_rate": 5e-4, "batch_size": 16}}
+SMALL = dict(max_train_samples=96, max_eval_samples=48, progress=False)
+
+
+@pytest.fixture(autouse=True)
+def _data(monkeypatch, shared_data_dir, zoo_cache):
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, shared_data_dir, zoo_cache):
+    """One short real fine-tune of 'copy first 1', with its saved model and outputs."""
+    folder = tmp_path_factory.mktemp("run")
+    hp = HyperParameters.for_task("classification", **FEW_STEPS["classification"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DUPBERT_CACHE", str(zoo_cache))
+        row = finetune("rxnmapper-albert", "uspto50k", "copy first 1", seed=3, hyperparameters=hp,
+                       data_dir=shared_data_dir, outputs_dir=folder / "outputs",
+                       models_dir=folder / "models", **SMALL)
+    return row, folder
+
+
+def test_a_real_fine_tune_lowers_the_loss_and_writes_a_full_row(trained):
+    row, folder = trained
+    losses = row["train_losses"]
+    assert row["train_steps"] == 6 and len(losses) == 6
+    assert sum(losses[-2:]) / 2 < sum(losses[:2]) / 2
+    assert (row["n_train"], row["n_eval"]) == (96, 48)
+    assert set(row["metrics"]) == {"accuracy", "macro_f1"}
+    assert row["block_sources"][:3] == [0, 0, 1]
+    assert row["data_sha256"]["uspto50k_test_unmapped.csv"].startswith("5e2789ec")
+    assert row["model_sha256"].startswith("27876a42")
+    assert row["world_size"] == 1 and row["device"] == "cpu"
+    assert row["hyperparameters"]["learning_rate"] == 5e-4
+    assert json.loads(json.dumps(row)) == row  # a JSON row
+    outputs = np.load(folder / "outputs" / f"{row['run_key']}.npz")
+    assert outputs["probabilities"].shape == (48, 10) and outputs["probabilities"].dtype == np.float16
+
+
+def test_unshared_copies_diverge_from_their_originals(trained):
+    row, folder = trained
+    model = AutoModelForSequenceClassification.from_pretrained(folder / "models" / row["run_key"])
+    groups = model.albert.encoder.albert_layer_groups
+    assert model.config.num_hidden_groups == 13
+    original, copy = groups[0].state_dict(), groups[1].state_dict()
+    assert any(not torch.equal(original[k], copy[k]) for k in original)
+
+
+def test_shared_repeats_stay_shared(shared_data_dir, tmp_path):
+    hp = HyperParameters.for_task("classification", max_steps=1, batch_size=8)
+    row = finetune("rxnmapper-albert", "uspto50k", "repeat shared +3", seed=0, hyperparameters=hp,
+                   max_train_samples=16, max_eval_samples=16, models_dir=tmp_path, progress=False)
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / row["run_key"])
+    assert model.config.num_hidden_groups == 1 and model.config.num_hidden_layers == 15
+    assert len(model.albert.encoder.albert_layer_groups) == 1
+
+
+def test_task_head_starts_identically_whatever_the_depth():
+    shallow, _ = ft.build_model("rxnmapper-albert", "classification", 10, "baseline", seed=5)
+    deep, _ = ft.build_model("rxnmapper-albert", "classification", 10, "copy first 3", seed=5)
+    other, _ = ft.build_model("rxnmapper-albert", "classification", 10, "baseline", seed=6)
+    assert torch.equal(shallow.classifier.weight, deep.classifier.weight)
+    assert not torch.equal(shallow.classifier.weight, other.classifier.weight)
+
+
+def test_sweep_resumes_without_losing_or_doubling_rows(tmp_path, monkeypatch):
+    results = tmp_path / "results.jsonl"
+    real = ft.finetune
+    calls = []
+
+    def dies_after_one(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt("killed")
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ft, "finetune", dies_after_one)
+    arguments = dict(models=["rxnmapper-albert"], tasks=["uspto50k"],
+                     duplications=["baseline", "copy last"], seeds=[0],
+                     results_path=results, hyperparameters={"classification": {"max_steps": 1}},
+                     max_train_samples=16, max_eval_samples=16, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        sweep(**arguments)
+    first = ResultsFile(results).rows()
+    assert [r["duplication"] for r in first] == ["baseline"]
+    monkeypatch.setattr(ft, "finetune", real)
+    frame = sweep(**arguments)
+    rows = ResultsFile(results).rows()
+    assert [r["duplication"] for r in rows] == ["baseline", "copy last"]
+    assert rows[0] == first[0]  # the finished row was not rerun
+    assert frame["run_key"].is_unique and len(frame) == 2
+    assert sweep(**arguments)["run_key"].tolist() == frame["run_key"].tolist()  # nothing to do
+
+
+def test_two_shards_merged_equal_one_run(tmp_path):
+    arguments = dict(models=["rxnmapper-albert"], tasks=["uspto50k"],
+                     duplications=["baseline", "copy last", "depth control"], seeds=[0],
+                     hyperparameters={"classification": {"max_steps": 1}},
+                     max_train_samples=16, max_eval_samples=16, progress=False)
+    whole = sweep(results_path=tmp_path / "all.jsonl", **arguments)
+    sweep(results_path=tmp_path / "s0.jsonl", shard="0/2", **arguments)
+    sweep(results_path=tmp_path / "s1.jsonl", shard="1/2", **arguments)
+    merged = merge_results([tmp_path / "s0.jsonl", tmp_path / "s1.jsonl"], tmp_path / "m.jsonl")
+    timing = ["train_time_s", "eval_time_s", "finished_at"]
+    key = "run_key"
+    left = whole.drop(columns=timing).sort_values(key).reset_index(drop=True)
+    right = merged.drop(columns=timing).sort_values(key).reset_index(drop=True)
+    assert len(right) == 3
+    pd.testing.assert_frame_equal(left[sorted(left.columns)], right[sorted(right.columns)])
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(task="mnli"), ValueError, "unknown task 'mnli'"),
+    (dict(duplication="copy all"), ValueError, "unknown duplication 'copy all'"),
+    (dict(max_train_samples=0), ValueError, "max_samples"),
+])
+def test_bad_inputs(kwargs, error, message):
+    arguments = dict(model_name="rxnmapper-albert", task="uspto50k", progress=False,
+                     max_train_samples=8, max_eval_samples=8,
+                     hyperparameters=HyperParameters.for_task("classification", max_steps=1))
+    with pytest.raises(error, match=message):
+        finetune(**{**arguments, **kwargs})
+
+
+def test_shard_parsing():
+    assert ft.parse_shard("1/4") == (1, 4) and ft.parse_shard(None) == (0, 1)
+    for bad in ["4/4", "a/b", "1", (2, 1)]:
+        with pytest.raises(ValueError, match="shard must be 'i/n'"):
+            ft.parse_shard(bad)
