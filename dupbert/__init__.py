@@ -5,6 +5,7 @@ Public API (stable names scripts may rely on):
     load_mlm, load_encoder, random_init_control, mlm_head  -- models (zoo names, folders, Hub ids)
     reconstruction_accuracy, probe_models                  -- RQ1 probe
     duplicate_layers                                       -- RQ3 layer duplication
+    layer_similarity_report                                -- RQ2 layer statistics, CKA
     TASKS, load_task, finetune, sweep                      -- RQ3/RQ4 fine-tuning
 
 Submodules are imported on first use, so ``dupbert data download`` starts without torch.
@@ -29,6 +30,7 @@ _LAZY = {
     "load_task": "tasks",
     "finetune": "finetune",
     "sweep": "finetune",
+    "layer_similarity_report": "stats",
 }
 
 __all__ = ["ChecksumMismatch", "DupbertError", "MLMHeadMissing", "ModelNotAvailable", *_LAZY]

@@ -1,0 +1,657 @@
+"""RQ2: are the hidden states of different layers distributed similarly enough for one head?
+
+Kao et al. (2020), section 3, observe that the MLM head, trained on the last hidden state
+only, decodes the input tokens from every hidden state, and conclude that the layers' outputs
+must be "similar" in some sense. This module measures in which sense, on the *same tokens* in
+every layer:
+
+- per-layer summary statistics (:func:`layer_statistics`): scale (L2 norm, std), location,
+  quantiles of all values, the largest value, outlier dimensions (one dimension holding much
+  of the variance is a known BERT phenomenon: Kovaleva et al. 2021, "BERT busters") and
+  anisotropy (mean cosine between different tokens; Ethayarajh 2019);
+- the cosine similarity of a token's vector with *the same token's* vector in another layer
+  (:func:`cosine_across_layers`);
+- linear centred kernel alignment between layers (:func:`linear_cka`, :func:`cka_matrix`;
+  Kornblith, Norouzi, Lee & Hinton 2019, "Similarity of neural network representations
+  revisited", ICML), invariant to orthogonal transforms and isotropic scaling;
+- a distance between the per-dimension value distributions of a layer and the last one
+  (:func:`distribution_distance`, 1-D Wasserstein), raw and after standardising each layer;
+- their rank correlation with RQ1's reconstruction accuracy (:func:`relate_to_reconstruction`).
+
+Indices follow the project glossary: hidden state ``l = 0`` is the embedding output (for ALBERT
+after the 128 -> H projection), ``l = 1..L`` the output of block ``l - 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import scipy.stats
+import torch
+import transformers
+from tqdm.auto import tqdm
+
+from .duplicate import (block_is_copy, block_sources, duplicate_layers, is_albert,
+                        order_copy_after, standard_duplications)
+from .probe import _pad, length_batches, probe_models, tokenize_for_probe
+from .results import cached_frame
+
+__all__ = [
+    "collect_hidden_states", "layer_statistics", "cosine_across_layers", "linear_cka",
+    "cka_matrix", "distribution_distance", "relate_to_reconstruction", "similarity_duplication",
+    "sampled_reconstruction",
+    "layer_similarity_report", "SimilarityReport", "STATISTICS_COLUMNS",
+]
+
+STATISTICS_COLUMNS = ["layer", "mean", "std", "norm_mean", "norm_std", "q01", "q25", "q50",
+                      "q75", "q99", "max_abs", "kurtosis", "top_dim", "top_dim_var_frac",
+                      "anisotropy"]
+_QUANTILES = {"q01": 0.01, "q25": 0.25, "q50": 0.50, "q75": 0.75, "q99": 0.99}
+
+
+# --------------------------------------------------------------------------------------------------
+# Collecting hidden states
+
+
+def _check_states(states) -> torch.Tensor:
+    """``states`` as a float64 CPU tensor ``[L+1, N, H]``; ValueError if not 3-D or empty."""
+    states = torch.as_tensor(states)
+    if states.ndim != 3:
+        raise ValueError(
+            f"states must have shape [layers, tokens, hidden], got {tuple(states.shape)}")
+    if min(states.shape) == 0:
+        raise ValueError(f"states is empty: shape {tuple(states.shape)}")
+    return states.detach().to("cpu", torch.float64)
+
+
+@torch.inference_mode()
+def collect_hidden_states(
+    model: transformers.PreTrainedModel,
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    max_tokens: int | None = 4000,
+    seed: int = 0,
+    batch_size: int = 32,
+    max_length: int = 512,
+    progress: bool = True,
+    device: str | torch.device | None = None,
+    return_token_ids: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The hidden states of every layer for the same sample of tokens (RQ2).
+
+    Texts are tokenised and length-batched as in the RQ1 probe
+    (:func:`dupbert.probe.tokenize_for_probe`, :func:`dupbert.probe.length_batches`); only
+    *counted* tokens (non-special, non-padding) are kept. The counted tokens are numbered in
+    text order (text ``0`` first, left to right), and ``max_tokens`` of them are drawn uniformly
+    without replacement with a ``torch.Generator`` seeded by ``seed``; the same tokens are
+    taken from every layer, so row ``n`` of every layer is one token. The sample, and its
+    order (text order), do not depend on ``batch_size``; values depend on it only through
+    padding, within float tolerance.
+
+    Args:
+        model: any encoder whose ``base_model`` accepts ``output_hidden_states=True`` (BERT,
+            ALBERT, ... with or without a head), e.g. from ``dupbert.load_mlm``.
+        tokenizer: its tokenizer.
+        texts: the corpus, one sequence per string; truncated to ``max_length`` tokens.
+        max_tokens: at most this many tokens are kept; ``None`` keeps every counted token.
+        seed: seeds the subsample.
+        batch_size: sequences per forward pass.
+        max_length: truncation length in tokens, special tokens included.
+        progress: show a tqdm bar over batches (on stderr).
+        device: where to run; default the model's device. The result is always on the CPU.
+        return_token_ids: also return the input ids of the sampled tokens.
+
+    Returns:
+        A float32 CPU tensor of shape ``[L+1, N, H]``: ``L + 1`` hidden states
+        (``config.num_hidden_layers + 1``), ``N = min(max_tokens, counted tokens)`` tokens,
+        ``H`` the hidden size. Units: the model's hidden-state values, as they are. With
+        ``return_token_ids``, ``(states, token_ids)`` with ``token_ids`` int64 ``[N]``.
+
+    Raises:
+        ValueError: empty ``texts`` (or a single string), ``max_tokens`` < 1, ``batch_size`` < 1,
+            or no counted token at all.
+    """
+    if max_tokens is not None and (isinstance(max_tokens, bool) or int(max_tokens) < 1):
+        raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+    examples = tokenize_for_probe(tokenizer, texts, max_length)
+    batches = length_batches([len(e["input_ids"]) for e in examples], batch_size)
+    counts = np.array([len(e["special_tokens_mask"]) - sum(e["special_tokens_mask"])
+                       for e in examples], dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        raise ValueError("no countable token: every token of every text is special")
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])  # first global id of each text
+    n_keep = total if max_tokens is None else min(int(max_tokens), total)
+    generator = torch.Generator().manual_seed(seed)
+    chosen = torch.randperm(total, generator=generator)[:n_keep].sort().values
+    slot = torch.full((total,), -1, dtype=torch.long)  # global token id -> output row, or -1
+    slot[chosen] = torch.arange(n_keep)
+
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    model = model.to(device).eval()
+    n_states = model.config.num_hidden_layers + 1
+    out = torch.empty((n_states, n_keep, model.config.hidden_size), dtype=torch.float32)
+    token_ids = torch.empty(n_keep, dtype=torch.long)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    for batch_indices in tqdm(batches, desc="hidden states", unit="batch", disable=not progress):
+        # global ids of the batch's counted tokens, in the row-major order of hidden[counted]
+        ids = torch.cat([torch.arange(offsets[i], offsets[i] + counts[i]) for i in batch_indices])
+        rows = slot[ids]
+        keep = rows >= 0
+        if not keep.any():
+            continue  # none of this batch's tokens was drawn
+        batch = _pad([examples[i] for i in batch_indices], pad_id)
+        outputs = model.base_model(
+            input_ids=batch["input_ids"].to(device),
+            attention_mask=batch["attention_mask"].to(device),
+            output_hidden_states=True,
+        )
+        if len(outputs.hidden_states) != n_states:
+            raise ValueError(
+                f"model returned {len(outputs.hidden_states)} hidden states, config says "
+                f"{n_states} (num_hidden_layers + 1)"
+            )
+        counted = batch["counted"].to(device)
+        keep_device = keep.to(device)
+        token_ids[rows[keep]] = batch["input_ids"][batch["counted"]][keep]
+        for layer, hidden in enumerate(outputs.hidden_states):
+            out[layer, rows[keep]] = hidden[counted][keep_device].float().cpu()
+    return (out, token_ids) if return_token_ids else out
+
+
+@torch.inference_mode()
+def sampled_reconstruction(model: transformers.PreTrainedModel, states, token_ids,
+                           chunk_size: int = 1024) -> pd.DataFrame:
+    """RQ1's reconstruction accuracy on the sampled tokens of :func:`collect_hidden_states`.
+
+    The model's own MLM head (``dupbert.mlm_head``) is applied to each hidden state of the
+    sampled tokens, as ``dupbert.reconstruction_accuracy`` does to all tokens (paper section
+    3), so that similarity and accuracy are measured on exactly the same tokens without a
+    second pass over the corpus. Over ``N`` uniformly sampled tokens the standard error of an
+    accuracy ``p`` is ``sqrt(p (1 - p) / N)`` (at most 0.008 for ``N = 4000``).
+
+    Args:
+        model: the ``*ForMaskedLM`` the states came from.
+        states: ``[L+1, N, H]`` from ``collect_hidden_states(..., return_token_ids=True)``.
+        token_ids: ``[N]`` the input ids of those tokens.
+        chunk_size: tokens per head application (memory: ``chunk_size x V`` logits).
+
+    Returns:
+        One row per hidden state: ``layer``, ``top1``, ``top5`` (fractions in [0, 1]).
+
+    Raises:
+        ValueError: ``token_ids`` does not hold one id per token of ``states``.
+        MLMHeadMissing: the model has no MLM head.
+    """
+    from .models import mlm_head
+
+    head = mlm_head(model)
+    device = next(model.parameters()).device
+    states, token_ids = torch.as_tensor(states), torch.as_tensor(token_ids)
+    if states.ndim != 3 or token_ids.shape != (states.shape[1],):
+        raise ValueError(f"need states [L+1, N, H] and token_ids [N]; got {tuple(states.shape)} "
+                         f"and {tuple(token_ids.shape)}")
+    dtype = next(head.parameters()).dtype
+    top1 = np.zeros(states.shape[0])
+    top5 = np.zeros(states.shape[0])
+    for layer, hidden in enumerate(states):
+        for start in range(0, hidden.shape[0], chunk_size):
+            logits = head(hidden[start:start + chunk_size].to(device, dtype))
+            best = logits.topk(min(5, logits.shape[-1]), dim=-1).indices.cpu()
+            target = token_ids[start:start + chunk_size]
+            top1[layer] += (best[:, 0] == target).sum().item()
+            top5[layer] += (best == target[:, None]).any(dim=-1).sum().item()
+    n = states.shape[1]
+    return pd.DataFrame({"layer": np.arange(states.shape[0]), "top1": top1 / n, "top5": top5 / n})
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-layer statistics
+
+
+def layer_statistics(states) -> pd.DataFrame:
+    """Summary statistics of each hidden state's values (RQ2; paper section 3's "similar").
+
+    Args:
+        states: ``[L+1, N, H]`` (tensor or array), e.g. from :func:`collect_hidden_states`.
+
+    Returns:
+        One row per hidden state, columns ``STATISTICS_COLUMNS``:
+        ``layer``; ``mean``, ``std`` (over all ``N * H`` values, population std);
+        ``norm_mean``, ``norm_std`` (of the ``N`` token vectors' L2 norms);
+        ``q01, q25, q50, q75, q99`` (quantiles of all ``N * H`` values, linear interpolation);
+        ``max_abs`` (largest absolute value); ``kurtosis`` (excess kurtosis of all values,
+        Fisher: 0 for a Gaussian; large values mean heavy tails or outlier dimensions);
+        ``top_dim`` (the dimension with the largest variance over tokens) and
+        ``top_dim_var_frac`` (its share of the total variance, ``1 / H`` for an isotropic
+        layer; outlier dimensions: Kovaleva et al. 2021); ``anisotropy`` (the mean cosine
+        similarity between two *different* tokens of the layer; Ethayarajh 2019). All values in
+        hidden-state units except the dimensionless ``kurtosis``, fractions and cosines.
+
+    Raises:
+        ValueError: ``states`` is not 3-D or is empty.
+    """
+    states = _check_states(states)
+    rows = []
+    for layer, x in enumerate(states):  # x: [N, H]
+        values = x.numpy().ravel()
+        norms = x.norm(dim=1)
+        variance = x.var(dim=0, unbiased=False)
+        unit = x / norms.clamp_min(1e-12)[:, None]
+        n = x.shape[0]
+        anisotropy = ((unit.sum(0).square().sum() - unit.square().sum()) / (n * (n - 1))
+                      if n > 1 else torch.tensor(float("nan")))
+        quantiles = np.quantile(values, list(_QUANTILES.values()))
+        rows.append({
+            "layer": layer,
+            "mean": values.mean(),
+            "std": values.std(),
+            "norm_mean": norms.mean().item(),
+            "norm_std": norms.std(unbiased=False).item(),
+            **dict(zip(_QUANTILES, quantiles)),
+            "max_abs": np.abs(values).max(),
+            "kurtosis": scipy.stats.kurtosis(values, fisher=True),
+            "top_dim": int(variance.argmax()),
+            "top_dim_var_frac": (variance.max() / variance.sum().clamp_min(1e-300)).item(),
+            "anisotropy": float(anisotropy),
+        })
+    return pd.DataFrame(rows, columns=STATISTICS_COLUMNS)
+
+
+# --------------------------------------------------------------------------------------------------
+# Similarity between layers
+
+
+def _square_frame(matrix: np.ndarray) -> pd.DataFrame:
+    index = pd.Index(range(matrix.shape[0]), name="layer")
+    return pd.DataFrame(matrix, index=index, columns=index.rename("other_layer"))
+
+
+def cosine_across_layers(states) -> pd.DataFrame:
+    """Mean cosine similarity of the *same token* between every pair of hidden states (RQ2).
+
+    ``C[a, b] = mean_n cos(states[a, n], states[b, n])``: how far a token's vector turns between
+    layers (not a comparison of distributions: a rotation of a whole layer lowers it, while
+    CKA ignores it). Zero vectors count as cosine 0. Accumulated in float64.
+
+    Args:
+        states: ``[L+1, N, H]``.
+
+    Returns:
+        ``[L+1, L+1]`` frame, index ``layer`` and columns ``other_layer`` (hidden-state
+        indices), values in [-1, 1]; symmetric with a diagonal of 1.
+
+    Raises:
+        ValueError: ``states`` is not 3-D or is empty.
+    """
+    states = _check_states(states)
+    unit = states / states.norm(dim=2, keepdim=True).clamp_min(1e-300)
+    matrix = torch.einsum("anh,bnh->ab", unit, unit) / states.shape[1]
+    return _square_frame(matrix.numpy())
+
+
+def _centred(x) -> torch.Tensor:
+    x = torch.as_tensor(x).detach().to("cpu", torch.float64)
+    if x.ndim != 2:
+        raise ValueError(f"CKA needs 2-D [tokens, features] inputs, got shape {tuple(x.shape)}")
+    if x.shape[0] < 2:
+        raise ValueError(f"CKA needs at least 2 tokens (rows), got {x.shape[0]}")
+    return x - x.mean(dim=0, keepdim=True)
+
+
+def linear_cka(x, y) -> float:
+    """Linear centred kernel alignment between two representations of the same tokens.
+
+    Kornblith et al. (2019), eq. 5, in its feature-space form: with the columns of ``x``
+    ``[N, d1]`` and ``y`` ``[N, d2]`` centred,
+    ``CKA = ||yᵀ x||_F² / (||xᵀ x||_F · ||yᵀ y||_F)``. Only ``d × d`` cross-covariances are
+    formed (never an ``N × N`` Gram matrix); float64 throughout. Equal to the Gram-matrix form
+    ``HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L))`` with ``K = x xᵀ``, ``L = y yᵀ``. Invariant to
+    orthogonal transforms and isotropic scaling of either input, not to arbitrary invertible
+    linear maps.
+
+    Args:
+        x, y: tensors or arrays ``[N, d1]`` and ``[N, d2]``, rows = the same N tokens.
+
+    Returns:
+        A float in [0, 1]; 1 for identical representations (up to rotation and scale).
+
+    Raises:
+        ValueError: not 2-D, different numbers of rows, fewer than 2 rows, or an input whose
+            columns are all constant (CKA is undefined).
+    """
+    x, y = _centred(x), _centred(y)
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"x and y must hold the same tokens (rows): {x.shape[0]} != {y.shape[0]}")
+    xx, yy = torch.linalg.matrix_norm(x.T @ x), torch.linalg.matrix_norm(y.T @ y)
+    if xx == 0 or yy == 0:
+        raise ValueError("CKA is undefined for an input whose columns are all constant")
+    return float(torch.linalg.matrix_norm(y.T @ x).square() / (xx * yy))
+
+
+def cka_matrix(states) -> pd.DataFrame:
+    """Linear CKA (:func:`linear_cka`, Kornblith et al. 2019) between every pair of hidden states.
+
+    Args:
+        states: ``[L+1, N, H]``; the same tokens in every layer.
+
+    Returns:
+        ``[L+1, L+1]`` frame, index ``layer`` and columns ``other_layer``, values in [0, 1],
+        symmetric with a diagonal of 1 (a constant layer gives NaN).
+
+    Raises:
+        ValueError: ``states`` is not 3-D, is empty, or has fewer than 2 tokens.
+    """
+    states = _check_states(states)
+    if states.shape[1] < 2:
+        raise ValueError(f"CKA needs at least 2 tokens, got {states.shape[1]}")
+    centred = states - states.mean(dim=1, keepdim=True)
+    n_states = centred.shape[0]
+    self_norm = [torch.linalg.matrix_norm(c.T @ c).item() for c in centred]
+    matrix = np.full((n_states, n_states), np.nan)
+    for a in range(n_states):
+        for b in range(a, n_states):
+            denominator = self_norm[a] * self_norm[b]
+            if denominator > 0:
+                cross = torch.linalg.matrix_norm(centred[b].T @ centred[a]).item() ** 2
+                matrix[a, b] = matrix[b, a] = cross / denominator
+    return _square_frame(matrix)
+
+
+def distribution_distance(states, reference: int = -1) -> pd.DataFrame:
+    """How far each hidden state's per-dimension value distribution is from a reference layer's.
+
+    For every dimension ``h``, the 1-D Wasserstein-1 (earth mover's) distance between the ``N``
+    values of layer ``l`` and the ``N`` values of the reference layer in that dimension, averaged
+    over the ``H`` dimensions. It compares *marginal distributions* dimension by dimension (a
+    head with a fixed linear map sees coordinates, so a dimension that moves matters), not the
+    token-to-token correspondence (:func:`cosine_across_layers`) or the joint geometry
+    (:func:`cka_matrix`). It equals ``scipy.stats.wasserstein_distance`` per dimension, computed
+    here in closed form for equal, equally weighted samples: the mean absolute difference of the
+    sorted values.
+
+    Two versions tell scale apart from shape: ``w1`` on the raw values (hidden-state units), and
+    ``w1_standardised`` after standardising each layer by its own overall mean and std (one
+    mean and one std per layer over all ``N * H`` values; dimensionless), so a layer that is the
+    reference scaled up scores ``w1 > 0`` but ``w1_standardised = 0``. ``w1_relative`` is
+    ``w1`` divided by the reference layer's std.
+
+    Args:
+        states: ``[L+1, N, H]``.
+        reference: the reference hidden state (default ``-1``, the last; negative counts back).
+
+    Returns:
+        One row per hidden state: ``layer``, ``reference`` (its index, non-negative), ``w1``,
+        ``w1_relative``, ``w1_standardised`` (0 for the reference itself).
+
+    Raises:
+        ValueError: ``states`` is not 3-D or is empty; IndexError: ``reference`` out of range.
+    """
+    states = _check_states(states)
+    n_states = states.shape[0]
+    if not -n_states <= reference < n_states:
+        raise IndexError(f"reference {reference} is out of range for {n_states} hidden states")
+    reference = reference % n_states
+    # sort every dimension once; standardising a layer is increasing and affine, so it
+    # commutes with sorting
+    ordered = states.sort(dim=1).values  # [L+1, N, H]
+    means = states.mean(dim=(1, 2), keepdim=True)
+    stds = states.std(dim=(1, 2), unbiased=False, keepdim=True).clamp_min(1e-300)
+    standardised = (ordered - means) / stds
+    w1 = (ordered - ordered[reference]).abs().mean(dim=(1, 2))
+    w1_standardised = (standardised - standardised[reference]).abs().mean(dim=(1, 2))
+    return pd.DataFrame({
+        "layer": np.arange(n_states),
+        "reference": reference,
+        "w1": w1.numpy(),
+        "w1_relative": (w1 / stds[reference].squeeze()).numpy(),
+        "w1_standardised": w1_standardised.numpy(),
+    })
+
+
+# --------------------------------------------------------------------------------------------------
+# Relation to RQ1
+
+
+def relate_to_reconstruction(similarity_to_last, probe_frame: pd.DataFrame,
+                             metric: str = "top1", exclude_last: bool = True
+                             ) -> tuple[pd.DataFrame, dict]:
+    """Per-layer similarity to the last hidden state against RQ1's reconstruction accuracy.
+
+    Args:
+        similarity_to_last: a Series indexed by hidden state (its name, or ``"similarity"``,
+            becomes the column), or a frame with a ``layer`` column (or a ``layer`` index) and
+            one or more numeric similarity columns (e.g. ``cka``, ``cosine``).
+        probe_frame: RQ1 rows of *one* model and variant (``dupbert.reconstruction_accuracy``,
+            or ``probe_models`` filtered), with ``layer`` and ``metric``.
+        metric: the RQ1 column, default ``top1`` (a fraction in [0, 1]).
+        exclude_last: leave the last hidden state out of the correlation: its similarity to
+            itself is 1 by construction and the head was trained on it, so it would add one
+            concordant point for free. It stays in the returned frame.
+
+    Returns:
+        ``(frame, correlations)``: the frame has one row per hidden state present in both
+        inputs, ``layer``, the similarity columns and ``metric``; ``correlations`` maps each
+        similarity column to ``{"rho", "p_value", "n_layers"}`` from ``scipy.stats.spearmanr``
+        (two-sided p-value; NaN when fewer than 3 hidden states are used or either side is
+        constant: a rank correlation of 2 points is always +-1). Hidden states of one
+        model are not independent samples: read the p-value as descriptive.
+
+    Raises:
+        ValueError: ``probe_frame`` lacks ``layer``/``metric``, holds more than one row per
+            hidden state (several models or variants), or no hidden state is shared.
+    """
+    if isinstance(similarity_to_last, pd.Series):
+        name = similarity_to_last.name if similarity_to_last.name is not None else "similarity"
+        similarity = similarity_to_last.rename(name).rename_axis("layer").reset_index()
+    else:
+        similarity = similarity_to_last
+        if "layer" not in similarity.columns:
+            similarity = similarity.rename_axis("layer").reset_index()
+    missing = {"layer", metric} - set(probe_frame.columns)
+    if missing:
+        raise ValueError(f"probe_frame needs columns {sorted(missing)}; "
+                         f"it has {list(probe_frame.columns)}")
+    if probe_frame["layer"].duplicated().any():
+        raise ValueError("probe_frame holds several rows per hidden state: filter it to one model, "
+                         "duplication and variant first")
+    columns = [c for c in similarity.columns if c != "layer" and c != metric
+               and pd.api.types.is_numeric_dtype(similarity[c])]
+    frame = similarity[["layer", *columns]].merge(probe_frame[["layer", metric]], on="layer")
+    frame = frame.sort_values("layer", ignore_index=True)
+    if frame.empty:
+        raise ValueError("similarity_to_last and probe_frame share no hidden state")
+    used = frame[frame["layer"] != frame["layer"].max()] if exclude_last else frame
+    correlations = {}
+    for column in columns:
+        if len(used) < 3 or used[column].nunique() < 2 or used[metric].nunique() < 2:
+            rho, p_value = float("nan"), float("nan")
+        else:
+            result = scipy.stats.spearmanr(used[column], used[metric])
+            rho, p_value = float(result.statistic), float(result.pvalue)
+        correlations[column] = {"rho": rho, "p_value": p_value, "n_layers": len(used)}
+    return frame, correlations
+
+
+# --------------------------------------------------------------------------------------------------
+# Several models at once
+
+
+def similarity_duplication(model: transformers.PreTrainedModel) -> dict[str, list[int]]:
+    """The duplicated variant RQ2 compares with each model, as ``{label: order}``.
+
+    BERT-like: ``"first 3 copied"`` = ``order_copy_after([0, 1, 2], L)`` (the paper's
+    "duplicate the first three layers", each copy right after its original; ``"first 2
+    copied"`` for a 2-layer model). A shared ALBERT:
+    ``"L+3 repeats"`` of its shared layer (the same label and order as
+    ``standard_duplications``, so RQ1 results are shared).
+    """
+    num_layers = model.config.num_hidden_layers
+    if is_albert(model) and model.config.num_hidden_groups == 1:
+        label = f"{num_layers + 3} repeats"
+        return {label: standard_duplications(model)[label]}
+    k = min(3, num_layers)  # a 2-layer model copies both
+    return {f"first {k} copied": order_copy_after(list(range(k)), num_layers)}
+
+
+class SimilarityReport(NamedTuple):
+    """The tidy frames of :func:`layer_similarity_report`."""
+
+    layers: pd.DataFrame
+    """One row per (model, duplication, hidden state): statistics, distance, similarity to the
+    last hidden state and (optionally) RQ1 accuracy."""
+    pairs: pd.DataFrame
+    """One row per (model, duplication, hidden state, other hidden state): ``cka``, ``cosine``."""
+
+
+# Bump when a change here changes the numbers: cached results are keyed on it.
+STATS_VERSION = 1
+
+
+def _layer_rows(model, states, cka: pd.DataFrame, cosine: pd.DataFrame) -> pd.DataFrame:
+    statistics = layer_statistics(states)
+    distance = distribution_distance(states).drop(columns="reference")
+    frame = statistics.merge(distance, on="layer")
+    frame.insert(1, "source_block", [-1, *block_sources(model)])
+    frame.insert(2, "is_copy", [False, *block_is_copy(model)])
+    return frame.assign(cka_to_last=cka.iloc[:, -1].to_numpy(),
+                        cosine_to_last=cosine.iloc[:, -1].to_numpy(), n_tokens=states.shape[1])
+
+
+def _pair_rows(model, states, cka: pd.DataFrame, cosine: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([cka.stack().rename("cka"), cosine.stack().rename("cosine")],
+                     axis=1).reset_index()
+
+
+def layer_similarity_report(
+    model_names: Sequence[str],
+    corpus: str | None = None,
+    n_sequences: int = 500,
+    max_tokens: int = 4000,
+    duplications: str | Mapping[str, Sequence[int]] | None = "default",
+    batch_size: int = 32,
+    device: str = "cpu",
+    seed: int = 0,
+    max_length: int = 512,
+    data_dir: str | None = None,
+    progress: bool = True,
+    cache: bool = True,
+    reconstruction: str | None = "sample",
+) -> SimilarityReport:
+    """RQ2 for several models: statistics and layer similarity of each model and its variants.
+
+    For each model (and duplicated variant) the hidden states of the same ``max_tokens`` tokens
+    are collected once (:func:`collect_hidden_states`) and reduced to :func:`layer_statistics`,
+    :func:`distribution_distance` to the last hidden state, :func:`cka_matrix` and
+    :func:`cosine_across_layers`. Each result is cached on disk
+    (``$DUPBERT_CACHE/results/stats-layers`` and ``stats-pairs``) as soon as it is computed.
+
+    Args:
+        model_names: zoo names, local folders or Hub ids (each must load with ``load_mlm``).
+        corpus: a corpus name from ``dupbert.data``; ``None``: each model's own domain corpus.
+        n_sequences: the first ``n_sequences`` sequences of the corpus.
+        max_tokens: tokens sampled per model (seeded by ``seed``), the same in every layer.
+        duplications: ``None``: each model as loaded; ``"default"``: also
+            :func:`similarity_duplication` (first 3 blocks copied, or L+3 ALBERT repeats);
+            ``"standard"``: ``dupbert.duplicate.standard_duplications``; a mapping
+            ``{label: order}`` (0-based blocks) applied to every model (the baseline is added).
+        reconstruction: add RQ1's ``top1`` and ``top5`` per hidden state: ``"sample"`` on the
+            sampled tokens (:func:`sampled_reconstruction`, no second pass over the corpus);
+            ``"probe"`` on every token of the same sequences (``dupbert.probe_models``, no
+            control, same variants; cached there, shared with RQ1's chapter); ``None``: no.
+        Other arguments as :func:`collect_hidden_states` and ``dupbert.probe_models``.
+
+    Returns:
+        A :class:`SimilarityReport` ``(layers, pairs)`` of tidy frames. ``layers``: ``model``,
+        ``duplication`` (``"baseline"`` for the model as loaded), ``corpus``, then
+        ``STATISTICS_COLUMNS`` with ``source_block`` and ``is_copy`` after ``layer``, the
+        :func:`distribution_distance` columns ``w1, w1_relative, w1_standardised``,
+        ``cka_to_last``, ``cosine_to_last``, ``n_tokens`` and, with ``reconstruction``, ``top1``
+        and ``top5`` (RQ1 reconstruction accuracy of the same hidden state). ``pairs``: ``model``,
+        ``duplication``, ``corpus``, ``layer``, ``other_layer``, ``cka``, ``cosine``.
+
+    Raises:
+        ValueError: empty ``model_names``, an unknown ``duplications`` string, a bad order,
+            ``max_tokens`` < 1. Errors of ``load_mlm`` and ``dupbert.data``.
+    """
+    from .data import default_corpus, load_texts
+    from .models import load_mlm
+
+    if isinstance(model_names, str):
+        model_names = [model_names]
+    if not model_names:
+        raise ValueError("model_names is empty: name at least one model, e.g. ['rxnmapper-albert']")
+    if isinstance(duplications, str) and duplications not in ("default", "standard"):
+        raise ValueError(f"duplications must be None, 'default', 'standard' or a mapping, "
+                         f"got {duplications!r}")
+    if reconstruction not in (None, "sample", "probe"):
+        raise ValueError(
+            f"reconstruction must be None, 'sample' or 'probe', got {reconstruction!r}")
+    if isinstance(max_tokens, bool) or int(max_tokens) < 1:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    layer_frames, pair_frames = [], []
+    for name in model_names:
+        corpus_name = corpus or default_corpus(name)
+        model, tokenizer = load_mlm(name, device=device)
+        texts = load_texts(corpus_name, n_sequences, data_dir=data_dir)
+        identity = list(range(model.config.num_hidden_layers))
+        if duplications is None:
+            orders = {"baseline": identity}
+        elif duplications == "default":
+            orders = {"baseline": identity, **similarity_duplication(model)}
+        elif duplications == "standard":
+            orders = standard_duplications(model)
+        else:
+            orders = {"baseline": identity, **dict(duplications)}
+        for label, order in orders.items():
+            order = None if list(order) == identity else list(order)
+            fields = dict(model=name, duplication=label, order=order, corpus=corpus_name,
+                          n_sequences=n_sequences, max_tokens=int(max_tokens), seed=seed,
+                          max_length=max_length, version=STATS_VERSION,
+                          sampled_reconstruction=reconstruction == "sample")
+            memo = {}
+
+            def computed(order=order, memo=memo):
+                if not memo:  # once per variant, shared by the two cached frames
+                    probed = model if order is None else duplicate_layers(model, order)
+                    states, token_ids = collect_hidden_states(
+                        probed, tokenizer, texts, max_tokens=max_tokens, seed=seed,
+                        batch_size=batch_size, max_length=max_length, progress=progress,
+                        device=device, return_token_ids=True)
+                    memo["args"] = (probed, states, cka_matrix(states),
+                                    cosine_across_layers(states))
+                    memo["accuracy"] = (sampled_reconstruction(probed, states, token_ids)
+                                        if reconstruction == "sample" else None)
+                return memo["args"]
+
+            def layer_rows(memo=memo, computed=computed):
+                frame = _layer_rows(*computed())
+                accuracy = memo["accuracy"]
+                return frame if accuracy is None else frame.merge(accuracy, on="layer")
+
+            layers = cached_frame("stats-layers", fields, layer_rows, enabled=cache)
+            pairs = cached_frame("stats-pairs", fields, lambda: _pair_rows(*computed()),
+                                 enabled=cache)
+            tags = dict(model=name, duplication=label, corpus=corpus_name)
+            layer_frames.append(layers.assign(**tags))
+            pair_frames.append(pairs.assign(**tags))
+        if reconstruction == "probe":
+            probed = probe_models([name], corpus=corpus_name, n_sequences=n_sequences,
+                                  batch_size=batch_size, device=device, seed=seed,
+                                  max_length=max_length, data_dir=data_dir,
+                                  include_control=False, duplications=orders,
+                                  progress=progress, cache=cache)
+            accuracy = probed[["duplication", "layer", "top1", "top5"]].assign(model=name)
+            for i in range(len(layer_frames) - len(orders), len(layer_frames)):
+                layer_frames[i] = layer_frames[i].merge(accuracy, on=["model", "duplication",
+                                                                      "layer"], how="left")
+    layers = pd.concat(layer_frames, ignore_index=True)
+    pairs = pd.concat(pair_frames, ignore_index=True)
+    front = ["model", "duplication", "corpus"]
+    return SimilarityReport(
+        layers[front + [c for c in layers.columns if c not in front]],
+        pairs[front + [c for c in pairs.columns if c not in front]],
+    )

@@ -1,0 +1,287 @@
+"""RQ2 statistics: CKA's defining properties on synthetic data, the token sample, and pinned
+values on the real pretrained rxnmapper ALBERT over real USPTO-50k reactions."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+import torch
+
+from dupbert import reconstruction_accuracy
+from dupbert.stats import (STATISTICS_COLUMNS, cka_matrix, collect_hidden_states,
+                           cosine_across_layers, distribution_distance, layer_similarity_report,
+                           layer_statistics, linear_cka, relate_to_reconstruction,
+                           sampled_reconstruction, similarity_duplication)
+
+# Measured once on the first 32 reactions of USPTO-50k test (3,022 counted tokens, all kept with
+# max_tokens=4000), then pinned.
+RXNMAPPER_N_TOKENS = 3022
+RXNMAPPER_CKA_12_1 = 0.5170
+RXNMAPPER_CKA_12_0 = 0.4390
+RXNMAPPER_NORM_MEAN_0 = 13.0566
+RXNMAPPER_NORM_MEAN_12 = 12.9325
+RXNMAPPER_COSINE_12_11 = 0.974
+
+
+def _random(n, d, seed):
+    return np.random.default_rng(seed).standard_normal((n, d))
+
+
+def _gram_cka(x, y):
+    """CKA through N x N Gram matrices (Kornblith et al. 2019, eq. 4 with linear kernels)."""
+    n = x.shape[0]
+    h = np.eye(n) - np.ones((n, n)) / n
+    k, l = h @ x @ x.T @ h, h @ y @ y.T @ h
+    return np.sum(k * l) / np.sqrt(np.sum(k * k) * np.sum(l * l))
+
+
+# -- CKA ------------------------------------------------------------------------------------------
+
+
+def test_cka_of_a_representation_with_itself_is_one():
+    x = _random(200, 16, 0)
+    assert linear_cka(x, x) == pytest.approx(1.0, abs=1e-12)
+    assert linear_cka(torch.tensor(x, dtype=torch.float32), x) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_cka_is_invariant_to_orthogonal_transforms_and_isotropic_scaling():
+    x, y = _random(300, 12, 1), _random(300, 8, 2)
+    y = y + 0.5 * x[:, :8]  # related, so the value is not near 0
+    q, _ = np.linalg.qr(_random(12, 12, 3))
+    base = linear_cka(x, y)
+    assert 0.1 < base < 0.9
+    np.testing.assert_allclose(linear_cka(x @ q, y), base, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(linear_cka(7.5 * x, 0.01 * y), base, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(linear_cka(x + 3.0, y - 1.0), base, rtol=0, atol=1e-10)
+
+
+def test_feature_space_cka_equals_the_gram_matrix_form():
+    for seed, (n, d1, d2) in enumerate([(50, 5, 7), (40, 60, 3), (30, 10, 10)]):
+        x, y = _random(n, d1, 10 + seed), _random(n, d2, 20 + seed)
+        y[:, : min(d1, d2)] += x[:, : min(d1, d2)]
+        np.testing.assert_allclose(linear_cka(x, y), _gram_cka(x, y), rtol=1e-10)
+
+
+def test_cka_of_independent_random_matrices_is_small():
+    assert linear_cka(_random(4000, 16, 4), _random(4000, 16, 5)) < 0.02
+
+
+def test_cka_errors_are_clear():
+    with pytest.raises(ValueError, match="same tokens"):
+        linear_cka(_random(10, 3, 0), _random(11, 3, 0))
+    with pytest.raises(ValueError, match="all constant"):
+        linear_cka(np.ones((10, 3)), _random(10, 3, 0))
+    with pytest.raises(ValueError, match="2-D"):
+        linear_cka(np.ones(10), np.ones(10))
+
+
+def test_cka_matrix_matches_pairwise_cka():
+    states = torch.tensor(np.stack([_random(100, 6, s) for s in range(4)]))
+    states[2] = 2 * states[1]
+    matrix = cka_matrix(states)
+    assert matrix.shape == (4, 4) and matrix.index.name == "layer"
+    for a in range(4):
+        for b in range(4):
+            assert matrix.loc[a, b] == pytest.approx(linear_cka(states[a], states[b]), abs=1e-12)
+    assert matrix.loc[1, 2] == pytest.approx(1.0, abs=1e-12)
+
+
+# -- cosine, statistics, distance -----------------------------------------------------------------
+
+
+def test_cosine_across_layers():
+    states = torch.tensor(np.stack([_random(50, 8, s) for s in range(3)]))
+    states[1] = -3 * states[0]
+    cosine = cosine_across_layers(states)
+    np.testing.assert_allclose(np.diag(cosine), 1.0, atol=1e-12)
+    np.testing.assert_allclose(cosine.to_numpy(), cosine.to_numpy().T, atol=1e-12)
+    assert cosine.loc[0, 1] == pytest.approx(-1.0, abs=1e-12)
+
+
+def test_layer_statistics_by_hand():
+    x = _random(400, 10, 7)
+    x[:, 3] *= 10  # an outlier dimension
+    frame = layer_statistics(np.stack([x, 2 * x]))
+    assert list(frame.columns) == STATISTICS_COLUMNS and frame["layer"].tolist() == [0, 1]
+    norms = np.linalg.norm(x, axis=1)
+    assert frame.loc[0, "norm_mean"] == pytest.approx(norms.mean())
+    assert frame.loc[1, "norm_mean"] == pytest.approx(2 * norms.mean())
+    assert frame.loc[0, "std"] == pytest.approx(x.std())
+    assert frame.loc[0, "q50"] == pytest.approx(np.median(x))
+    assert frame.loc[0, "max_abs"] == pytest.approx(np.abs(x).max())
+    assert frame["top_dim"].tolist() == [3, 3]
+    assert frame.loc[0, "top_dim_var_frac"] == pytest.approx(x.var(0)[3] / x.var(0).sum())
+    unit = x / norms[:, None]
+    pairwise = unit @ unit.T
+    off_diagonal = (pairwise.sum() - np.trace(pairwise)) / (400 * 399)
+    assert frame.loc[0, "anisotropy"] == pytest.approx(off_diagonal)
+
+
+def test_distribution_distance_equals_scipy_and_separates_scale_from_shape():
+    x = _random(300, 5, 8)
+    y = np.exp(_random(300, 5, 9))  # another shape
+    frame = distribution_distance(np.stack([x, 3 * x, y, x]))
+    assert frame["reference"].tolist() == [3] * 4
+    by_scipy = np.mean([scipy.stats.wasserstein_distance(y[:, h], x[:, h]) for h in range(5)])
+    assert frame.loc[2, "w1"] == pytest.approx(by_scipy, rel=1e-12)
+    assert frame.loc[1, "w1"] > 0.5
+    assert frame.loc[1, "w1_standardised"] == pytest.approx(0, abs=1e-12)
+    assert frame.loc[2, "w1_standardised"] > 0.1
+    assert frame.loc[3, "w1"] == 0
+    with pytest.raises(IndexError):
+        distribution_distance(np.stack([x, x]), reference=2)
+
+
+def test_relate_to_reconstruction():
+    similarity = pd.Series([0.2, 0.5, 0.4, 0.9, 1.0], name="cka")
+    probe = pd.DataFrame({"layer": range(5), "top1": [0.1, 0.6, 0.3, 0.95, 0.99]})
+    frame, rho = relate_to_reconstruction(similarity, probe)
+    assert frame.columns.tolist() == ["layer", "cka", "top1"] and len(frame) == 5
+    assert rho["cka"]["rho"] == pytest.approx(1.0) and rho["cka"]["n_layers"] == 4
+    _, with_last = relate_to_reconstruction(similarity, probe, exclude_last=False)
+    assert with_last["cka"]["n_layers"] == 5
+    _, two = relate_to_reconstruction(similarity[:3], probe[:3])  # 2 points: no correlation
+    assert np.isnan(two["cka"]["rho"]) and two["cka"]["n_layers"] == 2
+    with pytest.raises(ValueError, match="several rows per hidden state"):
+        relate_to_reconstruction(similarity, pd.concat([probe, probe]))
+
+
+# -- real model: the token sample and pinned values ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def uspto_32(uspto_first_64):
+    return uspto_first_64[:32]
+
+
+@pytest.fixture(scope="module")
+def all_states(rxnmapper, uspto_32):
+    model, tokenizer = rxnmapper
+    return collect_hidden_states(model, tokenizer, uspto_32, max_tokens=None, progress=False)
+
+
+def test_pinned_values_on_rxnmapper(all_states):
+    assert all_states.shape == (13, RXNMAPPER_N_TOKENS, 256)
+    assert all_states.dtype == torch.float32
+    cka = cka_matrix(all_states)
+    assert cka.loc[12, 1] == pytest.approx(RXNMAPPER_CKA_12_1, abs=2e-3)
+    assert cka.loc[12, 0] == pytest.approx(RXNMAPPER_CKA_12_0, abs=2e-3)
+    statistics = layer_statistics(all_states)
+    assert statistics.loc[0, "norm_mean"] == pytest.approx(RXNMAPPER_NORM_MEAN_0, rel=1e-3)
+    assert statistics.loc[12, "norm_mean"] == pytest.approx(RXNMAPPER_NORM_MEAN_12, rel=1e-3)
+    assert cosine_across_layers(all_states).loc[12, 11] == pytest.approx(RXNMAPPER_COSINE_12_11,
+                                                                         abs=2e-3)
+    # CKA to the last hidden state rises with depth (ALBERT applies one shared block)
+    assert (np.diff(cka[12].to_numpy()) > 0).all()
+
+
+def test_sample_is_seeded_and_takes_the_same_tokens_from_every_layer(rxnmapper, uspto_32):
+    model, tokenizer = rxnmapper
+    texts = uspto_32[:6]
+    every = collect_hidden_states(model, tokenizer, texts, max_tokens=None, progress=False)
+    assert every.shape[1] == sum(len(ids) - 2 for ids in tokenizer(texts)["input_ids"])
+    sample = collect_hidden_states(model, tokenizer, texts, max_tokens=100, seed=3,
+                                   batch_size=3, progress=False)
+    assert sample.shape == (13, 100, 256)
+    again = collect_hidden_states(model, tokenizer, texts, max_tokens=100, seed=3,
+                                  batch_size=32, progress=False)
+    torch.testing.assert_close(sample, again, rtol=1e-4, atol=1e-5)  # padding differs only
+    other = collect_hidden_states(model, tokenizer, texts, max_tokens=100, seed=4,
+                                  progress=False)
+    assert not torch.allclose(sample, other)
+    # each sampled row is one real token: find it in the full run by its last hidden state,
+    # then every layer must match that same token; the sample keeps text order
+    distance = torch.cdist(sample[-1].double(), every[-1].double(),
+                           compute_mode="donot_use_mm_for_euclid_dist")
+    index = distance.argmin(dim=1)
+    assert (distance.min(dim=1).values < 1e-3).all()
+    assert index.unique().numel() == 100 and (index.diff() > 0).all()
+    torch.testing.assert_close(sample, every[:, index], rtol=1e-4, atol=1e-5)
+    # asking for more tokens than there are keeps them all
+    assert collect_hidden_states(model, tokenizer, texts, max_tokens=10**6,
+                                 progress=False).shape == every.shape
+
+
+def test_sampled_reconstruction_on_every_token_equals_the_rq1_probe(rxnmapper, uspto_32):
+    model, tokenizer = rxnmapper
+    texts = uspto_32[:4]
+    states, token_ids = collect_hidden_states(model, tokenizer, texts, max_tokens=None,
+                                              return_token_ids=True, progress=False)
+    assert token_ids.tolist() == [i for ids in tokenizer(texts)["input_ids"] for i in ids[1:-1]]
+    sampled = sampled_reconstruction(model, states, token_ids, chunk_size=100)
+    probed = reconstruction_accuracy(model, tokenizer, texts, progress=False)
+    np.testing.assert_allclose(sampled["top1"], probed["top1"], atol=1e-12)
+    np.testing.assert_allclose(sampled["top5"], probed["top5"], atol=1e-12)
+
+
+def test_bad_input_gives_clear_errors(rxnmapper, uspto_32):
+    model, tokenizer = rxnmapper
+    with pytest.raises(ValueError, match="texts is empty"):
+        collect_hidden_states(model, tokenizer, [], progress=False)
+    with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
+        collect_hidden_states(model, tokenizer, uspto_32, max_tokens=0, progress=False)
+    with pytest.raises(ValueError, match="states must have shape"):
+        layer_statistics(np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="model_names is empty"):
+        layer_similarity_report([])
+    with pytest.raises(ValueError, match="duplications must be"):
+        layer_similarity_report(["rxnmapper-albert"], duplications="all")
+    with pytest.raises(ValueError, match="reconstruction must be"):
+        layer_similarity_report(["rxnmapper-albert"], reconstruction=True)
+
+
+def test_similarity_duplication_of_bert_like_models():
+    from transformers import BertConfig, BertForMaskedLM
+
+    def tiny(layers):
+        return BertForMaskedLM(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=layers,
+                                          num_attention_heads=2, intermediate_size=16))
+
+    assert similarity_duplication(tiny(4)) == {"first 3 copied": [0, 0, 1, 1, 2, 2, 3]}
+    assert similarity_duplication(tiny(2)) == {"first 2 copied": [0, 0, 1, 1]}
+
+
+def test_layer_similarity_report_on_rxnmapper(rxnmapper, shared_data_dir):
+    model, _ = rxnmapper
+    assert similarity_duplication(model) == {"15 repeats": list(range(12)) + [11, 11, 11]}
+    report = layer_similarity_report(["rxnmapper-albert"], n_sequences=4, max_tokens=100,
+                                     data_dir=str(shared_data_dir), progress=False, cache=False)
+    layers, pairs = report
+    assert layers.groupby("duplication").size().to_dict() == {"baseline": 13, "15 repeats": 16}
+    assert (layers["corpus"] == "uspto50k-test").all() and (layers["n_tokens"] == 100).all()
+    last = layers.groupby("duplication").tail(1)
+    np.testing.assert_allclose(last["cka_to_last"], 1.0, atol=1e-12)
+    np.testing.assert_allclose(last["w1"], 0.0, atol=1e-12)
+    repeats = layers[layers["duplication"] == "15 repeats"]
+    assert repeats["is_copy"].tolist() == [False] * 13 + [True] * 3
+    assert len(pairs) == 13 * 13 + 16 * 16
+    # the RQ1 accuracy of the same hidden states, on the same sequences
+    assert layers["top1"].notna().all() and layers["top5"].notna().all()
+    assert (layers.loc[layers["layer"] >= 3, "top1"] > 0.95).all()
+    baseline = pairs[pairs["duplication"] == "baseline"]
+    np.testing.assert_allclose(baseline.loc[baseline["layer"] == baseline["other_layer"], "cka"],
+                               1.0, atol=1e-12)
+
+
+def test_rq2_plots_draw_synthetic_frames():
+    from dupbert.plots import (plot_distribution_distance, plot_layer_statistics,
+                               plot_similarity_heatmap, plot_similarity_heatmaps,
+                               plot_similarity_vs_reconstruction)
+
+    frames = []
+    for duplication, n_states in [("baseline", 4), ("5 repeats", 6)]:
+        states = torch.tensor(np.stack([_random(60, 5, s) * (1 + s / 10) for s in range(n_states)]))
+        frame = layer_statistics(states).merge(distribution_distance(states), on="layer")
+        frame = frame.assign(model="toy", duplication=duplication,
+                             cka_to_last=cka_matrix(states).iloc[:, -1].to_numpy(),
+                             top1=np.linspace(0.2, 1.0, n_states))
+        frames.append(frame)
+    layers = pd.concat(frames, ignore_index=True)
+    pairs = cka_matrix(states).stack().rename("cka").reset_index().assign(model="toy")
+    assert len(plot_layer_statistics(layers).axes) == 3
+    assert len(plot_distribution_distance(layers).axes) == 2
+    assert len(plot_similarity_heatmap(cka_matrix(states), "toy").axes) == 2  # + colour bar
+    assert len(plot_similarity_heatmaps(pairs, "cka").axes) == 2
+    assert len(plot_similarity_vs_reconstruction(layers).axes[0].collections) == 1
+    with pytest.raises(KeyError, match="needs columns"):
+        plot_layer_statistics(layers.drop(columns="q50"))
