@@ -252,7 +252,7 @@ def standard_duplications(model: transformers.PreTrainedModel) -> dict[str, list
         for extra in (1, 2, 3, 5, 8):
             variants[f"{num_layers + extra} repeats"] = identity + [num_layers - 1] * extra
         return variants
-    for k in (1, 2, 3):
+    for k in range(1, min(3, num_layers) + 1):
         variants[f"first {k} copied"] = order_copy_after(range(k), num_layers)
     for block in range(num_layers):
         variants[f"block {block} copied"] = order_copy_after([block], num_layers)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 import transformers
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .duplicate import block_is_copy, block_sources, duplicate_layers, standard_duplications
 from .models import mlm_head, random_init_control
@@ -244,24 +244,34 @@ def probe_models(
     frames = []
     for name in models:
         corpus_name = corpus or default_corpus(name)
-        model, tokenizer = load_mlm(name, device=device)
-        texts = load_texts(corpus_name, n_sequences, data_dir=data_dir)
+        loaded: dict = {}
+
+        def load(name=name, corpus_name=corpus_name, loaded=loaded) -> dict:
+            """Model and texts, loaded only when a result is not cached."""
+            if not loaded:
+                loaded["model"], loaded["tokenizer"] = load_mlm(name, device=device)
+                loaded["texts"] = load_texts(corpus_name, n_sequences, data_dir=data_dir)
+            return loaded
+
         if duplications is None:
             orders = {BASELINE: None}
         elif duplications == "standard":
-            orders = standard_duplications(model)
+            orders = standard_duplications(load()["model"])
         else:
             orders = dict(duplications)
         for label, order in orders.items():
-            if order is not None and list(order) == list(range(model.config.num_hidden_layers)):
-                order = None  # the identity is the model as loaded: share its cached result
+            identity = loaded and list(order or []) == list(
+                range(loaded["model"].config.num_hidden_layers))
+            if identity:
+                order = None  # the model as loaded: share its cached result
             variants = [PRETRAINED, CONTROL] if include_control and label == BASELINE else [PRETRAINED]
             for variant in variants:
                 fields = dict(model=name, duplication=label, order=order, variant=variant,
                               corpus=corpus_name, n_sequences=n_sequences, max_length=max_length,
                               seed=seed if variant == CONTROL else None, version=PROBE_VERSION)
 
-                def run(order=order, variant=variant) -> pd.DataFrame:
+                def run(order=order, variant=variant, load=load) -> pd.DataFrame:
+                    model, tokenizer, texts = (load()[k] for k in ("model", "tokenizer", "texts"))
                     probed = model if order is None else duplicate_layers(model, order)
                     if variant == CONTROL:
                         probed = random_init_control(probed, seed=seed)
@@ -274,3 +284,45 @@ def probe_models(
                                            corpus=corpus_name))
     result = pd.concat(frames, ignore_index=True)
     return result[["model", "duplication", "variant", "corpus", *PROBE_COLUMNS]]
+
+
+def duplication_summary(frame: pd.DataFrame, metric: str = "top1") -> pd.DataFrame:
+    """How duplication changes reconstruction, one row per (model, duplication) (RQ1 on
+    duplicated models, paper section 5).
+
+    Args:
+        frame: ``probe_models(..., duplications=...)`` output (pretrained rows are used).
+        metric: ``top1``, ``top5`` or ``top1_macro``.
+
+    Returns:
+        Columns ``model``, ``duplication``, ``n_blocks``, ``n_copies``, ``at_copies`` (mean
+        ``metric`` of the hidden states that copies produce), ``before_first_copy`` (of the
+        hidden state the first copy reads), ``min_after_first_copy``, ``last`` (the last hidden
+        state) and ``last_change`` (``last`` minus the baseline's ``last``, same units). NaN
+        where a model has no copy.
+
+    Raises:
+        ValueError: ``frame`` has no ``baseline`` rows for a model.
+    """
+    data = frame[frame["variant"] == PRETRAINED] if "variant" in frame else frame
+    rows = []
+    for (model, duplication), group in data.groupby(["model", "duplication"], sort=False):
+        baseline = data[(data["model"] == model) & (data["duplication"] == BASELINE)]
+        if baseline.empty:
+            raise ValueError(f"no baseline rows for model {model!r}: probe with a baseline")
+        group = group.sort_values("layer")
+        copies = group[group["is_copy"].astype(bool)]
+        first = copies["layer"].min() if len(copies) else None
+        last = float(group[metric].iloc[-1])
+        rows.append({
+            "model": model, "duplication": duplication, "n_blocks": int(group["layer"].max()),
+            "n_copies": len(copies),
+            "at_copies": float(copies[metric].mean()) if len(copies) else np.nan,
+            "before_first_copy": (float(group.loc[group["layer"] == first - 1, metric].iloc[0])
+                                  if first is not None else np.nan),
+            "min_after_first_copy": (float(group.loc[group["layer"] >= first, metric].min())
+                                     if first is not None else np.nan),
+            "last": last,
+            "last_change": last - float(baseline.sort_values("layer")[metric].iloc[-1]),
+        })
+    return pd.DataFrame(rows)

@@ -32,7 +32,7 @@ import pandas as pd
 import scipy.stats
 import torch
 import transformers
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .duplicate import (block_is_copy, block_sources, duplicate_layers, is_albert,
                         order_copy_after, standard_duplications)

@@ -36,9 +36,10 @@ def _offline_hub(tmp_path_factory):
 @pytest.fixture(scope="session")
 def zoo_cache() -> Path:
     """The zoo cache shared by the whole session: $DUPBERT_CACHE, else the user's default cache
-    (a zoo model is downloaded and converted once, then reused)."""
-    from dupbert.zoo import cache_dir
+    (a zoo model is downloaded and converted once, then reused). rxnmapper-albert is in it."""
+    from dupbert.zoo import cache_dir, zoo_folder
 
+    zoo_folder("rxnmapper-albert", cache_dir())
     return cache_dir()
 
 

@@ -1,0 +1,570 @@
+"""Matplotlib figures for the book: one function per figure kind.
+
+Functions take the tidy frames that the rest of :mod:`dupbert` returns and give back a
+:class:`matplotlib.figure.Figure`. Figures are built with the object-oriented API
+(``Figure(...)``, not ``pyplot``): no GUI backend is touched, so this works on headless machines
+(rendering goes through Agg), nothing is registered in pyplot, and nothing is shown twice in a
+notebook. The notebook decides how to show a figure (``display(fig)`` or ``myst_nb.glue``); its
+text repr (``<Figure size 850x420 with 1 Axes>``) is stable, which nbval compares.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+__all__ = ["plot_reconstruction", "plot_duplication_effect"]
+
+_PRETRAINED = "pretrained"
+_CONTROL = "random-init control"
+_BASELINE = "baseline"
+_METRIC_LABELS = {
+    "top1": "top-1 reconstruction accuracy",
+    "top5": "top-5 reconstruction accuracy",
+    "top1_macro": "top-1 reconstruction accuracy (mean over sequences)",
+}
+
+
+def plot_reconstruction(frame: pd.DataFrame, metric: str = "top1", ax=None) -> Figure:
+    """Token reconstruction accuracy against hidden state, one line per model and variant.
+
+    Parameters
+    ----------
+    frame
+        The output of :func:`dupbert.probe_models` (or of :func:`dupbert.reconstruction_accuracy`).
+        Required columns: ``layer`` (hidden-state index, 0 = embedding output) and ``metric``.
+        Optional columns: ``model`` and ``duplication`` (one colour per model and duplication;
+        ``"baseline"`` is the model as loaded) and ``variant`` (``"pretrained"`` solid,
+        ``"random-init control"`` dashed in the same colour).
+    metric
+        The column to plot, e.g. ``"top1"``, ``"top5"`` or ``"top1_macro"``; values in [0, 1].
+    ax
+        An existing :class:`matplotlib.axes.Axes` to draw into; a new figure is made if ``None``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure holding the axes (a new one, not registered with pyplot, when ``ax`` is
+        ``None``). Show it with ``display(fig)``, glue it, or ``fig.savefig(path)``.
+    """
+    missing = {"layer", metric} - set(frame.columns)
+    if missing:
+        raise KeyError(
+            f"plot_reconstruction needs columns {sorted(missing)}; the frame has {list(frame.columns)}"
+        )
+    if frame.empty:
+        raise ValueError("plot_reconstruction got an empty frame")
+
+    data = frame.copy()
+    for column, default in (("model", "model"), ("duplication", _BASELINE), ("variant", _PRETRAINED)):
+        if column not in data.columns:
+            data[column] = default
+
+    if ax is None:
+        fig = Figure(figsize=(8.5, 4.2), dpi=100, layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+
+    # One colour per (model, duplication) in order of first appearance; the control dashed.
+    series = list(dict.fromkeys(zip(data["model"], data["duplication"])))
+    colours = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    variants = sorted(set(data["variant"]), key=lambda v: (v == _CONTROL, str(v)))
+    for i, (model, duplication) in enumerate(series):
+        name = str(model) if duplication == _BASELINE else f"{model}, {duplication}"
+        for variant in variants:
+            rows = data[
+                (data["model"] == model) & (data["duplication"] == duplication) & (data["variant"] == variant)
+            ].sort_values("layer")
+            if rows.empty:
+                continue
+            control = variant == _CONTROL
+            ax.plot(
+                rows["layer"],
+                rows[metric],
+                color=colours[i % len(colours)],
+                linestyle="--" if control else "-",
+                marker="x" if control else "o",
+                markersize=4,
+                linewidth=1.2 if control else 1.8,
+                alpha=0.8 if control else 1.0,
+                label=f"{name} ({variant})" if len(variants) > 1 else name,
+            )
+
+    ax.set_xlabel("hidden state (0 = embedding output)")
+    ax.set_ylabel(_METRIC_LABELS.get(metric, metric))
+    ax.set_ylim(0, 1.02)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(data["layer"].min() - 0.3, data["layer"].max() + 0.3)
+    ax.grid(True, alpha=0.3)
+    # Outside the axes, so it never hides a curve; two columns when there are many curves.
+    n_curves = len(ax.get_lines())
+    ax.legend(fontsize="small" if n_curves <= 12 else "x-small", ncols=1 if n_curves <= 12 else 2,
+              loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return fig
+
+
+def plot_duplication_effect(frame: pd.DataFrame, model: str, metric: str = "top1",
+                            variants: list[str] | None = None) -> Figure:
+    """RQ1 on duplicated models: reconstruction per hidden state for the baseline and some
+    duplicated variants of one model, hidden states made by copies marked with a ring.
+
+    Parameters
+    ----------
+    frame
+        :func:`dupbert.probe_models` output with ``duplications=...``: columns ``model``,
+        ``duplication``, ``layer``, ``is_copy``, ``metric`` (and optionally ``variant``).
+    model
+        The model to draw.
+    variants
+        Duplication labels to draw after ``"baseline"``; default: every label that does not
+        start with ``"block "`` (the single-block copies are summarised by
+        :func:`dupbert.probe.duplication_summary` instead: 12 more curves would be unreadable).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    data = frame[frame["model"] == model]
+    if "variant" in data:
+        data = data[data["variant"] == _PRETRAINED]
+    if data.empty:
+        raise ValueError(f"no rows for model {model!r}; models in the frame: "
+                         f"{sorted(frame['model'].unique())}")
+    labels = list(dict.fromkeys(data["duplication"]))
+    if variants is None:
+        variants = [v for v in labels if v != _BASELINE and not str(v).startswith("block ")]
+    fig = Figure(figsize=(8.5, 4.2), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    colours = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    for i, label in enumerate([_BASELINE, *variants]):
+        rows = data[data["duplication"] == label].sort_values("layer")
+        if rows.empty:
+            continue
+        colour = colours[i % len(colours)]
+        ax.plot(rows["layer"], rows[metric], color=colour, marker="o", markersize=3,
+                linewidth=2.2 if label == _BASELINE else 1.4, label=str(label))
+        copies = rows[rows["is_copy"].astype(bool)]
+        ax.scatter(copies["layer"], copies[metric], s=70, facecolors="none", edgecolors=colour,
+                   linewidths=1.5)
+    ax.scatter([], [], s=70, facecolors="none", edgecolors="grey", label="made by a copy / repeat")
+    ax.set_title(f"{model}: reconstruction through duplicated models")
+    ax.set_xlabel("hidden state (0 = embedding output)")
+    ax.set_ylabel(_METRIC_LABELS.get(metric, metric))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# RQ2: per-layer statistics and layer similarity (frames of dupbert.stats)
+
+__all__ += ["plot_layer_statistics", "plot_similarity_heatmap", "plot_similarity_heatmaps",
+            "plot_distribution_distance", "plot_similarity_vs_reconstruction"]
+
+
+
+def _require(frame: pd.DataFrame, columns, who: str) -> None:
+    missing = set(columns) - set(frame.columns)
+    if missing:
+        raise KeyError(
+            f"{who} needs columns {sorted(missing)}; the frame has {list(frame.columns)}")
+    if frame.empty:
+        raise ValueError(f"{who} got an empty frame")
+
+
+def _with_defaults(frame: pd.DataFrame) -> pd.DataFrame:
+    data = frame.copy()
+    if "model" not in data.columns:
+        data["model"] = "model"
+    if "duplication" not in data.columns:
+        data["duplication"] = _BASELINE
+    return data
+
+
+def _layer_axis(ax, layers) -> None:
+    ax.set_xlabel("hidden state (0 = embedding output)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(min(layers) - 0.3, max(layers) + 0.3)
+    ax.grid(True, alpha=0.3)
+
+
+def plot_layer_statistics(frame: pd.DataFrame) -> Figure:
+    """Per-layer statistics, one row of panels per model.
+
+    Panels: the tokens' L2 norm (mean, band ± one std), the std of all values, and the value
+    quantiles (band q01–q99, band q25–q75, median line). The model as loaded (``duplication ==
+    "baseline"``) is solid; duplicated variants are dashed in the first two panels.
+
+    Parameters
+    ----------
+    frame
+        ``dupbert.stats.layer_statistics`` output or ``layer_similarity_report(...).layers``:
+        columns ``layer, norm_mean, norm_std, std, q01, q25, q50, q75, q99``; optional
+        ``model`` and ``duplication``. Values in hidden-state units.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    _require(frame, ["layer", "norm_mean", "norm_std", "std", "q01", "q25", "q50", "q75", "q99"],
+             "plot_layer_statistics")
+    data = _with_defaults(frame)
+    models = list(dict.fromkeys(data["model"]))
+    fig = Figure(figsize=(10, 2.7 * len(models) + 0.4), dpi=100, layout="constrained")
+    axes = fig.subplots(len(models), 3, squeeze=False)
+    colours = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    for row, model in enumerate(models):
+        ours = data[data["model"] == model]
+        variants = sorted(set(ours["duplication"]), key=lambda v: (v != _BASELINE, str(v)))
+        for k, variant in enumerate(variants):
+            rows = ours[ours["duplication"] == variant].sort_values("layer")
+            style = dict(color=colours[k % len(colours)], marker="o", markersize=3,
+                         linestyle="-" if variant == _BASELINE else "--", label=str(variant))
+            axes[row, 0].plot(rows["layer"], rows["norm_mean"], **style)
+            axes[row, 0].fill_between(rows["layer"], rows["norm_mean"] - rows["norm_std"],
+                                      rows["norm_mean"] + rows["norm_std"],
+                                      color=style["color"], alpha=0.15, linewidth=0)
+            axes[row, 1].plot(rows["layer"], rows["std"], **style)
+        base = ours[ours["duplication"] == variants[0]].sort_values("layer")
+        axes[row, 2].fill_between(base["layer"], base["q01"], base["q99"], color="C0", alpha=0.2,
+                                  linewidth=0, label="q01–q99")
+        axes[row, 2].fill_between(base["layer"], base["q25"], base["q75"], color="C0", alpha=0.45,
+                                  linewidth=0, label="q25–q75")
+        axes[row, 2].plot(base["layer"], base["q50"], color="C0", label="median")
+        axes[row, 0].set_ylabel(f"{model}\nL2 norm of a token")
+        axes[row, 1].set_ylabel("std of all values")
+        axes[row, 2].set_ylabel(f"value quantiles ({variants[0]})")
+        for ax in axes[row]:
+            _layer_axis(ax, ours["layer"])
+        axes[row, 0].legend(fontsize="small", frameon=False)
+        axes[row, 2].legend(fontsize="small", frameon=False)
+    return fig
+
+
+def plot_similarity_heatmap(matrix: pd.DataFrame, title: str = "", ax=None,
+                            vmin: float = 0.0, vmax: float = 1.0, label: str = "",
+                            annotate: bool | None = None) -> Figure:
+    """A square layer-by-layer similarity matrix as a heat map (hidden state 0 at the top left).
+
+    Parameters
+    ----------
+    matrix
+        ``[L+1, L+1]`` frame, e.g. ``dupbert.stats.cka_matrix`` or ``cosine_across_layers``
+        (index and columns: hidden states), or a tidy frame pivoted to that shape.
+    title
+        Axes title.
+    ax
+        An existing axes to draw into; a new figure is made if ``None``.
+    vmin, vmax
+        Colour scale limits.
+    label
+        Colour bar label.
+    annotate
+        Write the values (2 decimals) into the cells; default: only for at most 13 layers.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    if matrix.empty or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(
+            f"plot_similarity_heatmap needs a non-empty square matrix, got {matrix.shape}")
+    if ax is None:
+        fig = Figure(figsize=(5.2, 4.4), dpi=100, layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+    values = matrix.to_numpy(dtype=float)
+    image = ax.imshow(values, vmin=vmin, vmax=vmax, cmap="viridis", origin="upper",
+                      interpolation="nearest")
+    n = values.shape[0]
+    ticks = list(range(n)) if n <= 16 else list(range(0, n, max(1, n // 8)))
+    ax.set_xticks(ticks, [str(matrix.columns[t]) for t in ticks], fontsize="small")
+    ax.set_yticks(ticks, [str(matrix.index[t]) for t in ticks], fontsize="small")
+    ax.set_xlabel("hidden state")
+    ax.set_ylabel("hidden state")
+    if title:
+        ax.set_title(title, fontsize="medium")
+    if annotate if annotate is not None else n <= 13:
+        middle = (vmin + vmax) / 2
+        for i in range(n):
+            for j in range(n):
+                ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=5.5,
+                        color="black" if values[i, j] > middle else "white")
+    fig.colorbar(image, ax=ax, shrink=0.85, label=label)
+    return fig
+
+
+def plot_similarity_heatmaps(pairs: pd.DataFrame, value: str = "cka", label: str = "") -> Figure:
+    """A grid of layer-by-layer heat maps: one row per model, one column per duplication
+    (``"baseline"`` first), each drawn by :func:`plot_similarity_heatmap`.
+
+    Parameters
+    ----------
+    pairs
+        ``layer_similarity_report(...).pairs``: columns ``layer``, ``other_layer`` and
+        ``value``; optional ``model`` and ``duplication``.
+    value
+        The column to show, e.g. ``"cka"`` or ``"cosine"``. The colour scale is [0, 1], or
+        [-1, 1] when some value is negative.
+    label
+        Colour bar label (default: ``value``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    _require(pairs, ["layer", "other_layer", value], "plot_similarity_heatmaps")
+    data = _with_defaults(pairs)
+    models = list(dict.fromkeys(data["model"]))
+    variants = sorted(set(data["duplication"]), key=lambda v: (v != _BASELINE, str(v)))
+    columns = max(len(set(data.loc[data["model"] == m, "duplication"])) for m in models)
+    fig = Figure(figsize=(4.8 * columns, 4.1 * len(models)), dpi=100, layout="constrained")
+    axes = fig.subplots(len(models), columns, squeeze=False)
+    vmin = 0.0 if data[value].min() >= 0 else -1.0
+    for row, model in enumerate(models):
+        ours = data[data["model"] == model]
+        present = [v for v in variants if v in set(ours["duplication"])]
+        for column in range(columns):
+            ax = axes[row, column]
+            if column >= len(present):
+                ax.set_axis_off()
+                continue
+            rows = ours[ours["duplication"] == present[column]]
+            matrix = rows.pivot(index="layer", columns="other_layer", values=value)
+            plot_similarity_heatmap(matrix, title=f"{model}: {present[column]}", ax=ax,
+                                    vmin=vmin, vmax=1.0, label=label or value)
+    return fig
+
+
+def plot_distribution_distance(frame: pd.DataFrame) -> Figure:
+    """Distance of each hidden state's per-dimension value distribution to the last one.
+
+    Two panels: ``w1_relative`` (mean per-dimension Wasserstein-1 distance in units of the last
+    layer's std; scale and shape) and ``w1_standardised`` (after standardising each layer: shape
+    only). One line per model; duplicated variants dashed.
+
+    Parameters
+    ----------
+    frame
+        ``dupbert.stats.distribution_distance`` output or ``layer_similarity_report(...).layers``:
+        columns ``layer, w1_relative, w1_standardised``; optional ``model``, ``duplication``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    _require(frame, ["layer", "w1_relative", "w1_standardised"], "plot_distribution_distance")
+    data = _with_defaults(frame)
+    fig = Figure(figsize=(10, 3.8), dpi=100, layout="constrained")
+    axes = fig.subplots(1, 2)
+    colours = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    for i, model in enumerate(dict.fromkeys(data["model"])):
+        ours = data[data["model"] == model]
+        for variant in sorted(set(ours["duplication"]), key=lambda v: (v != _BASELINE, str(v))):
+            rows = ours[ours["duplication"] == variant].sort_values("layer")
+            dashed = variant != _BASELINE
+            for ax, column in zip(axes, ["w1_relative", "w1_standardised"]):
+                ax.plot(rows["layer"], rows[column], color=colours[i % len(colours)],
+                        linestyle="--" if dashed else "-", marker="x" if dashed else "o",
+                        markersize=3, alpha=0.7 if dashed else 1.0,
+                        label=f"{model} ({variant})" if dashed else str(model))
+    axes[0].set_ylabel("W1 to the last hidden state\n(÷ its std; scale and shape)")
+    axes[1].set_ylabel("W1 to the last hidden state\n(each layer standardised; shape)")
+    for ax in axes:
+        _layer_axis(ax, data["layer"])
+        ax.set_ylim(bottom=0)
+    axes[1].legend(fontsize="small", frameon=False)
+    return fig
+
+
+def plot_similarity_vs_reconstruction(frame: pd.DataFrame, x: str = "cka_to_last",
+                                      y: str = "top1", ax=None) -> Figure:
+    """Scatter of a hidden state's similarity to the last one against its RQ1 accuracy.
+
+    One colour per model, each point labelled with its hidden state; the model as loaded only
+    (rows whose ``duplication`` is ``"baseline"``, when that column exists).
+
+    Parameters
+    ----------
+    frame
+        ``layer_similarity_report(...).layers`` (or ``relate_to_reconstruction``'s frame):
+        columns ``layer``, ``x`` and ``y``; optional ``model``, ``duplication``.
+    x, y
+        Columns for the axes, e.g. ``cka_to_last`` or ``cosine_to_last``, and ``top1``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    _require(frame, ["layer", x, y], "plot_similarity_vs_reconstruction")
+    data = _with_defaults(frame)
+    data = data[data["duplication"] == _BASELINE]
+    if ax is None:
+        fig = Figure(figsize=(6.5, 4.4), dpi=100, layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+    colours = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    for i, model in enumerate(dict.fromkeys(data["model"])):
+        rows = data[data["model"] == model]
+        colour = colours[i % len(colours)]
+        ax.scatter(rows[x], rows[y], color=colour, s=18, label=str(model))
+        for _, row in rows.iterrows():
+            ax.annotate(str(int(row["layer"])), (row[x], row[y]), fontsize=6, color=colour,
+                        xytext=(3, 2), textcoords="offset points")
+    ax.set_xlabel({"cka_to_last": "linear CKA with the last hidden state",
+                   "cosine_to_last": "cosine with the same token in the last hidden state"}
+                  .get(x, x))
+    ax.set_ylabel(_METRIC_LABELS.get(y, y))
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", frameon=False)
+    return fig
+
+
+# ----------------------------------------------------------------------------- RQ3 / RQ4
+
+
+def _configuration_order(names) -> list[str]:
+    """Configurations in order of first appearance, ``"baseline"`` first."""
+    names = list(dict.fromkeys(names))
+    return sorted(names, key=lambda n: n != _BASELINE)
+
+
+def plot_paired_seeds(points: pd.DataFrame, metrics: dict[str, str] | None = None,
+                      ylabels: dict[str, str] | None = None) -> Figure:
+    """RQ3: the metric of every fine-tuning run, one panel per (model, task), configurations
+    along x (``"baseline"`` first), one line per seed joining its runs, so a seed's gain over
+    the baseline is the slope of its line. The trivial baseline (majority class, or no answer
+    to every question) is a dashed grey line.
+
+    Parameters
+    ----------
+    points
+        :func:`dupbert.paper.points_frame` output: columns ``model, task, duplication, seed,
+        metric, value``; optional ``trivial``.
+    metrics
+        ``{task: metric}`` to draw per task (default: the first metric of each task in
+        ``points``).
+    ylabels
+        ``{task: y-axis label}`` (default: ``"<metric> (points)"``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    _require(points, ["model", "task", "duplication", "seed", "metric", "value"],
+             "plot_paired_seeds")
+    if points.empty:
+        raise ValueError("plot_paired_seeds got an empty frame")
+    metrics = dict(metrics or {})
+    for task in dict.fromkeys(points["task"]):
+        metrics.setdefault(task, points.loc[points["task"] == task, "metric"].iloc[0])
+    panels = list(dict.fromkeys(zip(points["model"], points["task"])))
+    columns = min(3, len(panels))
+    rows_ = -(-len(panels) // columns)
+    fig = Figure(figsize=(4.4 * columns, 3.6 * rows_), dpi=100, layout="constrained")
+    axes = fig.subplots(rows_, columns, squeeze=False)
+    colours = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    for index, (model, task) in enumerate(panels):
+        ax = axes[index // columns, index % columns]
+        metric = metrics[task]
+        data = points[(points["model"] == model) & (points["task"] == task)
+                      & (points["metric"] == metric)]
+        order = _configuration_order(data["duplication"])
+        x = {name: i for i, name in enumerate(order)}
+        for j, seed in enumerate(sorted(data["seed"].unique())):
+            rows = data[data["seed"] == seed].copy()
+            rows["x"] = rows["duplication"].map(x)
+            rows = rows.sort_values("x")
+            ax.plot(rows["x"], rows["value"], marker="o", markersize=4, linewidth=1.1,
+                    alpha=0.85, color=colours[j % len(colours)], label=f"seed {seed}")
+        means = data.groupby("duplication")["value"].mean()
+        ax.scatter([x[n] for n in order], [means[n] for n in order], marker="_", s=400,
+                   color="black", zorder=3, label="mean over seeds")
+        if "trivial" in data and data["trivial"].notna().any():
+            ax.axhline(data["trivial"].mean(), color="grey", linestyle="--", linewidth=1,
+                       label="trivial baseline")
+        ax.set_xticks(range(len(order)), order, rotation=30, ha="right", fontsize="small")
+        ax.set_title(f"{model} on {task}", fontsize="medium")
+        ax.set_ylabel((ylabels or {}).get(task, f"{metric} (points)"))
+        ax.grid(True, axis="y", alpha=0.3)
+    for index in range(len(panels), rows_ * columns):
+        axes[index // columns, index % columns].set_axis_off()
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", fontsize="small", frameon=False)
+    return fig
+
+
+def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -> Figure:
+    """RQ4: the model × task grid of paired gains over the baseline, one panel per cell, one
+    horizontal bar per duplication configuration: the mean gain over seeds (dot) and its 95%
+    confidence interval (line), filled when significant after Holm correction. The paper's
+    claimed gain is a dashed red line (its "no gain" claim a shaded ±0.5-point band).
+
+    Parameters
+    ----------
+    table
+        :func:`dupbert.paper.comparison` output: columns ``model, task, metric, duplication,
+        gain, gain_ci_low, gain_ci_high, p_holm, claimed_gain``.
+    metrics
+        ``{task: metric}`` to draw per task (default: the first metric of each task).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    _require(table, ["model", "task", "metric", "duplication", "gain", "gain_ci_low",
+                     "gain_ci_high", "p_holm", "claimed_gain"], "plot_gain_grid")
+    data = table[table["duplication"] != _BASELINE]
+    if data.empty:
+        raise ValueError("plot_gain_grid got no configuration besides the baseline")
+    metrics = dict(metrics or {})
+    for task in dict.fromkeys(data["task"]):
+        metrics.setdefault(task, data.loc[data["task"] == task, "metric"].iloc[0])
+    models = list(dict.fromkeys(data["model"]))
+    tasks = list(dict.fromkeys(data["task"]))
+    height = max(2.2, 0.42 * data.groupby(["model", "task"])["duplication"].nunique().max() + 1)
+    fig = Figure(figsize=(3.8 * len(tasks) + 1, height * len(models)), dpi=100,
+                 layout="constrained")
+    axes = fig.subplots(len(models), len(tasks), squeeze=False)
+    for r, model in enumerate(models):
+        for c, task in enumerate(tasks):
+            ax = axes[r, c]
+            cell = data[(data["model"] == model) & (data["task"] == task)
+                        & (data["metric"] == metrics[task])]
+            if cell.empty:
+                ax.set_axis_off()
+                ax.set_title(f"{model} on {task}: not run", fontsize="small")
+                continue
+            names = list(dict.fromkeys(cell["duplication"]))[::-1]
+            for y, name in enumerate(names):
+                row = cell[cell["duplication"] == name].iloc[0]
+                significant = bool(row["p_holm"] < 0.05) if pd.notna(row["p_holm"]) else False
+                colour = "C0" if row["gain"] >= 0 else "C3"
+                if pd.notna(row["gain_ci_low"]):
+                    ax.plot([row["gain_ci_low"], row["gain_ci_high"]], [y, y], color=colour,
+                            linewidth=2)
+                ax.plot([row["gain"]], [y], marker="o", markersize=6, color=colour,
+                        markerfacecolor=colour if significant else "white")
+            ax.axvline(0, color="black", linewidth=0.8)
+            claimed = cell["claimed_gain"].iloc[0]
+            if claimed is not None and pd.notna(claimed):
+                if float(claimed) > 0:
+                    ax.axvline(float(claimed), color="C3", linestyle="--", linewidth=1.2)
+                else:
+                    ax.axvspan(-0.5, 0.5, color="C2", alpha=0.15, linewidth=0)
+            ax.set_yticks(range(len(names)), names, fontsize="small")
+            ax.set_ylim(-0.6, len(names) - 0.4)
+            ax.set_title(f"{model} on {task}", fontsize="medium")
+            ax.set_xlabel(f"gain in {metrics[task]} (points)", fontsize="small")
+            ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+__all__ += ["plot_paired_seeds", "plot_gain_grid"]
