@@ -82,6 +82,29 @@ def _pad(examples: list[dict[str, list[int]]], pad_id: int) -> dict[str, torch.T
     return {"input_ids": ids, "attention_mask": attention, "counted": counted}
 
 
+def batch_hidden_states(model: transformers.PreTrainedModel, batch: dict[str, torch.Tensor],
+                        device: torch.device) -> tuple[torch.Tensor, ...]:
+    """All hidden states of a padded batch (from ``_pad``): ``L + 1`` tensors ``[B, T, H]``,
+    hidden state 0 = the embedding output.
+
+    Raises:
+        ValueError: the model returns a number of hidden states other than
+            ``num_hidden_layers + 1``.
+    """
+    outputs = model.base_model(
+        input_ids=batch["input_ids"].to(device),
+        attention_mask=batch["attention_mask"].to(device),
+        output_hidden_states=True,
+    )
+    n_states = model.config.num_hidden_layers + 1
+    if len(outputs.hidden_states) != n_states:
+        raise ValueError(
+            f"model returned {len(outputs.hidden_states)} hidden states, config says "
+            f"{n_states} (num_hidden_layers + 1)"
+        )
+    return outputs.hidden_states
+
+
 @torch.inference_mode()
 def reconstruction_accuracy(
     model: transformers.PreTrainedModel,
@@ -137,21 +160,12 @@ def reconstruction_accuracy(
         batch = _pad([examples[i] for i in batch_indices], pad_id)
         ids = batch["input_ids"].to(device)
         counted = batch["counted"].to(device)
-        outputs = model.base_model(
-            input_ids=ids,
-            attention_mask=batch["attention_mask"].to(device),
-            output_hidden_states=True,
-        )
-        if len(outputs.hidden_states) != n_states:
-            raise ValueError(
-                f"model returned {len(outputs.hidden_states)} hidden states, config says "
-                f"{n_states} (num_hidden_layers + 1)"
-            )
+        hidden_states = batch_hidden_states(model, batch, device)
         targets = ids[counted]  # [n_counted]
         rows = counted.nonzero()[:, 0]  # batch row of each counted token
         columns = torch.tensor(batch_indices, device=device)[rows]
         counted_per_sequence[batch_indices] = counted.sum(dim=1).cpu().numpy()
-        for layer, hidden in enumerate(outputs.hidden_states):
+        for layer, hidden in enumerate(hidden_states):
             logits = head(hidden[counted])  # [n_counted, V], one hidden state at a time
             best = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
             hit1 = (best[:, 0] == targets).long()

@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from .duplicate import (block_is_copy, block_sources, duplicate_layers, is_albert,
                         order_copy_after, standard_duplications)
-from .probe import _pad, length_batches, probe_models, tokenize_for_probe
+from .probe import _pad, batch_hidden_states, length_batches, probe_models, tokenize_for_probe
 from .results import cached_frame
 
 __all__ = [
@@ -144,20 +144,11 @@ def collect_hidden_states(
         if not keep.any():
             continue  # none of this batch's tokens was drawn
         batch = _pad([examples[i] for i in batch_indices], pad_id)
-        outputs = model.base_model(
-            input_ids=batch["input_ids"].to(device),
-            attention_mask=batch["attention_mask"].to(device),
-            output_hidden_states=True,
-        )
-        if len(outputs.hidden_states) != n_states:
-            raise ValueError(
-                f"model returned {len(outputs.hidden_states)} hidden states, config says "
-                f"{n_states} (num_hidden_layers + 1)"
-            )
+        hidden_states = batch_hidden_states(model, batch, device)
         counted = batch["counted"].to(device)
         keep_device = keep.to(device)
         token_ids[rows[keep]] = batch["input_ids"][batch["counted"]][keep]
-        for layer, hidden in enumerate(outputs.hidden_states):
+        for layer, hidden in enumerate(hidden_states):
             out[layer, rows[keep]] = hidden[counted][keep_device].float().cpu()
     return (out, token_ids) if return_token_ids else out
 
