@@ -96,6 +96,9 @@ book/%.ipynb: notebooks/%.ipynb notebooks/params/$(PROFILE)/%.yaml $(LIBRARY) $(
 	$(BIN)python -c "$$HIDE_INJECTED_PARAMETERS" $(WORK)/$*.ipynb
 	mv $(WORK)/$*.ipynb $@
 
+# RQ4 reads the results that RQ3 writes: re-run it whenever RQ3 ran.
+book/rq4.ipynb: book/rq3.ipynb
+
 chapters: $(CHAPTERS)
 
 book: chapters

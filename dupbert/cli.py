@@ -4,6 +4,8 @@
     dupbert zoo fetch NAME [NAME ...]  download, check and convert zoo models into the cache
     dupbert probe --model NAME ...     RQ1 reconstruction table, printed and written as CSV
     dupbert data download --to DIR     fetch the antibody and reaction corpora from their origins
+    dupbert finetune --model NAME ...  RQ3: fine-tune configurations x seeds, rows appended to --results
+    dupbert merge OUT IN [IN ...]      combine results files (e.g. shards) into OUT, every run once
 """
 
 from __future__ import annotations
@@ -41,6 +43,33 @@ def _probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _finetune(args: argparse.Namespace) -> int:
+    from .finetune import sweep
+
+    overrides = {k: v for k, v in dict(epochs=args.epochs, max_steps=args.max_steps,
+                                       learning_rate=args.learning_rate,
+                                       batch_size=args.batch_size).items() if v is not None}
+    frame = sweep(args.model, args.task, args.duplication or ["baseline"], args.seed or [0],
+                  args.results, hyperparameters={"classification": overrides, "qa": overrides},
+                  max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples,
+                  device=args.device, outputs_dir=args.outputs_dir, shard=args.shard,
+                  progress=args.progress)
+    columns = [c for c in ("model", "task", "duplication", "seed", "metrics.accuracy",
+                           "metrics.macro_f1", "metrics.f1", "metrics.exact", "train_time_s")
+               if c in frame.columns]
+    print(frame[columns].round(4).to_string(index=False))
+    print(f"{len(frame)} runs in {args.results}", file=sys.stderr)
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from .finetune import merge_results
+
+    frame = merge_results(args.inputs, args.out)
+    print(f"{len(frame)} runs from {len(args.inputs)} files written to {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``dupbert`` command."""
     parser = argparse.ArgumentParser(prog="dupbert", description=__doc__,
@@ -65,6 +94,47 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--no-control", action="store_true", help="skip the random-init control")
     probe.add_argument("--out", default=None, help="CSV file to write the table to")
     probe.set_defaults(func=_probe)
+
+    finetune = commands.add_parser(
+        "finetune", help="RQ3: fine-tune baseline and duplicated configurations over seeds",
+        description="Fine-tune every (task, model, seed, duplication) that --results lacks, with "
+                    "identical hyper-parameters for all configurations (run_glue.py/run_qa.py "
+                    "defaults unless overridden), appending one JSON row per run.")
+    finetune.add_argument("--model", action="append", required=True,
+                          help="zoo name, local folder or Hub id; repeat for several models")
+    finetune.add_argument("--task", action="append", required=True,
+                          help="sst2, snli, squad2 or uspto50k; repeat for several tasks")
+    finetune.add_argument("--duplication", action="append", default=None,
+                          help="configuration name, e.g. baseline, 'copy first 3', 'depth control'; "
+                               "repeat for several (default: baseline)")
+    finetune.add_argument("--seed", action="append", type=int, default=None,
+                          help="repeat for several (default: 0)")
+    finetune.add_argument("--max-train-samples", type=int, default=None,
+                          help="stratified fixed-seed training subset (default: all)")
+    finetune.add_argument("--max-eval-samples", type=int, default=None,
+                          help="stratified evaluation subset, the same for every run (default: all)")
+    finetune.add_argument("--epochs", type=float, default=None,
+                          help="default: 3 (classification), 2 (SQuAD)")
+    finetune.add_argument("--max-steps", type=int, default=None,
+                          help="optimisation steps; overrides --epochs (default: -1, use epochs)")
+    finetune.add_argument("--learning-rate", type=float, default=None,
+                          help="default: 2e-5 (classification), 3e-5 (SQuAD)")
+    finetune.add_argument("--batch-size", type=int, default=None,
+                          help="global batch size (default: 32 classification, 12 SQuAD)")
+    finetune.add_argument("--results", required=True,
+                          help="JSON-lines results file; runs already in it are skipped")
+    finetune.add_argument("--outputs-dir", default=None,
+                          help="save per-example outputs (for RQ5 ensembles) here")
+    finetune.add_argument("--device", default="cpu")
+    finetune.add_argument("--shard", default=None,
+                          help="i/n: run only configurations i, i+n, ... (0-based); merge later")
+    finetune.add_argument("--progress", action="store_true", help="show training progress")
+    finetune.set_defaults(func=_finetune)
+
+    merge = commands.add_parser("merge", help="combine results files, every run once")
+    merge.add_argument("out", help="the combined results file to write")
+    merge.add_argument("inputs", nargs="+", help="results files, e.g. one per shard")
+    merge.set_defaults(func=_merge)
 
     from .sources import add_data_commands
 

@@ -251,6 +251,8 @@ def _train(model, tokenizer, train_features, hp, seed, device, progress, workdir
         model=model, args=args, train_dataset=train_features,
         data_collator=transformers.DataCollatorWithPadding(tokenizer),
     )
+    if not progress:  # with the bar disabled, Trainer prints every log line instead
+        trainer.remove_callback(transformers.trainer_callback.PrinterCallback)
     started = time.perf_counter()
     trainer.train()
     return trainer, time.perf_counter() - started

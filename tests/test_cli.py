@@ -31,3 +31,60 @@ def test_bad_model_is_one_clear_line(tmp_path, monkeypatch, capsys):
     assert main(["probe", "--model", "no-such-model-xyz", "--n-sequences", "4"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("dupbert: error: could not load model 'no-such-model-xyz'")
+
+
+def _tiny_finetune_args(results, *extra):
+    return ["finetune", "--model", "rxnmapper-albert", "--task", "uspto50k",
+            "--max-train-samples", "16", "--max-eval-samples", "16", "--max-steps", "1",
+            "--batch-size", "8", "--results", str(results), *extra]
+
+
+def test_finetune_shards_resume_and_merge(tmp_path, monkeypatch, shared_data_dir, zoo_cache,
+                                          capsys):
+    from dupbert.finetune import ResultsFile
+
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+    duplications = ["--duplication", "baseline", "--duplication", "copy first 1"]
+    shards = [tmp_path / "shard0.jsonl", tmp_path / "shard1.jsonl"]
+    for index, path in enumerate(shards):
+        assert main(_tiny_finetune_args(path, *duplications, "--seed", "3",
+                                        "--shard", f"{index}/2")) == 0
+    rows = [ResultsFile(path).rows() for path in shards]
+    assert [len(r) for r in rows] == [1, 1]
+    assert {r[0]["duplication"] for r in rows} == {"baseline", "copy first 1"}
+    row = rows[0][0]
+    assert row["seed"] == 3 and row["train_steps"] == 1 and row["n_train"] == 16
+    assert row["hyperparameters"]["batch_size"] == 8 and row["hyperparameters"]["max_steps"] == 1
+    # A rerun finds its run in the file and trains nothing.
+    before = shards[0].read_text()
+    assert main(_tiny_finetune_args(shards[0], *duplications, "--seed", "3", "--shard", "0/2")) == 0
+    assert shards[0].read_text() == before
+    capsys.readouterr()
+    merged = tmp_path / "merged.jsonl"
+    assert main(["merge", str(merged), *map(str, shards), str(shards[0])]) == 0
+    assert "2 runs from 3 files" in capsys.readouterr().out
+    assert sorted(r["duplication"] for r in ResultsFile(merged).rows()) == ["baseline",
+                                                                             "copy first 1"]
+
+
+def test_finetune_bad_configuration_is_one_clear_line(tmp_path, monkeypatch, shared_data_dir,
+                                                      zoo_cache, capsys):
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+    results = tmp_path / "r.jsonl"
+    assert main(_tiny_finetune_args(results, "--duplication", "copy everything")) == 2
+    assert "unknown duplication 'copy everything'" in capsys.readouterr().err
+    assert not results.exists()
+
+
+def test_finetune_and_merge_parse(tmp_path):
+    from dupbert.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["finetune", "--model", "m", "--task", "sst2", "--task", "snli", "--seed", "1",
+         "--seed", "2", "--epochs", "1.5", "--results", "r.jsonl", "--shard", "1/4"])
+    assert args.task == ["sst2", "snli"] and args.seed == [1, 2] and args.epochs == 1.5
+    assert args.duplication is None and args.shard == "1/4" and args.max_steps is None
+    args = build_parser().parse_args(["merge", "out.jsonl", "a.jsonl", "b.jsonl"])
+    assert args.out == "out.jsonl" and args.inputs == ["a.jsonl", "b.jsonl"]

@@ -1,0 +1,316 @@
+"""What Kao et al. (2020) claim, as data, and our results set beside it.
+
+Kao, Wu, Chi, Hsieh & Lee, *BERT's output layer recognizes all hidden layers? Some Intriguing
+Phenomena and a simple way to boost BERT* (arXiv 2001.09309). Every claim is listed once, in
+:data:`CLAIMS`, with an id that tables and the results-at-a-glance page refer to. Only the numbers
+in our sources are recorded (DESIGN.md, section 1); every other number is :data:`NOT_STATED`.
+``claimed_gain`` is in percentage points (accuracy × 100, SQuAD EM/F1 as they are); ``None``
+where the paper gives no number, ``0.0`` where it claims no gain.
+
+:data:`REPLICATION` holds the numbers of an independent public one-seed replication (a course
+project, not the paper): they are marked ``source="replication"`` and never used as claims.
+
+The rest of the module turns a results frame (:meth:`dupbert.finetune.ResultsFile.frame`) into
+the side-by-side tables of RQ3/RQ4: metrics in points, mean ± 95% CI over seeds, paired gains
+against the baseline, the paper's claim and the verdict of :func:`dupbert.significance.verdict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+NOT_STATED = "not stated"
+PAPER = "Kao et al. (2020), arXiv 2001.09309"
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One claim of the paper.
+
+    Attributes:
+        id: stable identifier, e.g. ``"rq3-squad2-f1"``.
+        rq: the research question (1-5) of the book that tests it.
+        statement: the claim in one sentence.
+        task: a name of :data:`dupbert.tasks.TASKS`, or ``None`` (not about one task).
+        metric: the metric the claim is about (``accuracy``, ``f1``, ``exact``, ...), or a
+            description for claims that are not about a task metric.
+        claimed_gain: the claimed improvement over the baseline in percentage points; ``0.0``
+            for "no gain"; ``None`` where the paper gives no number.
+        paper_value: the paper's number(s) as text, or ``"not stated"``.
+        source: where in the paper (the section numbers are not in our sources; we cite the
+            part of the paper that carries the claim).
+    """
+
+    id: str
+    rq: int
+    statement: str
+    task: str | None
+    metric: str
+    claimed_gain: float | None
+    paper_value: str
+    source: str
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("rq1-head-decodes-every-layer", 1,
+          "The pretrained MLM output layer, trained only on the last hidden layer, reconstructs "
+          "the input tokens when applied to the hidden state of every layer.",
+          None, "token reconstruction accuracy", None, NOT_STATED, "abstract; probing section"),
+    Claim("rq1-holds-with-duplicated-layers", 1,
+          "The reconstruction from every layer still holds when some layers are duplicated.",
+          None, "token reconstruction accuracy", None, NOT_STATED, "abstract; probing section"),
+    Claim("rq2-layers-distributed-similarly", 2,
+          "The hidden states of different layers are distributed similarly enough for one "
+          "output layer to decode them all.",
+          None, "hidden-state statistics and similarity", None, NOT_STATED,
+          "analysis section"),
+    Claim("rq3-method", 3,
+          "Duplicating pretrained layers (deep copies, no weight sharing, no extra training; "
+          "e.g. the first three layers of BERT-base) and fine-tuning with the baseline's "
+          "hyper-parameters improves downstream results.",
+          None, "downstream metric", None, NOT_STATED, "abstract; method section"),
+    Claim("rq3-squad2-f1", 3,
+          "Layer duplication improves SQuAD 2.0 by up to +1.5 F1.",
+          "squad2", "f1", 1.5, "up to +1.5 F1", "experiments (SQuAD 2.0)"),
+    Claim("rq3-squad2-exact", 3,
+          "Layer duplication improves SQuAD 2.0 exact match (size of the gain not in our "
+          "sources).",
+          "squad2", "exact", None, NOT_STATED, "experiments (SQuAD 2.0)"),
+    Claim("rq3-snli-accuracy", 3,
+          "Layer duplication improves SNLI by up to +0.6 accuracy.",
+          "snli", "accuracy", 0.6, "up to +0.6 accuracy", "experiments (SNLI)"),
+    Claim("rq3-sst2-accuracy", 3,
+          "Layer duplication gives no gain on SST-2.",
+          "sst2", "accuracy", 0.0, "no gain", "experiments (SST-2)"),
+    Claim("rq4-consistent-across-models", 4,
+          "The gain from duplication is consistent across BERT-based models (BERT-base; ALBERT "
+          "base, large, xlarge, xxlarge) and tasks.",
+          None, "downstream metric", None, NOT_STATED, "abstract; experiments"),
+    Claim("rq5-ensemble-squad2-exact", 5,
+          "An ensemble of models with different duplication configurations (output "
+          "probabilities summed), ALBERT-based, reaches 85.50 EM on SQuAD 2.0.",
+          "squad2", "exact", None, "85.50 EM", "experiments (ensemble)"),
+    Claim("rq5-ensemble-squad2-f1", 5,
+          "The same best SQuAD 2.0 ensemble (ALBERT-based) reaches 88.59 F1.",
+          "squad2", "f1", None, "88.59 F1", "experiments (ensemble)"),
+)
+
+# An absolute score the paper reports (not a gain): claim id -> value in points.
+PAPER_SCORES: dict[str, float] = {"rq5-ensemble-squad2-exact": 85.50,
+                                  "rq5-ensemble-squad2-f1": 88.59}
+
+# The independent public replication (one seed; SQuAD 2.0 dev half of 6,078 questions; lr 3e-5,
+# 3 epochs, batch 32, max_seq 384, stride 128). Not the paper.
+REPLICATION_SETUP = ("independent public replication (course project), one seed, SQuAD 2.0 dev "
+                     "half (6,078 questions), lr 3e-5, 3 epochs, batch 32, max_seq 384, "
+                     "stride 128")
+REPLICATION: tuple[dict, ...] = (
+    dict(model="bert-base-uncased", configuration="baseline", exact=72.85, f1=76.04),
+    dict(model="bert-base-uncased", configuration="duplicate layer 0", exact=71.93, f1=75.15),
+    dict(model="bert-base-uncased", configuration="duplicate layer 5", exact=71.82, f1=75.04),
+    dict(model="albert-base-v2", configuration="baseline (12 repeats)", exact=78.83, f1=82.00),
+    dict(model="albert-base-v2", configuration="13 repeats of the shared layer", exact=79.45,
+         f1=82.55),
+    dict(model="albert-base-v2", configuration="17 repeats of the shared layer", exact=79.32,
+         f1=82.49),
+    dict(model="albert-base-v2", configuration="20 repeats of the shared layer", exact=79.30,
+         f1=82.49),
+)
+
+# Configurations that are not the paper's method: no claim applies to them.
+NOT_THE_METHOD = {"baseline": "the baseline", "depth control": "control",
+                  "unshared baseline": "baseline variant"}
+
+
+def claims() -> pd.DataFrame:
+    """Every claim, one row each, in :data:`CLAIMS` order (columns = :class:`Claim` fields;
+    ``task`` and ``claimed_gain`` hold ``None`` where the claim has none)."""
+    frame = pd.DataFrame([dataclasses.asdict(c) for c in CLAIMS], dtype=object)
+    return frame.astype({"rq": int})
+
+
+def claim(claim_id: str) -> Claim:
+    """The claim with id ``claim_id``.
+
+    Raises:
+        KeyError: no such claim; the message lists the ids.
+    """
+    for c in CLAIMS:
+        if c.id == claim_id:
+            return c
+    raise KeyError(f"no claim {claim_id!r}; claims are {[c.id for c in CLAIMS]}")
+
+
+def replication() -> pd.DataFrame:
+    """The public one-seed replication's SQuAD 2.0 numbers (EM, F1 in points), with its F1
+    gain over its own baseline; ``source`` is ``"replication"`` (not the paper)."""
+    frame = pd.DataFrame(REPLICATION)
+    base = frame[frame["configuration"].str.startswith("baseline")].set_index("model")["f1"]
+    frame["f1_gain"] = (frame["f1"] - frame["model"].map(base)).round(2)
+    frame["task"] = "squad2"
+    frame["source"] = "replication"
+    frame["setup"] = REPLICATION_SETUP
+    return frame
+
+
+def gain_claim(task: str, metric: str) -> Claim | None:
+    """The RQ3 claim about a duplication gain on ``task`` measured by ``metric`` (``None`` if
+    the paper states none)."""
+    for c in CLAIMS:
+        if c.rq == 3 and c.task == task and c.metric == metric:
+            return c
+    return None
+
+
+# ----------------------------------------------------------------------------- our results
+
+
+FRACTION_METRICS = ("accuracy", "macro_f1")  # stored as fractions in [0, 1]
+
+
+def in_points(metric: str, values):
+    """``values`` of ``metric`` in percentage points: fractions × 100, SQuAD metrics as they are."""
+    return values * 100 if metric in FRACTION_METRICS else values
+
+
+def task_metrics(task: str) -> tuple[str, ...]:
+    """The metrics reported for ``task``, the primary one first."""
+    from .tasks import TASKS
+
+    return TASKS[task].metrics
+
+
+def points_frame(results: pd.DataFrame) -> pd.DataFrame:
+    """A results frame (``ResultsFile.frame()``) as one row per run and metric, in points.
+
+    Returns:
+        Columns ``model, task, duplication, seed, metric, value, trivial, trivial_name``;
+        ``trivial`` is the trivial baseline (majority class / all-empty answers) on the same
+        evaluation set.
+    """
+    rows = []
+    for task, group in results.groupby("task", sort=False):
+        for metric in task_metrics(task):
+            column = f"metrics.{metric}"
+            if column not in group:
+                continue
+            frame = group[["model", "task", "duplication", "seed"]].copy()
+            frame["metric"] = metric
+            frame["value"] = in_points(metric, group[column].astype(float))
+            trivial = f"baselines.{metric}"
+            frame["trivial"] = (in_points(metric, group[trivial].astype(float))
+                                if trivial in group else np.nan)
+            if "baselines.majority_label" in group:
+                frame["trivial_name"] = "majority class (" + group[
+                    "baselines.majority_label"].astype(str) + ")"
+            else:
+                frame["trivial_name"] = "no answer to every question"
+            rows.append(frame)
+    if not rows:
+        return pd.DataFrame(columns=["model", "task", "duplication", "seed", "metric", "value",
+                                     "trivial", "trivial_name"])
+    return pd.concat(rows, ignore_index=True)
+
+
+def comparison(results: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
+    """Every configuration against the baseline, per model, task and metric, with the paper's
+    claim beside it and the verdict of :func:`dupbert.significance.verdict`.
+
+    Args:
+        results: ``ResultsFile.frame()`` rows (any number of models, tasks, seeds).
+
+    Returns:
+        One row per (model, task, metric, duplication), the baseline included: ``n``, ``mean``,
+        ``std``, ``ci_low``, ``ci_high`` (points, over seeds); ``gain``, ``gain_ci_low``,
+        ``gain_ci_high``, ``p_value``, ``p_holm``, ``min_detectable_gain``, ``n_pairs``
+        (paired by seed against ``baseline``; NaN for the baseline itself); ``trivial``,
+        ``trivial_name``; ``claim_id``, ``claimed_gain``, ``paper_value``; ``verdict``
+        (``"baseline"``, ``"control"``, ... for configurations no claim applies to).
+    """
+    from .significance import paired_gains, summarize_runs
+
+    points = points_frame(results)
+    by = ["model", "task", "metric"]
+    if points.empty:
+        return pd.DataFrame()
+    summary = summarize_runs(points, "value", by=[*by, "duplication"])
+    gains = paired_gains(points, "value", baseline=baseline, by=by)
+    table = summary.merge(gains, on=[*by, "duplication"], how="left") if not gains.empty \
+        else summary
+    trivial = points.groupby(by, sort=False).agg(trivial=("trivial", "mean"),
+                                                  trivial_name=("trivial_name", "first"))
+    table = table.merge(trivial.reset_index(), on=by, how="left")
+    for column in ("gain", "gain_ci_low", "gain_ci_high", "p_value", "p_holm",
+                   "min_detectable_gain", "n_pairs"):
+        if column not in table:
+            table[column] = np.nan
+    claims_ = [gain_claim(t, m) for t, m in zip(table["task"], table["metric"])]
+    table["claim_id"] = [c.id if c else None for c in claims_]
+    table["claimed_gain"] = [c.claimed_gain if c else None for c in claims_]
+    table["paper_value"] = [c.paper_value if c else NOT_STATED for c in claims_]
+    table["verdict"] = [_verdict(row, c) for row, c in zip(table.to_dict("records"), claims_)]
+    return table
+
+
+def _verdict(row: dict, c: Claim | None) -> str:
+    from .significance import verdict
+
+    if row["duplication"] in NOT_THE_METHOD:
+        return NOT_THE_METHOD[row["duplication"]]
+    if row.get("n_pairs") is None or not row["n_pairs"] or np.isnan(row["n_pairs"]):
+        return "no baseline"
+    return verdict(row["gain"], row["gain_ci_low"], row["gain_ci_high"],
+                   float(row["p_holm"]) if row["p_holm"] is not None else np.nan,
+                   c.claimed_gain if c else None)
+
+
+def overall_verdict(verdicts: Sequence[str], claimed_gain: float | None) -> str:
+    """One verdict for a model × task from the verdicts of its duplication configurations.
+
+    The paper claims gains "up to" a number for its best configuration, and no gain for any:
+    a claimed gain is ``reproduced`` when some configuration reproduces it and ``refuted`` when
+    every configuration refutes it; a claimed "no gain" is ``refuted`` when some configuration
+    refutes it and ``reproduced`` when all reproduce it; otherwise ``undecided``. Verdicts of
+    configurations no claim applies to (baseline, control) are ignored.
+    """
+    if claimed_gain is None:
+        return NOT_STATED
+    relevant = [v for v in verdicts if v in ("reproduced", "refuted", "undecided")]
+    if not relevant:
+        return "no data"
+    if claimed_gain > 0:
+        if "reproduced" in relevant:
+            return "reproduced"
+        return "refuted" if all(v == "refuted" for v in relevant) else "undecided"
+    if "refuted" in relevant:
+        return "refuted"
+    return "reproduced" if all(v == "reproduced" for v in relevant) else "undecided"
+
+
+def overall(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model, task and metric of a :func:`comparison` table: the best configuration, its
+    gain and CI, the paper's claim and :func:`overall_verdict`."""
+    rows = []
+    for (model, task, metric), group in table.groupby(["model", "task", "metric"], sort=False):
+        method = group[~group["duplication"].isin(list(NOT_THE_METHOD))]
+        claimed = group["claimed_gain"].iloc[0]
+        claimed = None if claimed is None or pd.isna(claimed) else float(claimed)
+        best = method.loc[method["gain"].idxmax()] if method["gain"].notna().any() else None
+        rows.append({
+            "model": model, "task": task, "metric": metric,
+            "n_configurations": len(method),
+            "best": best["duplication"] if best is not None else None,
+            "best_gain": best["gain"] if best is not None else np.nan,
+            "best_gain_ci_low": best["gain_ci_low"] if best is not None else np.nan,
+            "best_gain_ci_high": best["gain_ci_high"] if best is not None else np.nan,
+            "n_significant_gains": int(((method["p_holm"] < 0.05) & (method["gain"] > 0)).sum()),
+            "n_significant_losses": int(((method["p_holm"] < 0.05) & (method["gain"] < 0)).sum()),
+            "paper_value": group["paper_value"].iloc[0],
+            "claimed_gain": claimed,
+            "verdict": overall_verdict(list(method["verdict"]), claimed),
+        })
+    return pd.DataFrame(rows)
