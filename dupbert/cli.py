@@ -33,9 +33,17 @@ def _probe(args: argparse.Namespace) -> int:
     from .probe import probe_models
     from .results import atomic_write_text
 
+    duplications = None
+    if args.order:
+        try:
+            order = [int(block) for block in args.order.split(",")]
+        except ValueError:
+            raise ValueError(f"--order must be comma-separated block indices, got {args.order!r}")
+        duplications = {f"order {args.order}": order}
     frame = probe_models(args.model, corpus=args.corpus, n_sequences=args.n_sequences,
                          batch_size=args.batch_size, device=args.device, seed=args.seed,
-                         max_length=args.max_length, include_control=not args.no_control)
+                         max_length=args.max_length, include_control=not args.no_control,
+                         duplications=duplications)
     print(frame.round(4).to_string(index=False))
     if args.out:
         atomic_write_text(args.out, frame.to_csv(index=False))
@@ -92,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--device", default="cpu")
     probe.add_argument("--seed", type=int, default=0, help="seed of the random-init control")
     probe.add_argument("--no-control", action="store_true", help="skip the random-init control")
+    probe.add_argument("--order", default=None,
+                       help="probe the model duplicated to this layer order of 0-based blocks, "
+                            "e.g. 0,0,1,1,2,2,3,4,5,6,7,8,9,10,11 (first three copied)")
     probe.add_argument("--out", default=None, help="CSV file to write the table to")
     probe.set_defaults(func=_probe)
 

@@ -88,3 +88,18 @@ def test_finetune_and_merge_parse(tmp_path):
     assert args.duplication is None and args.shard == "1/4" and args.max_steps is None
     args = build_parser().parse_args(["merge", "out.jsonl", "a.jsonl", "b.jsonl"])
     assert args.out == "out.jsonl" and args.inputs == ["a.jsonl", "b.jsonl"]
+
+
+def test_probe_a_duplicated_order(tmp_path, monkeypatch, shared_data_dir, zoo_cache, capsys):
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "models").symlink_to(zoo_cache / "models")
+    out = tmp_path / "dup.csv"
+    order = ",".join(str(b) for b in list(range(12)) + [11, 11, 11])
+    assert main(["probe", "--model", "rxnmapper-albert", "--n-sequences", "4", "--no-control",
+                 "--order", order, "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert len(frame) == 16 and frame["is_copy"].sum() == 3
+    assert main(["probe", "--model", "rxnmapper-albert", "--order", "0,x"]) == 2
+    assert "--order must be comma-separated" in capsys.readouterr().err
