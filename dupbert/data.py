@@ -183,6 +183,24 @@ def _how_to_get(corpus: Corpus) -> str:
             f"the Hugging Face Hub copy {hub_path!r} ({config}, {split})")
 
 
+def load_from_hub(what: str, hub_path: str, config: str | None, split: str, local_path: str,
+                  how_to_get: str) -> datasets.Dataset:
+    """A Hugging Face Hub dataset, used only when no data directory is configured.
+
+    Raises:
+        CorpusNotFound: it cannot be loaded (offline, no Hub access, renamed); the message says to
+            set ``DUPBERT_DATA_DIR`` to a folder holding ``local_path``.
+    """
+    try:
+        return datasets.load_dataset(hub_path, config, split=split)
+    except Exception as exc:  # offline, no Hub access, renamed dataset, ...
+        raise CorpusNotFound(
+            f"{what}: no data directory is configured ({DATA_DIR_ENV} is not set) and the "
+            f"Hugging Face Hub copy {hub_path!r} ({config}, {split}) could not be loaded "
+            f"({type(exc).__name__}: {exc}). Set {DATA_DIR_ENV} to a folder that contains "
+            f"{local_path} ({how_to_get}).") from exc
+
+
 def _columns_from_hub(corpus: Corpus) -> dict[str, list]:
     if corpus.hub is None:
         raise CorpusNotFound(
@@ -190,14 +208,7 @@ def _columns_from_hub(corpus: Corpus) -> dict[str, list]:
             f"not set (it has no Hugging Face Hub copy). Point {DATA_DIR_ENV} at a folder that contains "
             f"{corpus.path}: {_how_to_get(corpus)}.")
     hub_path, config, split = corpus.hub
-    try:
-        ds = datasets.load_dataset(hub_path, config, split=split)
-    except Exception as exc:  # offline, no Hub access, renamed dataset, ...
-        raise CorpusNotFound(
-            f"corpus {corpus.name!r}: no data directory is configured ({DATA_DIR_ENV} is not set) and the "
-            f"Hugging Face Hub copy {hub_path!r} ({config}, {split}) could not be loaded "
-            f"({type(exc).__name__}: {exc}). Set {DATA_DIR_ENV} to a folder that contains {corpus.path} "
-            f"({corpus.source}).") from exc
+    ds = load_from_hub(f"corpus {corpus.name!r}", hub_path, config, split, corpus.path, corpus.source)
     return _HUB_COLUMNS[corpus.name](ds)
 
 

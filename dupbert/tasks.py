@@ -33,7 +33,7 @@ import datasets
 import numpy as np
 import pandas as pd
 
-from .data import DATA_DIR_ENV, CorpusNotFound, resolve_data_dir
+from .data import DATA_DIR_ENV, CorpusNotFound, load_from_hub, resolve_data_dir
 from .errors import DupbertError
 
 SPLITS = ("train", "eval")
@@ -286,14 +286,8 @@ def _columns_from_hub(spec: TaskSpec, split: str) -> dict[str, list]:
             f"a folder that contains {spec.file(split)}: {_how_to_get(spec, split)}.")
     hub_path, config, train_split, eval_split = spec.hub
     hub_split = train_split if split == "train" else eval_split
-    try:
-        ds = datasets.load_dataset(hub_path, config, split=hub_split)
-    except Exception as exc:  # offline, no Hub access, renamed dataset, ...
-        raise CorpusNotFound(
-            f"task {spec.name!r} ({split}): no data directory is configured ({DATA_DIR_ENV} is not "
-            f"set) and the Hugging Face Hub copy {hub_path!r} ({config}, {hub_split}) could not be "
-            f"loaded ({type(exc).__name__}: {exc}). Set {DATA_DIR_ENV} to a folder that contains "
-            f"{spec.file(split)} ({spec.source}).") from exc
+    ds = load_from_hub(f"task {spec.name!r} ({split})", hub_path, config, hub_split,
+                       spec.file(split), spec.source)
     return _HUB_COLUMNS[spec.name](ds)
 
 

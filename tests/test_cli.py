@@ -1,9 +1,19 @@
 """The dupbert command line."""
 
 import pandas as pd
+import pytest
 
 from dupbert.cli import main
 from dupbert.zoo import ZOO
+
+
+@pytest.fixture
+def fresh_results_cache(tmp_path, monkeypatch, shared_data_dir, zoo_cache):
+    """An empty results cache that reuses the session's converted zoo models."""
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "models").symlink_to(zoo_cache / "models")
 
 
 def test_zoo_lists_every_entry(capsys):
@@ -13,11 +23,7 @@ def test_zoo_lists_every_entry(capsys):
         assert name in out and f"{entry.package}=={entry.version}" in out
 
 
-def test_probe_writes_the_table(tmp_path, monkeypatch, shared_data_dir, zoo_cache, capsys):
-    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "models").symlink_to(zoo_cache / "models")
+def test_probe_writes_the_table(tmp_path, fresh_results_cache, capsys):
     out = tmp_path / "rq1.csv"
     assert main(["probe", "--model", "rxnmapper-albert", "--n-sequences", "4",
                  "--out", str(out)]) == 0
@@ -90,11 +96,7 @@ def test_finetune_and_merge_parse(tmp_path):
     assert args.out == "out.jsonl" and args.inputs == ["a.jsonl", "b.jsonl"]
 
 
-def test_probe_a_duplicated_order(tmp_path, monkeypatch, shared_data_dir, zoo_cache, capsys):
-    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "models").symlink_to(zoo_cache / "models")
+def test_probe_a_duplicated_order(tmp_path, fresh_results_cache, capsys):
     out = tmp_path / "dup.csv"
     order = ",".join(str(b) for b in list(range(12)) + [11, 11, 11])
     assert main(["probe", "--model", "rxnmapper-albert", "--n-sequences", "4", "--no-control",
