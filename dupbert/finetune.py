@@ -56,6 +56,13 @@ class HyperParameters:
     max_steps: int = -1
     eval_batch_size: int = 64
 
+    def __post_init__(self):
+        # 1 and 1.0 epochs are the same run: keep run keys independent of how numbers were typed
+        for name in ("learning_rate", "epochs", "warmup_ratio", "weight_decay"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        for name in ("batch_size", "max_length", "doc_stride", "max_steps", "eval_batch_size"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+
     @classmethod
     def for_task(cls, kind: str, **overrides) -> "HyperParameters":
         """``run_glue.py`` defaults for ``kind="classification"``, ``run_qa.py`` for ``"qa"``."""
