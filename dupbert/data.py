@@ -183,6 +183,22 @@ def _how_to_get(corpus: Corpus) -> str:
             f"the Hugging Face Hub copy {hub_path!r} ({config}, {split})")
 
 
+def local_file(root: Path, relative: str, data_dir, what: str, how_to_get: str) -> Path:
+    """``root / relative``, which must exist.
+
+    Raises:
+        CorpusNotFound: it does not; the message names the full path, where ``root`` came from
+            (the ``data_dir`` argument or ``DUPBERT_DATA_DIR``) and how to get the file.
+    """
+    path = root / relative
+    if not path.is_file():
+        origin = "the data_dir argument" if data_dir is not None else f"${DATA_DIR_ENV}"
+        raise CorpusNotFound(
+            f"{what} not found: {path} does not exist (data directory {root} from {origin}). "
+            f"Set {DATA_DIR_ENV} (or data_dir=) to a folder that contains {relative}: {how_to_get}.")
+    return path
+
+
 def load_from_hub(what: str, hub_path: str, config: str | None, split: str, local_path: str,
                   how_to_get: str) -> datasets.Dataset:
     """A Hugging Face Hub dataset, used only when no data directory is configured.
@@ -250,13 +266,7 @@ def load_corpus(name: str, n_sequences: int | None = None,
     if root is None:
         columns, where = _columns_from_hub(corpus), f"Hub dataset {corpus.hub[0]}"
     else:
-        path = root / corpus.path
-        if not path.is_file():
-            origin = "the data_dir argument" if data_dir is not None else f"${DATA_DIR_ENV}"
-            raise CorpusNotFound(
-                f"corpus {name!r} not found: {path} does not exist (data directory {root} from {origin}). "
-                f"Set {DATA_DIR_ENV} (or data_dir=) to a folder that contains {corpus.path}: "
-                f"{_how_to_get(corpus)}.")
+        path = local_file(root, corpus.path, data_dir, f"corpus {name!r}", _how_to_get(corpus))
         columns, where = reader(path), str(path)
     n_rows = len(columns["text"])
     if n_rows == 0:

@@ -33,7 +33,7 @@ import datasets
 import numpy as np
 import pandas as pd
 
-from .data import DATA_DIR_ENV, CorpusNotFound, load_from_hub, resolve_data_dir
+from .data import DATA_DIR_ENV, CorpusNotFound, load_from_hub, local_file, resolve_data_dir
 from .errors import DupbertError
 
 SPLITS = ("train", "eval")
@@ -408,13 +408,8 @@ def load_task(name: str, split: str, max_samples: int | None = None, seed: int =
     if root is None:
         columns, where = _columns_from_hub(spec, split), f"Hub dataset {spec.hub[0]}"
     else:
-        path = root / spec.file(split)
-        if not path.is_file():
-            origin = "the data_dir argument" if data_dir is not None else f"${DATA_DIR_ENV}"
-            raise CorpusNotFound(
-                f"task {name!r} ({split}) not found: {path} does not exist (data directory {root} "
-                f"from {origin}). Set {DATA_DIR_ENV} (or data_dir=) to a folder that contains "
-                f"{spec.file(split)}: {_how_to_get(spec, split)}.")
+        path = local_file(root, spec.file(split), data_dir, f"task {name!r} ({split})",
+                          _how_to_get(spec, split))
         columns, where = _READERS[name](path), str(path)
     if not columns or not next(iter(columns.values())):
         raise ValueError(f"task {name!r} ({split}) has no rows ({where})")
