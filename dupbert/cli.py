@@ -5,6 +5,7 @@
     dupbert probe --model NAME ...     RQ1 reconstruction table, printed and written as CSV
     dupbert data download --to DIR     fetch the antibody and reaction corpora from their origins
     dupbert finetune --model NAME ...  RQ3: fine-tune configurations x seeds, rows appended to --results
+    dupbert finetune --profile FILE    RQ3: the sweep of a parameter profile (as rq3.ipynb runs it)
     dupbert merge OUT IN [IN ...]      combine results files (e.g. shards) into OUT, every run once
 """
 
@@ -52,6 +53,10 @@ def _probe(args: argparse.Namespace) -> int:
 
 
 def _finetune(args: argparse.Namespace) -> int:
+    if args.profile:
+        return _finetune_profile(args)
+    if not args.model or not args.task or not args.results:
+        raise ValueError("dupbert finetune needs --model, --task and --results, or --profile FILE")
     from .finetune import sweep
 
     overrides = {k: v for k, v in dict(epochs=args.epochs, max_steps=args.max_steps,
@@ -60,14 +65,51 @@ def _finetune(args: argparse.Namespace) -> int:
     frame = sweep(args.model, args.task, args.duplication or ["baseline"], args.seed or [0],
                   args.results, hyperparameters={"classification": overrides, "qa": overrides},
                   max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples,
-                  device=args.device, outputs_dir=args.outputs_dir, shard=args.shard,
+                  device=args.device or "cpu", outputs_dir=args.outputs_dir, shard=args.shard,
                   progress=args.progress)
+    _print_runs(frame, args.results)
+    return 0
+
+
+def _finetune_profile(args: argparse.Namespace) -> int:
+    """The sweep of an RQ3 parameter profile (the runs notebooks/rq3.ipynb makes with it)."""
+    from . import profiles
+
+    given = [flag for flag, value in (("--task", args.task),
+                                      ("--duplication", args.duplication), ("--seed", args.seed),
+                                      ("--max-train-samples", args.max_train_samples),
+                                      ("--max-eval-samples", args.max_eval_samples),
+                                      ("--epochs", args.epochs), ("--max-steps", args.max_steps),
+                                      ("--learning-rate", args.learning_rate),
+                                      ("--batch-size", args.batch_size)) if value is not None]
+    if given:
+        raise ValueError(f"--profile takes the sweep from the profile; drop {', '.join(given)} "
+                         f"(or edit a copy of {args.profile})")
+    parameters = profiles.load_profile(args.profile)
+    if args.model:  # a filter: these models of the profile only (same run keys)
+        parameters = profiles.restrict_models(parameters, args.model)
+    plan, notes = profiles.plan_sweep(parameters)
+    for note in notes:
+        print(note, file=sys.stderr)
+    device = args.device or parameters.get("device") or "cpu"
+    results = args.results or parameters.get("results_path")
+    if not results:
+        raise ValueError(f"{args.profile} names no results_path: give --results FILE")
+    frame = profiles.run_plan(plan, profiles.seeds_list(parameters.get("seeds", [0])), results,
+                              overrides=profiles.hyperparameter_overrides(parameters), device=device,
+                              outputs_dir=args.outputs_dir or parameters.get("outputs_dir"),
+                              shard=args.shard, progress=args.progress)
+    _print_runs(frame, results)
+    return 0
+
+
+def _print_runs(frame, results) -> None:
     columns = [c for c in ("model", "task", "duplication", "seed", "metrics.accuracy",
                            "metrics.macro_f1", "metrics.f1", "metrics.exact", "train_time_s")
                if c in frame.columns]
-    print(frame[columns].round(4).to_string(index=False))
-    print(f"{len(frame)} runs in {args.results}", file=sys.stderr)
-    return 0
+    if columns:
+        print(frame[columns].round(4).to_string(index=False))
+    print(f"{len(frame)} runs in {results}", file=sys.stderr)
 
 
 def _merge(args: argparse.Namespace) -> int:
@@ -111,9 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fine-tune every (task, model, seed, duplication) that --results lacks, with "
                     "identical hyper-parameters for all configurations (run_glue.py/run_qa.py "
                     "defaults unless overridden), appending one JSON row per run.")
-    finetune.add_argument("--model", action="append", required=True,
+    finetune.add_argument("--profile", default=None,
+                          help="an RQ3 parameter file, e.g. notebooks/params/gpu/rq3.yaml: run its "
+                               "sweep (the runs rq3.ipynb makes with it, same run keys) instead of "
+                               "--task/--seed/...; --results, --outputs-dir, --shard, --device apply, and "
+                               "--model keeps only the models named")
+    finetune.add_argument("--model", action="append", default=None,
                           help="zoo name, local folder or Hub id; repeat for several models")
-    finetune.add_argument("--task", action="append", required=True,
+    finetune.add_argument("--task", action="append", default=None,
                           help="sst2, snli, squad2 or uspto50k; repeat for several tasks")
     finetune.add_argument("--duplication", action="append", default=None,
                           help="configuration name, e.g. baseline, 'copy first 3', 'depth control'; "
@@ -132,11 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
                           help="default: 2e-5 (classification), 3e-5 (SQuAD)")
     finetune.add_argument("--batch-size", type=int, default=None,
                           help="global batch size (default: 32 classification, 12 SQuAD)")
-    finetune.add_argument("--results", required=True,
-                          help="JSON-lines results file; runs already in it are skipped")
+    finetune.add_argument("--results", default=None,
+                          help="JSON-lines results file; runs already in it are skipped "
+                               "(with --profile, default: the profile's results_path)")
     finetune.add_argument("--outputs-dir", default=None,
-                          help="save per-example outputs (for RQ5 ensembles) here")
-    finetune.add_argument("--device", default="cpu")
+                          help="save per-example outputs (for RQ5 ensembles) here "
+                               "(with --profile, default: the profile's outputs_dir)")
+    finetune.add_argument("--device", default=None,
+                          help="cpu, cuda, cuda:1, ... (default: the profile's, else cpu)")
     finetune.add_argument("--shard", default=None,
                           help="i/n: run only configurations i, i+n, ... (0-based); merge later")
     finetune.add_argument("--progress", action="store_true", help="show training progress")

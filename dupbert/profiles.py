@@ -1,0 +1,232 @@
+"""RQ3 sweeps planned from the notebook's parameters, so that ``notebooks/rq3.ipynb``, the command
+line (``dupbert finetune --profile notebooks/params/gpu/rq3.yaml --shard i/n``) and the GPU script
+(``scripts/gpu_rq3.sh``) run exactly the same runs, under the same run keys: a results file written
+by one is resumed by the others.
+
+Parameters (papermill YAML profiles, ``notebooks/params/{cpu,gpu}/rq3.yaml``, or the notebook's
+defaults): ``models`` (or ``model``), ``tasks``, ``duplications``, ``seeds``, ``max_train_samples``,
+``max_eval_samples`` (an int, ``None`` or ``{task: int}``), ``epochs``, ``max_steps``,
+``learning_rate``, ``batch_size``, ``device``, ``results_path``, ``outputs_dir``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from .errors import DupbertError
+
+SWEEP_PARAMETERS = ("models", "model", "tasks", "duplications", "seeds", "max_train_samples",
+                    "max_eval_samples", "epochs", "max_steps", "learning_rate", "batch_size",
+                    "device", "results_path", "outputs_dir")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedSweep:
+    """One model on one task: its duplication configurations and subset sizes (None = all)."""
+
+    model: str
+    task: str
+    duplications: tuple[str, ...]
+    max_train_samples: int | None
+    max_eval_samples: int | None
+
+
+def load_profile(path: str | os.PathLike) -> dict[str, Any]:
+    """A papermill parameter file (YAML mapping) as a dict.
+
+    Raises:
+        FileNotFoundError: no such file.
+        DupbertError: not a YAML mapping, or keys that the RQ3 notebook does not take.
+    """
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no parameter file {path}; profiles are notebooks/params/<profile>/rq3.yaml")
+    parameters = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(parameters, dict):
+        raise DupbertError(f"{path} must hold a YAML mapping of parameter names to values")
+    unknown = sorted(set(parameters) - set(SWEEP_PARAMETERS))
+    if unknown:
+        raise DupbertError(f"{path}: unknown parameters {unknown}; allowed: {list(SWEEP_PARAMETERS)}")
+    return parameters
+
+
+def names(value: str | Sequence | None) -> list[str]:
+    """A list of names from a list or a comma-separated string (``papermill -p tasks "a,b"``)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.strip("[]").split(",") if v.strip()]
+    return [str(v) for v in value]
+
+
+def seeds_list(value: str | int | Sequence) -> list[int]:
+    """Seeds from a list, an int or a string such as ``"[0, 1, 2]"`` or ``"0,1,2"``.
+
+    Raises:
+        ValueError: an entry is not an integer, or there are none.
+    """
+    items = [value] if isinstance(value, int) else names(value)
+    try:
+        seeds = [int(s) for s in items]
+    except ValueError:
+        raise ValueError(f"seeds must be integers, got {value!r}") from None
+    if not seeds:
+        raise ValueError("seeds is empty; give at least one seed, e.g. [0, 1, 2]")
+    return seeds
+
+
+def profile_models(parameters: Mapping[str, Any]) -> list[str]:
+    """The models of a parameter set: ``[model]`` if ``model`` is set, else ``models``."""
+    return [parameters["model"]] if parameters.get("model") else names(parameters.get("models"))
+
+
+def restrict_models(parameters: Mapping[str, Any], models: Sequence[str]) -> dict[str, Any]:
+    """The parameter set with only ``models`` of its models (run keys unchanged), e.g. to run a
+    profile's models on different machines.
+
+    Raises:
+        ValueError: a model that the parameter set does not have.
+    """
+    have = profile_models(parameters)
+    missing = [m for m in models if m not in have]
+    if missing:
+        raise ValueError(f"models {missing} are not in this profile; it has {have}")
+    return {**parameters, "model": None, "models": [m for m in have if m in models]}
+
+
+def default_tasks(model: str) -> list[str]:
+    """USPTO-50k for the zoo's SMILES models, the paper's three tasks for every other model."""
+    from .zoo import ZOO
+
+    entry = ZOO.get(model)
+    return ["uspto50k"] if entry is not None and entry.tokenizer == "smiles" else ["snli", "squad2", "sst2"]
+
+
+def model_configurations(model: str) -> list[str]:
+    """The names of ``dupbert.duplicate.finetune_variants`` for ``model``, from its config alone
+    (the model is built on the meta device: no weights are loaded)."""
+    import torch
+    import transformers
+
+    from .duplicate import finetune_variants
+    from .models import resolve_model_path
+
+    config = transformers.AutoConfig.from_pretrained(resolve_model_path(model))
+    with torch.device("meta"):
+        skeleton = transformers.AutoModel.from_config(config)
+    return list(finetune_variants(skeleton))
+
+
+def per_task(value: int | None | Mapping[str, int | None], task: str) -> int | None:
+    """A subset size for ``task`` from an int, ``None`` or ``{task: int}`` (missing task = all)."""
+    size = value.get(task) if isinstance(value, Mapping) else value
+    return None if size is None else int(size)
+
+
+# Run order when `tasks` is not given: the paper's two claimed gains first, SST-2 (no claimed gain,
+# and the largest training set) last, so a run cut short has the informative results.
+TASK_PRIORITY = ("snli", "squad2", "uspto50k", "sst2")
+
+
+def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[str]]:
+    """The (model, task) sweeps of an RQ3 parameter set, in the order they run: by task (the
+    order of ``tasks`` if given, else ``TASK_PRIORITY``), then models in the order given, each
+    with the configurations it has.
+
+    Returns:
+        ``(plan, notes)``: notes name configurations skipped because a model does not have them
+        (e.g. ``repeat shared +3`` for BERT models).
+
+    Raises:
+        ValueError: no models, an unknown task, or ``duplications`` empty.
+        ModelNotAvailable: a model that cannot be found (from ``resolve_model_path``).
+    """
+    from .tasks import TASKS
+
+    models = profile_models(parameters)
+    if not models:
+        raise ValueError("no models: give `models` (a list) or `model` (one name)")
+    duplications = parameters.get("duplications", ["baseline"])
+    plan, notes = [], []
+    for model in models:
+        available = model_configurations(model)
+        wanted = available if duplications == "all" else names(duplications)
+        if not wanted:
+            raise ValueError("duplications is empty; give configuration names or 'all'")
+        chosen = tuple(d for d in wanted if d in available)
+        skipped = [d for d in wanted if d not in available]
+        if skipped:
+            notes.append(f"{model}: skipping {', '.join(skipped)} (not a configuration of this model; "
+                         f"it has {', '.join(available)})")
+        for task in names(parameters.get("tasks")) or default_tasks(model):
+            if task not in TASKS:
+                raise ValueError(f"unknown task {task!r}; tasks are {sorted(TASKS)}")
+            plan.append(PlannedSweep(model, task, chosen,
+                                     per_task(parameters.get("max_train_samples"), task),
+                                     per_task(parameters.get("max_eval_samples"), task)))
+    order = names(parameters.get("tasks")) or list(TASK_PRIORITY)
+    plan.sort(key=lambda entry: order.index(entry.task) if entry.task in order else len(order))
+    return plan, notes
+
+
+def hyperparameter_overrides(parameters: Mapping[str, Any]) -> dict[str, float | int]:
+    """The parameters that override the run_glue/run_qa defaults, the same for every
+    configuration: ``epochs``, ``max_steps``, ``learning_rate``, ``batch_size`` (``None`` = default)."""
+    casts = {"epochs": float, "max_steps": int, "learning_rate": float, "batch_size": int}
+    return {name: cast(parameters[name]) for name, cast in casts.items()
+            if parameters.get(name) is not None}
+
+
+def planned_run_keys(plan: Sequence[PlannedSweep], seeds: Sequence[int],
+                     overrides: Mapping[str, float | int]) -> set[str]:
+    """The ``run_key`` of every run of the plan (to select this plan's rows from a results file
+    that also holds other runs)."""
+    from .finetune import HyperParameters, run_key
+    from .tasks import TASKS
+
+    keys = set()
+    for entry in plan:
+        hp = dataclasses.asdict(HyperParameters.for_task(TASKS[entry.task].kind, **overrides))
+        for duplication in entry.duplications:
+            for seed in seeds:
+                keys.add(run_key(dict(model=entry.model, task=entry.task, duplication=duplication,
+                                      seed=seed, hyperparameters=hp,
+                                      max_train_samples=entry.max_train_samples,
+                                      max_eval_samples=entry.max_eval_samples)))
+    return keys
+
+
+def run_plan(plan: Sequence[PlannedSweep], seeds: Sequence[int], results_path: str | os.PathLike,
+             overrides: Mapping[str, float | int] | None = None, device: str = "cpu",
+             outputs_dir: str | os.PathLike | None = None, shard: str | None = None,
+             progress: bool = False) -> pd.DataFrame:
+    """Run every planned sweep with ``dupbert.finetune.sweep`` (resumable: runs already in
+    ``results_path`` are skipped; rows are appended as each run finishes).
+
+    ``shard="i/n"`` runs configurations ``i, i+n, ...`` of every (model, task), so n processes
+    (on one GPU, or on n machines) each finish their share of SNLI before any starts SST-2.
+
+    Returns:
+        This plan's rows of the results file (other runs in the file are left out).
+    """
+    from .finetune import ResultsFile, sweep
+
+    overrides = dict(overrides or {})
+    hyperparameters = {"classification": overrides, "qa": overrides}
+    for entry in plan:
+        sweep([entry.model], [entry.task], list(entry.duplications), list(seeds), results_path,
+              hyperparameters=hyperparameters, max_train_samples=entry.max_train_samples,
+              max_eval_samples=entry.max_eval_samples, device=device, outputs_dir=outputs_dir,
+              shard=shard, progress=progress)
+    results = ResultsFile(results_path).frame()
+    if results.empty:
+        return results
+    keys = planned_run_keys(plan, seeds, overrides)
+    return results[results["run_key"].isin(keys)].reset_index(drop=True)

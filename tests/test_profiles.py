@@ -1,0 +1,110 @@
+"""RQ3 sweeps planned from parameter profiles: the notebook, `dupbert finetune --profile` and the GPU
+script must run the same runs under the same run keys."""
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from dupbert import profiles
+from dupbert.cli import main
+from dupbert.finetune import ResultsFile
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PARAMS = REPO_ROOT / "notebooks" / "params"
+
+
+@pytest.fixture
+def zoo_env(monkeypatch, shared_data_dir, zoo_cache):
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+
+
+def test_cpu_profile_plans_exactly_the_committed_runs(zoo_env):
+    """The committed cpu results hold the 63 runs of the cpu profile: no more, no fewer."""
+    parameters = profiles.load_profile(PARAMS / "cpu" / "rq3.yaml")
+    plan, notes = profiles.plan_sweep(parameters)
+    keys = profiles.planned_run_keys(plan, profiles.seeds_list(parameters["seeds"]),
+                                     profiles.hyperparameter_overrides(parameters))
+    assert len(keys) == 63
+    assert keys == ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").keys()
+    assert [n.split(":")[0] for n in notes] == ["all-MiniLM-L6-v2", "rxnfp-bert"]  # no shared layer
+
+
+def test_gpu_profile_runs_the_claimed_gains_first(zoo_env):
+    plan, _ = profiles.plan_sweep(profiles.load_profile(PARAMS / "gpu" / "rq3.yaml"))
+    assert [(e.model, e.task) for e in plan] == [
+        ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "squad2"), ("rxnfp-bert", "uspto50k"),
+        ("rxnmapper-albert", "uspto50k"), ("all-MiniLM-L6-v2", "sst2")]
+    assert {e.task: e.max_train_samples for e in plan} == {
+        "snli": None, "squad2": None, "uspto50k": None, "sst2": 8000}
+    assert plan[3].duplications[-1] == "repeat shared +3" and len(plan[3].duplications) == 6
+    assert len(plan[0].duplications) == 5
+
+
+def test_every_profile_parses_and_names_known_parameters():
+    for path in sorted(PARAMS.glob("*/rq3.yaml")):
+        parameters = profiles.load_profile(path)
+        assert profiles.profile_models(parameters), path
+        assert profiles.seeds_list(parameters["seeds"]), path
+
+
+def test_bad_profiles_and_parameters_are_named(tmp_path, zoo_env):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: [rxnmapper-albert]\nseed: [0]\n")
+    with pytest.raises(Exception, match=r"unknown parameters \['seed'\]"):
+        profiles.load_profile(bad)
+    with pytest.raises(FileNotFoundError, match="no parameter file"):
+        profiles.load_profile(tmp_path / "missing.yaml")
+    with pytest.raises(ValueError, match=r"models \['bert-base-uncased'\] are not in this profile"):
+        profiles.restrict_models({"models": ["rxnmapper-albert"]}, ["bert-base-uncased"])
+    with pytest.raises(ValueError, match="unknown task 'mnli'"):
+        profiles.plan_sweep({"models": ["rxnmapper-albert"], "tasks": ["mnli"]})
+    with pytest.raises(ValueError, match="seeds must be integers"):
+        profiles.seeds_list("0,one")
+    assert profiles.seeds_list("[0, 1, 2]") == [0, 1, 2] == profiles.seeds_list([0, 1, 2])
+    assert profiles.per_task({"sst2": 8000}, "snli") is None
+
+
+def test_cli_profile_runs_the_notebook_runs_and_resumes(tmp_path, zoo_env, capsys):
+    profile = tmp_path / "tiny.yaml"
+    profile.write_text(
+        "models: [rxnmapper-albert, all-MiniLM-L6-v2]\ntasks: [uspto50k]\n"
+        "duplications: [baseline, repeat shared +3]\nseeds: [0]\nmax_train_samples: 16\n"
+        "max_eval_samples: 16\nmax_steps: 1\nbatch_size: 8\ndevice: cpu\n"
+        f"results_path: {tmp_path / 'r.jsonl'}\n")
+    args = ["finetune", "--profile", str(profile), "--model", "rxnmapper-albert"]
+    assert main(args) == 0
+    parameters = profiles.restrict_models(profiles.load_profile(profile), ["rxnmapper-albert"])
+    plan, _ = profiles.plan_sweep(parameters)
+    expected = profiles.planned_run_keys(plan, [0], profiles.hyperparameter_overrides(parameters))
+    rows = ResultsFile(tmp_path / "r.jsonl").rows()
+    assert {r["run_key"] for r in rows} == expected and len(rows) == 2
+    assert main(args) == 0  # resumed: nothing new, nothing doubled
+    assert len(ResultsFile(tmp_path / "r.jsonl").rows()) == 2
+    capsys.readouterr()
+    assert main([*args, "--seed", "1"]) == 2
+    assert "drop --seed" in capsys.readouterr().err
+
+
+def test_gpu_import_merges_rows_once_and_unpacks_outputs(tmp_path):
+    committed = ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").rows()[:3]
+    returned = tmp_path / "returned"
+    returned.mkdir()
+    (returned / "rq3.jsonl").write_text("".join(json.dumps(r) + "\n" for r in committed[1:]))
+    archive_source = REPO_ROOT / "results" / "cpu" / "rq3-outputs" / f"{committed[1]['run_key']}.npz"
+    with tarfile.open(returned / "rq3-outputs.tar", "w") as tar:
+        tar.add(archive_source, arcname=f"./{archive_source.name}")
+    results = tmp_path / "gpu" / "rq3.jsonl"
+    results.parent.mkdir()
+    results.write_text(json.dumps(committed[0]) + "\n" + json.dumps(committed[1]) + "\n")
+    command = [sys.executable, str(REPO_ROOT / "scripts" / "gpu_payload.py"), "import", str(returned),
+               "--results", str(results), "--outputs", str(tmp_path / "gpu" / "outputs")]
+    for _ in range(2):  # importing twice changes nothing
+        subprocess.run(command, check=True, capture_output=True, text=True)
+        assert [r["run_key"] for r in ResultsFile(results).rows()] == [r["run_key"] for r in committed]
+    restored = tmp_path / "gpu" / "outputs" / archive_source.name
+    assert restored.read_bytes() == archive_source.read_bytes()
