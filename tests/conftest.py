@@ -1,6 +1,10 @@
-"""Shared pytest fixtures: where the staged data lives, and no Hugging Face Hub access."""
+"""Shared pytest fixtures: where the staged data lives, no Hugging Face Hub access, and the book
+built once per session."""
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +61,35 @@ def uspto_first_64(shared_data_dir) -> list[str]:
     from dupbert.data import load_texts
 
     return load_texts("uspto50k-test", 64, data_dir=shared_data_dir)
+
+
+def _jupyter_book() -> list[str]:
+    """The jupyter-book command of the running environment (the venv's, when pytest runs from it)."""
+    beside = Path(sys.executable).with_name("jupyter-book")
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("jupyter-book")
+    if found is None:
+        pytest.skip("jupyter-book is not installed: pip install -e '.[book]'")
+    return [found]
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory) -> Path:
+    """The book built once per session from the committed executed chapters, offline, with warnings
+    as errors (`make render` into a temporary folder; nothing is executed): its html folder."""
+    if not (REPO_ROOT / "book" / "rq1.ipynb").exists():
+        pytest.skip("book/rq1.ipynb does not exist yet: run `make book` to execute the chapters")
+    out = tmp_path_factory.mktemp("book")
+    result = subprocess.run(
+        [*_jupyter_book(), "build", str(REPO_ROOT), "-W", "--keep-going", "--path-output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if result.returncode != 0:
+        pytest.fail(f"jupyter-book build failed:\n{result.stdout[-5000:]}\n{result.stderr[-5000:]}", pytrace=False)
+    html = out / "_build" / "html"
+    if not (html / "index.html").is_file():
+        pytest.fail(f"jupyter-book build wrote no {html / 'index.html'}", pytrace=False)
+    return html

@@ -2,41 +2,12 @@
 RQ1 page shows its figure. (`make book` re-executes the chapters first; this test does not.)"""
 
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _jupyter_book() -> list[str]:
-    """The jupyter-book command of the running environment (the venv's, when pytest runs from it)."""
-    beside = Path(sys.executable).with_name("jupyter-book")
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("jupyter-book")
-    if found is None:
-        pytest.skip("jupyter-book is not installed: pip install -e '.[book]'")
-    return [found]
-
-
-def test_book_builds_and_rq1_page_shows_its_figure(tmp_path):
-    chapter = REPO_ROOT / "book" / "rq1.ipynb"
-    if not chapter.exists():
-        pytest.skip("book/rq1.ipynb does not exist yet: run `make book` to execute the chapters")
-
-    result = subprocess.run(
-        [*_jupyter_book(), "build", str(REPO_ROOT), "-W", "--keep-going", "--path-output", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, f"jupyter-book build failed:\n{result.stdout[-5000:]}\n{result.stderr[-5000:]}"
-
-    page = tmp_path / "_build" / "html" / "book" / "rq1.html"
+def test_book_builds_and_rq1_page_shows_its_figure(built_book):
+    # `built_book` (tests/conftest.py) builds the book once per session with -W and fails on errors.
+    page = built_book / "book" / "rq1.html"
     assert page.is_file(), f"no RQ1 page at {page}"
     html = page.read_text(encoding="utf-8")
     images = [src for src in re.findall(r'<img[^>]+src="([^"]+)"', html) if not src.startswith(("http:", "https:", "data:"))]
