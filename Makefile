@@ -96,8 +96,11 @@ book/%.ipynb: notebooks/%.ipynb notebooks/params/$(PROFILE)/%.yaml $(LIBRARY) $(
 	$(BIN)python -c "$$HIDE_INJECTED_PARAMETERS" $(WORK)/$*.ipynb
 	mv $(WORK)/$*.ipynb $@
 
-# RQ4 reads the results that RQ3 writes: re-run it whenever RQ3 ran.
+# RQ4 and RQ5 read the results that RQ3 writes: re-run them whenever RQ3 ran. The results-at-a-glance
+# page reads the tables of every chapter (results/$(PROFILE)/*.csv and RQ3's runs).
 book/rq4.ipynb: book/rq3.ipynb
+book/rq5.ipynb: book/rq3.ipynb
+book/glance.ipynb: $(filter book/rq1.ipynb book/rq2.ipynb book/rq3.ipynb book/rq5.ipynb,$(CHAPTERS))
 
 chapters: $(CHAPTERS)
 

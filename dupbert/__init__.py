@@ -7,6 +7,8 @@ Public API (stable names scripts may rely on):
     duplicate_layers                                       -- RQ3 layer duplication
     layer_similarity_report                                -- RQ2 layer statistics, CKA
     TASKS, load_task, finetune, sweep                      -- RQ3/RQ4 fine-tuning
+    evaluate_ensemble, rq5_ensembles, rq5_summary,
+    rq5_differences                                        -- RQ5 probability-sum ensembles
 
 Submodules are imported on first use, so ``dupbert data download`` starts without torch.
 """
@@ -31,6 +33,10 @@ _LAZY = {
     "finetune": "finetune",
     "sweep": "finetune",
     "layer_similarity_report": "stats",
+    "evaluate_ensemble": "ensemble",
+    "rq5_ensembles": "ensemble",
+    "rq5_summary": "ensemble",
+    "rq5_differences": "ensemble",
 }
 
 __all__ = ["ChecksumMismatch", "DupbertError", "MLMHeadMissing", "ModelNotAvailable", *_LAZY]

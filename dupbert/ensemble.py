@@ -1,0 +1,815 @@
+"""RQ5: ensembles of fine-tuned models from their stored outputs, with no retraining.
+
+Kao et al. (2020), experiments (ensemble): an ensemble of models with *different duplication
+configurations*, combined by summing their output probabilities, gives the paper's best SQuAD 2.0
+score (85.50 EM / 88.59 F1, ALBERT-based; :data:`dupbert.paper.PAPER_SCORES`). DESIGN.md, RQ5:
+"ensemble vs best single model, EM/F1". The runs of RQ3 (:func:`dupbert.finetune.finetune` with
+``outputs_dir``) store every run's per-example outputs as ``<outputs_dir>/<run_key>.npz``; this
+module reads them, combines them and scores the combinations.
+
+The combination rule (summing probabilities = averaging them; the argmax is the same):
+
+- classification: the mean of the members' class probabilities ``[N, C]``, then the argmax;
+  accuracy and macro-F1 (scikit-learn) as fractions, the keys of :func:`dupbert.finetune.finetune`.
+- SQuAD 2.0, combined *before* span selection. Member ``m`` gives every span ``(i, j)`` of a
+  feature the joint probability ``p_m(i, j) = softmax_start(i) * softmax_end(j)
+  = exp(start_logit_i - start_logsumexp + end_logit_j - end_logsumexp)``, where a token outside
+  the member's stored top-20 start (end) candidates has probability 0 for that member, and the
+  no-answer probability ``q_m = exp(null_score - start_logsumexp - end_logsumexp)``. The ensemble
+  scores every candidate span (the union of the members' candidates; ``j >= i``, at most 30
+  tokens, context tokens only) by ``log mean_m p_m(i, j)`` and the null by ``log mean_m q_m``,
+  then selects as ``run_qa.py`` does (:func:`dupbert.qa.select_answers`): the best span over an
+  example's features against the *minimum* null score over its features, answer ``""`` when
+  ``null - best > 0.0`` (threshold fixed, never tuned).
+
+  An ensemble of one model ranks the spans of each feature, and the spans against the null, as
+  the run itself did (the scores are its logits shifted by the feature's normalisers). Where an
+  example is split into several windows, the ensemble compares the windows by probability, while
+  ``run_qa.py`` compares raw logits; so a one-model ensemble can differ from the run on those
+  examples (and where fp16 storage rounds a close call the other way), nowhere else.
+
+The RQ5 comparison (:func:`rq5_ensembles`, :func:`rq5_summary`, :func:`rq5_differences`), per
+model and task, on the same runs: (a) single models, and the *best single* configuration (best
+mean over seeds of the task's primary metric, chosen on the evaluation data itself, which favours
+it); (b) *cross-configuration* ensembles: ``k`` different configurations at one seed; (c) the
+*same-configuration* control: one configuration at ``k`` different seeds, the same size ``k``, so
+that (b) − (c) isolates what the diversity of configurations adds beyond ensembling as such.
+``k = min(number of configurations, number of seeds)``; every size-``k`` subset is used
+(``itertools.combinations``, in order), nothing is picked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import DupbertError
+
+KINDS = ("single", "cross-configuration", "same-configuration")
+MAX_ANSWER_LENGTH = 30  # run_qa.py's max_answer_length, in tokens
+NULL_SCORE_DIFF_THRESHOLD = 0.0  # run_qa.py's default; fixed, never tuned
+_CHUNK = 128  # features per block of the span computation (bounds memory on the full dev set)
+
+
+class OutputsNotFound(DupbertError, FileNotFoundError):
+    """The stored per-example outputs of a run (``<outputs_dir>/<run_key>.npz``) are missing."""
+
+
+class OutputsMismatch(DupbertError, ValueError):
+    """Runs cannot be combined: different tasks or evaluation sets, or stored outputs that do not
+    match the evaluation examples they should belong to."""
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def default_outputs_dir(results_path: str | os.PathLike) -> Path:
+    """Where RQ3 stores the outputs of the runs of ``results_path``, by the book's convention:
+    ``results/cpu/rq3.jsonl`` -> ``results/cpu/rq3-outputs`` (``notebooks/params/*/rq3.yaml``)."""
+    path = Path(results_path)
+    return path.with_name(f"{path.stem}-outputs")
+
+
+def read_runs(results_paths: str | os.PathLike | Sequence[str | os.PathLike],
+              outputs_dirs: str | os.PathLike | Sequence[str | os.PathLike | None] | None = None
+              ) -> pd.DataFrame:
+    """The rows of RQ3 results files, each with the folder that holds its stored outputs.
+
+    Args:
+        results_paths: JSON-lines results files (:class:`dupbert.finetune.ResultsFile`).
+        outputs_dirs: one outputs folder per results file (``None`` entries, or ``None`` for
+            all: :func:`default_outputs_dir`).
+
+    Returns:
+        ``ResultsFile.frame()`` rows of all files (``hyperparameters.*`` and ``metrics.*``
+        flattened), each run once (first file wins, by ``run_key``), plus ``outputs_dir`` (str).
+
+    Raises:
+        FileNotFoundError: a results file does not exist.
+        ValueError: ``outputs_dirs`` is not one folder per results file.
+    """
+    from .finetune import ResultsFile
+
+    single = isinstance(results_paths, (str, os.PathLike))
+    paths = [results_paths] if single else list(results_paths)
+    if outputs_dirs is None or isinstance(outputs_dirs, (str, os.PathLike)):
+        dirs = [outputs_dirs] * len(paths)
+    else:
+        dirs = list(outputs_dirs)
+    if len(dirs) != len(paths):
+        raise ValueError(f"{len(dirs)} outputs folders for {len(paths)} results files")
+    frames = []
+    for path, folder in zip(paths, dirs):
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no results file {path}: run RQ3 first (dupbert finetune "
+                                    "--results ... --outputs-dir ..., or make book)")
+        frame = ResultsFile(path).frame()
+        frame["outputs_dir"] = str(folder if folder is not None else default_outputs_dir(path))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True).drop_duplicates("run_key", ignore_index=True)
+
+
+def outputs_path(row: Mapping, outputs_dir: str | os.PathLike | None = None) -> Path:
+    """``<outputs_dir>/<run_key>.npz`` of a result row (``outputs_dir`` default: the row's own
+    ``outputs_dir`` field, as :func:`read_runs` sets it)."""
+    folder = outputs_dir if outputs_dir is not None else row.get("outputs_dir")
+    if folder is None:
+        raise ValueError(f"run {row['run_key']}: no outputs folder given and none in the row")
+    return Path(folder) / f"{row['run_key']}.npz"
+
+
+def load_outputs(rows: Sequence[Mapping] | pd.DataFrame,
+                 outputs_dir: str | os.PathLike | None = None) -> list[dict[str, np.ndarray]]:
+    """The stored per-example outputs of result rows, in row order.
+
+    Args:
+        rows: result rows (dicts or a :func:`read_runs` frame) with ``run_key``.
+        outputs_dir: the folder of the ``.npz`` files; default each row's ``outputs_dir``.
+
+    Returns:
+        One dict of numpy arrays per row. Classification: ``probabilities`` ``[N, C]`` fp16,
+        ``labels`` ``[N]`` int64. SQuAD: :func:`dupbert.qa.top_candidates` arrays (``[F, 20]``
+        start/end indices and logits, ``[F]`` log-normalisers and null scores) and
+        ``example_id`` ``[F]``.
+
+    Raises:
+        OutputsNotFound: a file is missing (the message names it and how to produce it).
+    """
+    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    loaded = []
+    for row in records:
+        path = outputs_path(row, outputs_dir)
+        if not path.is_file():
+            raise OutputsNotFound(
+                f"no stored outputs for run {row['run_key']} ({row.get('model')}, "
+                f"{row.get('task')}, {row.get('duplication')!r}, seed {row.get('seed')}): "
+                f"{path} does not exist. Ensembles need the per-example outputs of every member: "
+                f"re-run it with outputs saved (dupbert finetune ... --outputs-dir {path.parent}, "
+                "or finetune(..., outputs_dir=...), or the rq3 notebook's outputs_dir parameter).")
+        with np.load(path) as data:
+            loaded.append({name: data[name] for name in data.files})
+    return loaded
+
+
+# ----------------------------------------------------------------------------- classification
+
+
+def mean_probabilities(probabilities: Sequence[np.ndarray]) -> np.ndarray:
+    """The probability-sum ensemble of classifiers (divided by the number of members).
+
+    Args:
+        probabilities: ``M >= 1`` arrays ``[N, C]`` of class probabilities (any float type).
+
+    Returns:
+        ``[N, C]`` float32, the mean over members (its argmax is the summed-probability vote).
+
+    Raises:
+        ValueError: no members, or members of different shapes.
+    """
+    arrays = [np.asarray(p, dtype=np.float32) for p in probabilities]
+    if not arrays:
+        raise ValueError("an ensemble needs at least one member")
+    shapes = {a.shape for a in arrays}
+    if len(shapes) != 1 or arrays[0].ndim != 2:
+        raise OutputsMismatch(f"members' probabilities must all be [N, C] of one shape, got "
+                              f"{shapes}")
+    return np.mean(arrays, axis=0)
+
+
+def classification_metrics(labels: np.ndarray, probabilities: np.ndarray) -> dict[str, float]:
+    """Accuracy and macro-F1 (fractions in [0, 1], scikit-learn; a never-predicted class scores 0)
+    of the argmax of ``probabilities`` ``[N, C]`` against ``labels`` ``[N]``: the keys and
+    definitions of :func:`dupbert.finetune.finetune` rows (ties: the lowest class id)."""
+    import sklearn
+    from sklearn.metrics import accuracy_score, f1_score
+
+    predicted = np.asarray(probabilities).argmax(axis=-1)
+    labels = np.asarray(labels)
+    with sklearn.config_context(skip_parameter_validation=True):  # ~30 ms a call otherwise
+        return {"accuracy": float(accuracy_score(labels, predicted)),
+                "macro_f1": float(f1_score(labels, predicted, average="macro", zero_division=0))}
+
+
+def ensemble_classification(outputs: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
+    """Metrics of the probability-sum ensemble of classifiers' stored outputs.
+
+    Args:
+        outputs: :func:`load_outputs` dicts (``probabilities`` ``[N, C]``, ``labels`` ``[N]``).
+
+    Returns:
+        ``{"accuracy", "macro_f1"}`` as fractions (:func:`classification_metrics`).
+
+    Raises:
+        OutputsMismatch: the members were scored on different examples (labels differ) or
+            have different shapes.
+    """
+    if not outputs:
+        raise ValueError("an ensemble needs at least one member")
+    labels = np.asarray(outputs[0]["labels"])
+    for member in outputs[1:]:
+        if not np.array_equal(member["labels"], labels):
+            raise OutputsMismatch("the members' labels differ: they were not evaluated on the same "
+                                  "examples (same task and max_eval_samples needed)")
+    return classification_metrics(labels, mean_probabilities([m["probabilities"] for m in outputs]))
+
+
+# ----------------------------------------------------------------------------- SQuAD 2.0
+
+
+def squad_eval_set(row: Mapping, data_dir: str | os.PathLike | None = None):
+    """The evaluation examples and features a SQuAD 2.0 run was scored on, re-derived
+    deterministically (offsets are not stored): ``load_task("squad2", "eval",
+    max_samples=row's max_eval_samples, seed=0)`` and :func:`dupbert.qa.prepare_eval_features`
+    with the row's ``max_length``/``doc_stride`` and the model's own tokenizer (as
+    :func:`dupbert.finetune.build_model` loads it).
+
+    Args:
+        row: a result row (``model``, ``max_eval_samples``, ``hyperparameters`` as a dict or
+            flattened ``hyperparameters.*`` columns).
+        data_dir: overrides ``$DUPBERT_DATA_DIR``.
+
+    Returns:
+        ``(examples, features)``: a ``datasets.Dataset`` and a dict of lists (``example_id``,
+        ``offset_mapping``, ...), one entry per feature.
+
+    Raises:
+        The loaders' errors (``CorpusNotFound``, ``ModelNotAvailable``).
+    """
+    import transformers
+
+    from .models import resolve_model_path
+    from .qa import prepare_eval_features
+    from .tasks import load_task
+
+    max_length, doc_stride = (int(_hyperparameter(row, "max_length")),
+                              int(_hyperparameter(row, "doc_stride")))
+    max_samples = row.get("max_eval_samples")
+    max_samples = None if max_samples is None or pd.isna(max_samples) else int(max_samples)
+    examples = load_task("squad2", "eval", max_samples=max_samples, seed=0, data_dir=data_dir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_path(row["model"]))
+    features = prepare_eval_features(examples[:], tokenizer, max_length, doc_stride)
+    return examples, features
+
+
+def _hyperparameter(row: Mapping, name: str):
+    if isinstance(row.get("hyperparameters"), Mapping):
+        return row["hyperparameters"][name]
+    return row[f"hyperparameters.{name}"]
+
+
+def check_example_ids(outputs: Sequence[Mapping[str, np.ndarray]], features: Mapping,
+                      names: Sequence[str] | None = None) -> None:
+    """Check that every member's stored ``example_id`` ``[F]`` equals the features' column.
+
+    Raises:
+        OutputsMismatch: a member has a different number of features or other ids (the message
+            names the member, e.g. its run key, and the first differing feature).
+    """
+    expected = np.asarray(features["example_id"])
+    for index, member in enumerate(outputs):
+        name = names[index] if names is not None else f"member {index}"
+        stored = np.asarray(member["example_id"])
+        if stored.shape != expected.shape:
+            raise OutputsMismatch(
+                f"{name}: {stored.size} stored features but {expected.size} re-derived ones; the "
+                "run was scored on other examples or with another tokenizer, max_length or "
+                "doc_stride than its row says")
+        differ = np.flatnonzero(stored != expected)
+        if differ.size:
+            f = int(differ[0])
+            raise OutputsMismatch(
+                f"{name}: stored example ids differ from the re-derived features at {differ.size} "
+                f"of {expected.size} features (first: feature {f}, stored {str(stored[f])!r}, "
+                f"expected {str(expected[f])!r})")
+
+
+def _log_probabilities(member: Mapping[str, np.ndarray], name: str, width: int) -> np.ndarray:
+    """``[F, width]`` float64 log softmax of the member's start or end tokens; -inf outside its
+    stored candidates."""
+    index = member[f"{name}_index"].astype(np.int64)
+    value = (member[f"{name}_logit"].astype(np.float64)
+             - member[f"{name}_logsumexp"].astype(np.float64)[:, None])
+    dense = np.full((index.shape[0], width), -np.inf)
+    rows, columns = np.nonzero(index >= 0)
+    dense[rows, index[rows, columns]] = value[rows, columns]
+    return dense
+
+
+def _logmeanexp(stack: np.ndarray) -> np.ndarray:
+    """``log mean exp`` over axis 0, -inf where every member is -inf."""
+    peak = stack.max(axis=0)
+    safe = np.where(np.isfinite(peak), peak, 0.0)
+    with np.errstate(divide="ignore"):
+        return safe + np.log(np.exp(stack - safe).mean(axis=0))
+
+
+def _ranked_union(log_probabilities: np.ndarray, context: np.ndarray, n: int):
+    """Union of the members' candidate tokens ``[f, K]`` (``K <= n``, -1 padded) ranked by the
+    mean probability over members (ties: lower index), and the mask of real entries."""
+    marginal = np.where(context, _logmeanexp(log_probabilities), -np.inf)  # [f, W]
+    order = np.argsort(-marginal, axis=1, kind="stable")[:, :n]
+    found = np.isfinite(np.take_along_axis(marginal, order, axis=1))
+    width = max(int(found.sum(axis=1).max(initial=0)), 1)
+    return np.where(found, order, -1)[:, :width], found[:, :width]
+
+
+def _joint_scores(s_lp: np.ndarray, e_lp: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``mean_m exp(s_lp[m, f, u] + e_lp[m, f, v])`` as ``[f, K, K]``, or its log.
+
+    One member: the log, ``s_lp + e_lp`` itself (exact, so ranks equal the run's own); several:
+    the probability, a batched product of the float64 probability matrices (faster than the
+    log; a softmax probability above 1e-300 does not underflow). Returns ``(scores, is_log)``.
+    """
+    if s_lp.shape[0] == 1:
+        return s_lp[0][:, :, None] + e_lp[0][:, None, :], True
+    starts = np.exp(s_lp).transpose(1, 2, 0)  # [f, K, M]
+    ends = np.exp(e_lp).transpose(1, 0, 2)  # [f, M, K]
+    return np.matmul(starts, ends) / s_lp.shape[0], False
+
+
+def _best_pairs(log_start: np.ndarray, log_end: np.ndarray, context: np.ndarray, n: int,
+                max_answer_length: int):
+    """Best span per feature of a block: ``log_start``/``log_end`` ``[M, f, W]`` members' log
+    probabilities, ``context`` ``[f, W]``; returns ``(start [f], end [f], log probability [f])``."""
+    s_idx, s_ok = _ranked_union(log_start, context, n)
+    e_idx, e_ok = _ranked_union(log_end, context, n)
+    rows = np.arange(s_idx.shape[0])[:, None]
+    joint, is_log = _joint_scores(log_start[:, rows, np.maximum(s_idx, 0)],  # [M, f, K]
+                                  log_end[:, rows, np.maximum(e_idx, 0)])
+    length = e_idx[:, None, :] - s_idx[:, :, None] + 1
+    valid = (s_ok[:, :, None] & e_ok[:, None, :] & (length >= 1)
+             & (length <= max_answer_length) & (joint > (-np.inf if is_log else 0.0)))
+    score = np.where(valid, joint, -np.inf).reshape(len(s_idx), -1)
+    flat = score.argmax(axis=1)  # first maximum: the higher-ranked start, then end
+    features = np.arange(len(flat))
+    best = score[features, flat]
+    if not is_log:
+        with np.errstate(divide="ignore"):
+            best = np.log(np.maximum(best, 0.0))
+    ok = np.isfinite(best)
+    k = e_idx.shape[1]
+    return (np.where(ok, s_idx[features, flat // k], -1),
+            np.where(ok, e_idx[features, flat % k], -1), best)
+
+
+def ensemble_spans(outputs: Sequence[Mapping[str, np.ndarray]], offset_mapping: Sequence,
+                   max_answer_length: int = MAX_ANSWER_LENGTH) -> dict[str, np.ndarray]:
+    """The best span of every feature under the probability-sum rule (module notes), and the
+    ensemble's null score, in the :func:`dupbert.qa.top_candidates` form with one candidate.
+
+    Per feature: candidate starts (ends) are the union of the members' stored candidates, ranked
+    by the mean start (end) probability (ties: lower token index); a pair ``(i, j)`` is valid when
+    both are context tokens, ``j >= i`` and ``j - i + 1 <= max_answer_length``; its score is
+    ``log mean_m p_m(i, j)``; the best pair wins (ties: the higher-ranked start, then end, as
+    :func:`dupbert.qa.best_spans`). The null score is ``log mean_m q_m``.
+
+    Args:
+        outputs: ``M >= 1`` members' :func:`load_outputs` dicts for the same ``F`` features.
+        offset_mapping: the features' ``offset_mapping`` (:func:`squad_eval_set`): ``None`` at
+            tokens that are not context.
+        max_answer_length: longest span in tokens (``run_qa.py``: 30).
+
+    Returns:
+        ``start_index``, ``end_index`` ``[F, 1]`` int64 (-1: no valid span), ``start_logit``
+        ``[F, 1]`` float32 = the span's ensemble log probability (natural log, ``<= 0``;
+        ``-inf`` if none), ``end_logit`` ``[F, 1]`` zeros, ``null_score`` ``[F]`` float32 = the
+        ensemble's log no-answer probability: ready for :func:`dupbert.qa.select_answers`.
+
+    Raises:
+        ValueError: no members. OutputsMismatch: members with different numbers of features or
+            candidates outside a feature.
+    """
+    from .qa import _context_mask
+
+    if not outputs:
+        raise ValueError("an ensemble needs at least one member")
+    n_features = len(offset_mapping)
+    for member in outputs:
+        if member["start_index"].shape[0] != n_features:
+            raise OutputsMismatch(f"a member has {member['start_index'].shape[0]} features, the "
+                                  f"evaluation set {n_features}")
+    offsets = list(offset_mapping)
+    width = max(map(len, offsets), default=0)
+    biggest = max(int(max(m["start_index"].max(initial=-1), m["end_index"].max(initial=-1)))
+                  for m in outputs)
+    if biggest >= width:
+        raise OutputsMismatch(f"a stored candidate points at token {biggest}, but the longest "
+                              f"feature has {width} tokens")
+    context = _context_mask(offsets, width)  # [F, W]
+    null = _logmeanexp(np.stack([
+        m["null_score"].astype(np.float64) - m["start_logsumexp"].astype(np.float64)
+        - m["end_logsumexp"].astype(np.float64) for m in outputs]))
+    n_candidates = sum(m["start_index"].shape[1] for m in outputs)
+    start_out = np.full(n_features, -1, np.int64)
+    end_out = np.full(n_features, -1, np.int64)
+    score_out = np.full(n_features, -np.inf, np.float64)
+    for lo in range(0, n_features, _CHUNK):
+        block = slice(lo, min(lo + _CHUNK, n_features))
+        chunk = [{k: v[block] for k, v in m.items() if k != "example_id"} for m in outputs]
+        start_out[block], end_out[block], score_out[block] = _best_pairs(
+            np.stack([_log_probabilities(m, "start", width) for m in chunk]),
+            np.stack([_log_probabilities(m, "end", width) for m in chunk]),
+            context[block], n_candidates, max_answer_length)
+    return {"start_index": start_out[:, None], "end_index": end_out[:, None],
+            "start_logit": score_out.astype(np.float32)[:, None],
+            "end_logit": np.zeros((n_features, 1), np.float32),
+            "null_score": null.astype(np.float32)}
+
+
+def ensemble_squad_predictions(outputs: Sequence[Mapping[str, np.ndarray]], examples,
+                               features: Mapping,
+                               max_answer_length: int = MAX_ANSWER_LENGTH,
+                               null_score_diff_threshold: float = NULL_SCORE_DIFF_THRESHOLD
+                               ) -> dict[str, str]:
+    """SQuAD 2.0 answers of the probability-sum ensemble (module notes; :func:`ensemble_spans`,
+    then :func:`dupbert.qa.select_answers`).
+
+    Args:
+        outputs: the members' :func:`load_outputs` dicts.
+        examples, features: :func:`squad_eval_set` of the members' runs.
+
+    Returns:
+        ``{question id: answer text}`` (``""`` = no answer) for every example.
+
+    Raises:
+        OutputsMismatch: a member's stored example ids differ from the features'.
+    """
+    from .qa import select_answers
+
+    check_example_ids(outputs, features)
+    spans = ensemble_spans(outputs, features["offset_mapping"], max_answer_length)
+    return select_answers(examples, features, spans, max_answer_length=max_answer_length,
+                          null_score_diff_threshold=null_score_diff_threshold)
+
+
+# ----------------------------------------------------------------------------- one ensemble
+
+
+def _setting(row: Mapping) -> tuple:
+    """What must agree for runs to be combined: task, evaluation set, inputs (for QA the model
+    too: its tokenizer makes the features)."""
+    from .tasks import TASKS
+
+    qa_task = row["task"] in TASKS and TASKS[row["task"]].kind == "qa"
+    return (row["task"], row["model"] if qa_task else None,
+            _none_if_nan(row.get("max_eval_samples")), int(_hyperparameter(row, "max_length")),
+            int(_hyperparameter(row, "doc_stride")))
+
+
+def _none_if_nan(value):
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) else int(value)
+
+
+class _Evaluator:
+    """Scores ensembles of result rows, loading each run's outputs and each evaluation set once."""
+
+    def __init__(self, data_dir=None, outputs_dir=None):
+        self.data_dir, self.outputs_dir = data_dir, outputs_dir
+        self._outputs: dict[str, dict] = {}
+        self._eval_sets: dict[tuple, tuple] = {}
+
+    def outputs(self, row: Mapping) -> dict:
+        if row["run_key"] not in self._outputs:
+            self._outputs[row["run_key"]] = load_outputs([row], self.outputs_dir)[0]
+        return self._outputs[row["run_key"]]
+
+    def eval_set(self, row: Mapping) -> tuple:
+        key = _setting(row)
+        if key not in self._eval_sets:
+            self._eval_sets[key] = squad_eval_set(row, self.data_dir)
+        return self._eval_sets[key]
+
+    def __call__(self, rows: Sequence[Mapping]) -> dict:
+        from .metrics import squad_v2
+        from .qa import as_squad_json
+        from .tasks import TASKS
+
+        if not rows:
+            raise ValueError("an ensemble needs at least one member")
+        tasks = sorted({row["task"] for row in rows})
+        if len(tasks) > 1:
+            raise OutputsMismatch(f"an ensemble combines runs of one task, got {tasks}")
+        settings = {_setting(row) for row in rows}
+        if len(settings) > 1:
+            raise OutputsMismatch(
+                "the members were not evaluated on the same inputs (task, model for SQuAD, "
+                f"max_eval_samples, max_length, doc_stride differ): {sorted(settings, key=str)}")
+        outputs = [self.outputs(row) for row in rows]
+        if TASKS[tasks[0]].kind != "qa":
+            return ensemble_classification(outputs)
+        examples, features = self.eval_set(rows[0])
+        check_example_ids(outputs, features, [f"run {row['run_key']}" for row in rows])
+        predictions = ensemble_squad_predictions(outputs, examples, features)
+        return dict(squad_v2(as_squad_json(examples), predictions))
+
+
+def evaluate_ensemble(rows: Sequence[Mapping] | pd.DataFrame,
+                      outputs_dir: str | os.PathLike | None = None,
+                      data_dir: str | os.PathLike | None = None) -> dict:
+    """The metrics of the probability-sum ensemble of result rows (one row = that run alone).
+
+    Args:
+        rows: result rows of one task and evaluation set (dicts or a :func:`read_runs` frame).
+        outputs_dir: the folder of the ``<run_key>.npz`` files (default: each row's
+            ``outputs_dir``).
+        data_dir: overrides ``$DUPBERT_DATA_DIR`` (SQuAD: to re-derive the features).
+
+    Returns:
+        The keys of :func:`dupbert.finetune.finetune` rows' ``metrics``: classification
+        ``accuracy``, ``macro_f1`` (fractions); SQuAD 2.0 the official keys (percent; ``exact``,
+        ``f1``, ``total``, ``HasAns_*``, ``NoAns_*``).
+
+    Raises:
+        OutputsNotFound: a member's outputs file is missing.
+        OutputsMismatch: mixed tasks or evaluation sets, or stored example ids that do not
+            match the re-derived features.
+    """
+    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    return _Evaluator(data_dir, outputs_dir)(records)
+
+
+# ----------------------------------------------------------------------------- RQ5
+
+
+def ensemble_size(n_configurations: int, n_seeds: int) -> int:
+    """``k = min(configurations, seeds)``: the size of both the cross-configuration ensembles and
+    the same-configuration control, so that they compare ensembles of equal size."""
+    return min(n_configurations, n_seeds)
+
+
+def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
+                  k: int | None = None) -> pd.DataFrame:
+    """Every single run and every RQ5 ensemble of the runs, per model and task, scored.
+
+    Rule, per (model, task), over its configurations ``C`` and seeds ``S``:
+
+    - ``single``: every run alone (scored through the ensemble code, i.e. from the stored
+      outputs, so that it is comparable with the ensembles);
+    - ``cross-configuration``: for each seed, every ``k``-subset of the configurations run at
+      that seed (``itertools.combinations`` in order of first appearance), one ensemble each;
+    - ``same-configuration`` (the control): for each configuration, every ``k``-subset of its
+      seeds, one ensemble each;
+    - ``k`` = :func:`ensemble_size` (``len(C)``, ``len(S)``) unless given; no ensembles when
+      ``k < 2``.
+
+    Args:
+        runs: :func:`read_runs` rows (``outputs_dir`` column, or pass rows whose outputs are in
+            one folder with that column set). Runs of one model and task must share one setting
+            (hyper-parameters, subset sizes): filter first.
+        data_dir: overrides ``$DUPBERT_DATA_DIR``.
+        k: ensemble size (>= 2), default the rule above.
+
+    Returns:
+        One row per single run or ensemble: ``model, task, kind, k`` (members), ``seed`` (NA for
+        the control), ``configuration`` (None for cross-configuration), ``members`` (their
+        configurations, or seeds, joined by ``" + "``), ``run_keys`` (space-separated), and
+        ``metrics.<name>`` in the units of the results rows (fractions; SQuAD percent).
+
+    Raises:
+        OutputsNotFound, OutputsMismatch: as :func:`evaluate_ensemble`; OutputsMismatch also
+            when one model and task has runs of several settings.
+        ValueError: ``k < 2``.
+    """
+    if k is not None and k < 2:
+        raise ValueError(f"an ensemble needs k >= 2 members, got k={k}")
+    evaluate = _Evaluator(data_dir)
+    records = []
+    for (model, task), group in runs.groupby(["model", "task"], sort=False):
+        rows = group.to_dict("records")
+        settings = {_run_setting(r) for r in rows}
+        if len(settings) > 1:
+            raise OutputsMismatch(f"{model} on {task}: runs of {len(settings)} settings "
+                                  "(hyper-parameters or subset sizes); keep one")
+        for kind, members, seed, configuration, label in _memberships(rows, k):
+            metrics = evaluate(members)
+            records.append({
+                "model": model, "task": task, "kind": kind, "k": len(members), "seed": seed,
+                "configuration": configuration, "members": label,
+                "run_keys": " ".join(m["run_key"] for m in members),
+                **{f"metrics.{name}": value for name, value in metrics.items()}})
+    frame = pd.DataFrame(records)
+    if not frame.empty:
+        frame["seed"] = frame["seed"].astype("Int64")
+    return frame
+
+
+def _run_setting(row: Mapping) -> tuple:
+    """Hyper-parameters and subset sizes of a run (what RQ4 calls its setting)."""
+    hyperparameters = (sorted(row["hyperparameters"].items())
+                       if isinstance(row.get("hyperparameters"), Mapping) else
+                       sorted((c, row[c]) for c in row if c.startswith("hyperparameters.")))
+    return (str(row.get("max_train_samples")), str(row.get("max_eval_samples")),
+            str(hyperparameters))
+
+
+def _memberships(rows: Sequence[Mapping], k: int | None):
+    """``(kind, member rows, seed, configuration, label)`` of every single run and RQ5
+    ensemble of one model and task (the rule of :func:`rq5_ensembles`), in a fixed order."""
+    configurations = list(dict.fromkeys(r["duplication"] for r in rows))
+    seeds = sorted({int(r["seed"]) for r in rows})
+    run = {(r["duplication"], int(r["seed"])): r for r in rows}
+    size = k if k is not None else ensemble_size(len(configurations), len(seeds))
+    for seed in seeds:
+        for configuration in configurations:
+            if (configuration, seed) in run:
+                yield "single", [run[configuration, seed]], seed, configuration, configuration
+    if size < 2:
+        return
+    for seed in seeds:
+        present = [c for c in configurations if (c, seed) in run]
+        for subset in itertools.combinations(present, size):
+            yield ("cross-configuration", [run[c, seed] for c in subset], seed, None,
+                   " + ".join(subset))
+    for configuration in configurations:
+        present = [s for s in seeds if (configuration, s) in run]
+        for subset in itertools.combinations(present, size):
+            yield ("same-configuration", [run[configuration, s] for s in subset], None,
+                   configuration, "seeds " + " + ".join(map(str, subset)))
+
+
+def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
+    """:func:`rq5_ensembles` rows as one row per single run or ensemble and task metric, in
+    points (accuracy × 100; SQuAD as it is), the task's metrics in order (primary first).
+
+    Returns:
+        Columns ``model, task, kind, k, seed, configuration, members, metric, value``.
+    """
+    from .paper import in_points, task_metrics
+
+    parts = []
+    for (_, task), group in ensembles.groupby(["model", "task"], sort=False):
+        for metric in task_metrics(task):
+            column = f"metrics.{metric}"
+            if column not in group:
+                continue
+            part = group[["model", "task", "kind", "k", "seed", "configuration", "members"]].copy()
+            part["metric"] = metric
+            part["value"] = in_points(metric, group[column].astype(float))
+            parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def best_single(ensembles: pd.DataFrame) -> pd.DataFrame:
+    """The best single configuration per model and task: the highest mean over seeds of the
+    task's primary metric (:data:`dupbert.tasks.TASKS` ``metrics[0]``; ties: first configuration).
+    Chosen on the evaluation data itself, so its score is optimistic.
+
+    Returns:
+        ``model, task, configuration`` (one row per model and task with single runs).
+    """
+    from .paper import task_metrics
+
+    rows = []
+    singles = ensembles[ensembles["kind"] == "single"]
+    for (model, task), group in singles.groupby(["model", "task"], sort=False):
+        primary = f"metrics.{task_metrics(task)[0]}"
+        means = group.groupby("configuration", sort=False)[primary].mean()
+        rows.append({"model": model, "task": task, "configuration": means.idxmax()})
+    return pd.DataFrame(rows, columns=["model", "task", "configuration"])
+
+
+SUMMARY_KINDS = ("single", "baseline", "best single", "cross-configuration", "same-configuration")
+
+
+def _units(points: pd.DataFrame, best: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
+    """One value per replication unit and kind, in points (:func:`rq5_summary`)."""
+    keys = ["model", "task", "metric"]
+    single = points[points["kind"] == "single"]
+    chosen = single.merge(best, on=["model", "task", "configuration"])
+    parts = [single.assign(unit=single["members"] + " / seed " + single["seed"].astype(str)),
+             chosen.assign(kind="best single", unit="seed " + chosen["seed"].astype(str))]
+    if baseline is not None:
+        base = single[single["configuration"] == baseline]
+        parts.append(base.assign(kind="baseline", unit="seed " + base["seed"].astype(str)))
+    cross = points[points["kind"] == "cross-configuration"]
+    if len(cross):
+        parts.append(cross.groupby([*keys, "seed"], sort=False)["value"].mean().reset_index()
+                     .assign(kind="cross-configuration",
+                             unit=lambda f: "seed " + f["seed"].astype(str)))
+    same = points[points["kind"] == "same-configuration"]
+    if len(same):
+        parts.append(same.groupby([*keys, "configuration"], sort=False)["value"].mean()
+                     .reset_index().assign(kind="same-configuration",
+                                           unit=lambda f: f["configuration"]))
+    return pd.concat(parts, ignore_index=True)[[*keys, "kind", "unit", "seed", "configuration",
+                                                 "value"]]
+
+
+def rq5_summary(ensembles: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
+    """Mean and 95% CI (:func:`dupbert.significance.mean_ci`, Student t) per model, task, metric
+    and kind, in points (accuracy × 100; SQuAD as it is).
+
+    Units of the mean (the independent replications of each kind): ``single``: every run;
+    ``baseline`` (only when ``baseline`` names a configuration) and ``best single``
+    (:func:`best_single`): that configuration's run at each seed; ``cross-configuration``: each
+    seed (the mean over its ``k``-subsets of configurations); ``same-configuration``: each
+    configuration (the mean over its ``k``-subsets of seeds).
+
+    Args:
+        ensembles: :func:`rq5_ensembles` output.
+        baseline: the configuration to report on its own as ``baseline`` (e.g. ``"baseline"``).
+
+    Returns:
+        ``model, task, metric, kind, k, n, mean, std, ci_low, ci_high, configuration`` (the
+        configuration of a ``baseline``/``best single`` row, else None); kinds in the order of
+        :data:`SUMMARY_KINDS`, metrics in the task's order (primary first).
+    """
+    from .significance import mean_ci
+
+    points = ensemble_points(ensembles)
+    units = _units(points, best_single(ensembles), baseline)
+    sizes = points.groupby(["model", "task", "kind"], sort=False)["k"].max()
+    rows = []
+    for (model, task, metric), group in units.groupby(["model", "task", "metric"], sort=False):
+        for kind in SUMMARY_KINDS:
+            chosen = group[group["kind"] == kind]
+            if chosen.empty:
+                continue
+            single = kind in ("single", "baseline", "best single")
+            rows.append({"model": model, "task": task, "metric": metric, "kind": kind,
+                         "k": 1 if single else int(sizes[model, task, kind]),
+                         **mean_ci(chosen["value"]),
+                         "configuration": chosen["configuration"].iloc[0]
+                         if kind in ("baseline", "best single") else None})
+    return pd.DataFrame(rows)
+
+
+def rq5_differences(ensembles: pd.DataFrame) -> pd.DataFrame:
+    """The RQ5 comparisons per model, task and metric, in points, with 95% CIs and p-values.
+
+    - ``cross-configuration − best single``: paired by seed (the cross-configuration value of a
+      seed, averaged over its subsets, minus the best single configuration's run at that seed);
+      mean and Student-t CI of the differences, two-sided paired t-test (``ttest_rel``; NaN when
+      the differences do not vary).
+    - ``cross-configuration − same-configuration``: unpaired (per-seed against per-configuration
+      values, :func:`rq5_summary` units); difference of means with Welch's CI and Welch's t-test
+      (``ttest_ind(equal_var=False)``).
+
+    The best single configuration is chosen on the evaluation data (optimistic for it). No
+    correction for multiple comparisons: read the p-values as descriptive.
+
+    Returns:
+        ``model, task, metric, comparison, n_a, n_b, difference, ci_low, ci_high, p_value, test``.
+    """
+    from scipy import stats
+
+    from .significance import mean_ci
+
+    points = ensemble_points(ensembles)
+    units = _units(points, best_single(ensembles))
+    rows = []
+    for (model, task, metric), group in units.groupby(["model", "task", "metric"], sort=False):
+        cross = group[group["kind"] == "cross-configuration"].set_index("seed")["value"]
+        if cross.empty:
+            continue
+        best = group[group["kind"] == "best single"].set_index("seed")["value"]
+        common = cross.index.intersection(best.index)
+        difference = (cross[common] - best[common]).to_numpy(float)
+        summary = mean_ci(difference)
+        p_value = _quiet(stats.ttest_rel, cross[common], best[common]) \
+            if difference.size >= 2 and np.ptp(difference) > 0 else np.nan
+        base = {"model": model, "task": task, "metric": metric}
+        rows.append({**base, "comparison": "cross-configuration − best single",
+                     "n_a": int(difference.size), "n_b": int(difference.size),
+                     "difference": summary["mean"], "ci_low": summary["ci_low"],
+                     "ci_high": summary["ci_high"], "p_value": p_value, "test": "paired t (seeds)"})
+        same = group.loc[group["kind"] == "same-configuration", "value"].to_numpy(float)
+        if same.size:
+            rows.append({**base, "comparison": "cross-configuration − same-configuration",
+                         "n_a": int(cross.size), "n_b": int(same.size),
+                         **_welch(cross.to_numpy(float), same), "test": "Welch t"})
+    return pd.DataFrame(rows, columns=["model", "task", "metric", "comparison", "n_a", "n_b",
+                                       "difference", "ci_low", "ci_high", "p_value", "test"])
+
+
+def _quiet(test, *args, **kwargs) -> float:
+    """A scipy test's p-value, without its precision warning for nearly constant samples (the
+    sample where every ensemble scores the same is a real outcome here, not an error)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(test(*args, **kwargs).pvalue)
+
+
+def _welch(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> dict:
+    """Difference of means ``a - b`` with Welch's t interval and two-sided p-value (NaN where a
+    side has fewer than 2 values or both have no spread)."""
+    from scipy import stats
+
+    difference = float(a.mean() - b.mean())
+    nan = {"difference": difference, "ci_low": np.nan, "ci_high": np.nan, "p_value": np.nan}
+    if a.size < 2 or b.size < 2:
+        return nan
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    if va + vb == 0:
+        return nan
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    half = stats.t.ppf(0.5 + confidence / 2, df) * np.sqrt(va + vb)
+    p_value = _quiet(stats.ttest_ind, a, b, equal_var=False)
+    return {"difference": difference, "ci_low": difference - half, "ci_high": difference + half,
+            "p_value": p_value}
