@@ -63,7 +63,7 @@ def plot_reconstruction(frame: pd.DataFrame, metric: str = "top1", ax=None) -> F
             data[column] = default
 
     if ax is None:
-        fig = Figure(figsize=(8.5, 4.2), dpi=100, layout="constrained")
+        fig = Figure(figsize=(8, 5.2), dpi=110, layout="constrained")
         ax = fig.add_subplot()
     else:
         fig = ax.figure
@@ -99,10 +99,10 @@ def plot_reconstruction(frame: pd.DataFrame, metric: str = "top1", ax=None) -> F
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(data["layer"].min() - 0.3, data["layer"].max() + 0.3)
     ax.grid(True, alpha=0.3)
-    # Outside the axes, so it never hides a curve; two columns when there are many curves.
+    # Below the axes, so it never hides a curve and the plot keeps the page's width.
     n_curves = len(ax.get_lines())
-    ax.legend(fontsize="small" if n_curves <= 12 else "x-small", ncols=1 if n_curves <= 12 else 2,
-              loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.legend(fontsize="small" if n_curves <= 12 else "x-small", ncols=2 if n_curves <= 12 else 3,
+              loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
     return fig
 
 

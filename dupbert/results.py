@@ -26,11 +26,38 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     try:
         with os.fdopen(handle, "w") as stream:
             stream.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 would hide results from other users
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def repository_path(path: str | os.PathLike) -> Path:
+    """``path`` with a relative path taken from the repository root (the nearest folder above the
+    working directory holding ``pyproject.toml`` and ``dupbert/``; notebooks run in ``notebooks/``),
+    else from the working directory. Absolute paths are returned as they are."""
+    path = Path(path).expanduser()
+    if path.is_absolute():
+        return path
+    for folder in [Path.cwd(), *Path.cwd().parents]:
+        if (folder / "pyproject.toml").is_file() and (folder / "dupbert").is_dir():
+            return folder / path
+    return Path.cwd() / path
+
+
+def write_table(frame: pd.DataFrame, folder: str | os.PathLike | None, name: str) -> Path | None:
+    """Write a chapter's result table as ``<folder>/<name>.csv`` (atomically; ``folder`` relative
+    to the repository root), for later chapters and the results-at-a-glance page; ``folder=None``
+    writes nothing. Floats keep 6 significant digits, so reruns on other machines give the same file
+    unless a number really changed."""
+    if folder is None:
+        return None
+    return atomic_write_text(repository_path(folder) / f"{name}.csv",
+                             frame.to_csv(index=False, float_format="%.6g"))
 
 
 def cache_key(**fields) -> str:

@@ -1,0 +1,304 @@
+"""Results at a glance: one row per claim of the paper (:data:`dupbert.paper.CLAIMS`), with the
+paper's statement or number, ours with a 95% confidence interval, a verdict and the chapter that
+holds the evidence.
+
+Verdicts are ``reproduced``, ``refuted``, ``undecided`` or ``not testable here``. Each claim's rule
+is written in the function that decides it, fixed before the runs, and printed on the page:
+
+- RQ1 (:func:`rq1_rows`): top-1 reconstruction per hidden state against the random-init control,
+  with Wilson 95% intervals over tokens.
+- RQ2 (:func:`rq2_row`): Spearman correlation between the linear CKA of each hidden state with the
+  last one and RQ1 top-1, per model.
+- RQ3/RQ4 (:func:`rq3_rq4_rows`): :func:`dupbert.paper.overall` over the fine-tuning runs, which
+  uses the paired-seed rule of :func:`dupbert.significance.verdict`; a model whose baseline is no
+  better than the trivial baseline did not learn the task and decides nothing.
+- RQ5 (:func:`rq5_rows`): the paper's numbers are ALBERT ensembles on the full SQuAD 2.0 task; no
+  ALBERT or BERT English weights load offline, so they are ``not testable here``; our nearest
+  numbers (the cross-configuration ensembles of :mod:`dupbert.ensemble`) are shown beside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from . import paper
+
+VERDICTS = ("reproduced", "refuted", "undecided", "not testable here")
+# Models whose MLM head is not a pretrained MLM head: shown, never counted in RQ1/RQ2 verdicts.
+NOT_PRETRAINED_HEADS = {"splade-tiny-en"}
+DECODES = 0.5  # RQ1: a hidden state is decoded when top-1 >= 0.5 ...
+ABOVE_CONTROL = 0.1  # ... and its Wilson interval lies this far above the control's best layer
+CHAPTERS = {1: "rq1", 2: "rq2", 3: "rq3", 4: "rq4", 5: "rq5"}
+COLUMNS = ["id", "rq", "claim", "paper", "ours", "verdict", "rule", "evidence"]
+
+
+def wilson_interval(fraction: float, n: int) -> tuple[float, float]:
+    """The Wilson 95% interval of a proportion: ``fraction`` of ``n`` trials succeeded (fractions in
+    [0, 1]; ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``).
+
+    Raises:
+        ValueError: ``n < 1`` or ``fraction`` outside [0, 1].
+    """
+    from scipy.stats import binomtest
+
+    if n < 1 or not 0 <= fraction <= 1:
+        raise ValueError(f"need n >= 1 and 0 <= fraction <= 1, got n={n}, fraction={fraction}")
+    interval = binomtest(round(fraction * n), n).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(interval.low), float(interval.high)
+
+
+def _row(claim_id: str, ours: str, verdict: str, rule: str) -> dict:
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
+    c = paper.claim(claim_id)
+    return {"id": c.id, "rq": c.rq, "claim": c.statement, "paper": c.paper_value, "ours": ours,
+            "verdict": verdict, "rule": rule, "evidence": CHAPTERS[c.rq]}
+
+
+def _worst_block_output(rows: pd.DataFrame) -> tuple[float, float, float, int]:
+    """The worst hidden state 1..L of ``rows`` (one model and variant): (top1, low, high, layer)."""
+    inner = rows[rows["layer"] >= 1]
+    worst = inner.loc[inner["top1"].idxmin()]
+    low, high = wilson_interval(float(worst["top1"]), int(worst["n_tokens"]))
+    return float(worst["top1"]), low, high, int(worst["layer"])
+
+
+def _rq1_verdict(checks: Sequence[tuple[float, float, float]]) -> str:
+    """checks: (low, high, control best) of each model's worst hidden state."""
+    if not checks:
+        return "not testable here"
+    if any(high <= control + ABOVE_CONTROL for _, high, control in checks):
+        return "refuted"
+    if all(low >= DECODES and low >= control + ABOVE_CONTROL for low, _, control in checks):
+        return "reproduced"
+    return "undecided"
+
+
+def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = None) -> list[dict]:
+    """The two RQ1 claims from the RQ1 chapter's tables.
+
+    Args:
+        reconstruction: ``probe_models(..., include_control=True)`` rows (``model, variant, layer,
+            top1, n_tokens``), top-1 as fractions.
+        duplicated: ``probe_models(..., duplications=...)`` rows (``model, duplication, layer,
+            top1, n_tokens``), or ``None``.
+
+    Rule: the claim holds for a model when its worst hidden state 1..L (the block outputs; the
+    embedding output is reported, not judged) is decoded with Wilson lower bound >= 0.5 and >= 0.1
+    above the best hidden state of its random-init control; ``refuted`` when some model's worst
+    hidden state is within 0.1 of its control (upper bound); ``undecided`` otherwise. Models whose
+    head is not a pretrained MLM head (``NOT_PRETRAINED_HEADS``) are not judged.
+
+    Raises:
+        KeyError: a column is missing.
+    """
+    judged = [m for m in dict.fromkeys(reconstruction["model"]) if m not in NOT_PRETRAINED_HEADS]
+    pretrained = reconstruction[reconstruction["variant"] == "pretrained"]
+    control = reconstruction[reconstruction["variant"] == "random-init control"]
+    control_best = {m: float(control.loc[control["model"] == m, "top1"].max()) for m in judged}
+    texts, checks = [], []
+    for model in judged:
+        rows = pretrained[pretrained["model"] == model]
+        top1, low, high, layer = _worst_block_output(rows)
+        embedding = rows.loc[rows["layer"] == 0, "top1"]
+        texts.append(f"{model}: {top1:.3f} [{low:.3f}, {high:.3f}] at hidden state {layer} "
+                     f"(control at most {control_best[model]:.3f}; embedding output "
+                     f"{float(embedding.iloc[0]):.3f})")
+        checks.append((low, high, control_best[model]))
+    rule = ("worst hidden state 1..L per model: Wilson 95% lower bound >= 0.5 and >= 0.1 above "
+            "the random-init control -> reproduced; upper bound within 0.1 of the control -> refuted")
+    rows = [_row("rq1-head-decodes-every-layer",
+                 "top-1 at the worst hidden state 1..L: " + "; ".join(texts),
+                 _rq1_verdict(checks), rule)]
+    if duplicated is None or duplicated.empty:
+        rows.append(_row("rq1-holds-with-duplicated-layers", "no duplicated models probed",
+                         "undecided", rule))
+        return rows
+    texts, checks = [], []
+    for model in [m for m in dict.fromkeys(duplicated["model"]) if m in control_best]:
+        variants = duplicated[(duplicated["model"] == model) & (duplicated["duplication"] != "baseline")]
+        worst = None
+        for name, rows_ in variants.groupby("duplication", sort=False):
+            top1, low, high, layer = _worst_block_output(rows_)
+            if worst is None or top1 < worst[1]:
+                worst = (name, top1, low, high, layer)
+        name, top1, low, high, layer = worst
+        texts.append(f"{model}: {top1:.3f} [{low:.3f}, {high:.3f}] ({name}, hidden state {layer}; "
+                     f"{variants['duplication'].nunique()} variants)")
+        checks.append((low, high, control_best[model]))
+    rows.append(_row("rq1-holds-with-duplicated-layers",
+                     "top-1 at the worst hidden state 1..L of any duplicated variant: " + "; ".join(texts),
+                     _rq1_verdict(checks), rule))
+    return rows
+
+
+def rq2_row(spearman: pd.DataFrame, measure: str = "cka_to_last") -> dict:
+    """The RQ2 claim from the RQ2 chapter's Spearman table (``model, similarity, rho, p_value,
+    n_layers``; one row per model and similarity measure).
+
+    Rule: the layers' similarity explains the decoding when, for every model with a pretrained
+    head, the Spearman correlation between the CKA of each hidden state with the last one and its
+    RQ1 top-1 is positive with p < 0.05 (``reproduced``); ``refuted`` when it is negative with
+    p < 0.05 for some model; ``undecided`` otherwise. Hidden states of one model are not
+    independent samples: the p-values are descriptive, and so is the verdict.
+    """
+    rows = spearman[(spearman["similarity"] == measure)
+                    & ~spearman["model"].astype(str).str.split(" ").str[0].isin(NOT_PRETRAINED_HEADS)]
+    rows = rows[rows["rho"].notna()]
+    texts = [f"{r.model}: rho {r.rho:+.2f} (p {r.p_value:.2g}, {int(r.n_layers)} hidden states)"
+             for r in rows.itertuples()]
+    if rows.empty:
+        verdict = "not testable here"
+    elif ((rows["rho"] < 0) & (rows["p_value"] < 0.05)).any():
+        verdict = "refuted"
+    elif ((rows["rho"] > 0) & (rows["p_value"] < 0.05)).all():
+        verdict = "reproduced"
+    else:
+        verdict = "undecided"
+    rule = ("Spearman rho(CKA with the last hidden state, RQ1 top-1) > 0 with p < 0.05 for every "
+            "model -> reproduced; < 0 with p < 0.05 for some model -> refuted")
+    return _row("rq2-layers-distributed-similarly", "; ".join(texts) or "no correlations", verdict, rule)
+
+
+def _interval(mean: float, low: float, high: float) -> str:
+    if pd.isna(mean):
+        return "n/a"
+    return f"{mean:+.2f}" if pd.isna(low) else f"{mean:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def _learned(table: pd.DataFrame, model: str, task: str, metric: str) -> bool:
+    base = table[(table["model"] == model) & (table["task"] == task) & (table["metric"] == metric)
+                 & (table["duplication"] == "baseline")]
+    return not base.empty and float(base["mean"].iloc[0]) > float(base["trivial"].iloc[0]) + 1e-9
+
+
+def _combine(verdicts: Sequence[str]) -> str:
+    """Several models' verdicts on one claim: all agree -> that; otherwise undecided."""
+    decided = [v for v in verdicts if v in VERDICTS]
+    if not decided:
+        return "undecided"
+    return decided[0] if len(set(decided)) == 1 else "undecided"
+
+
+def rq3_rq4_rows(results: pd.DataFrame) -> list[dict]:
+    """The RQ3 and RQ4 claims from the fine-tuning runs (``ResultsFile.frame()`` rows).
+
+    Rule per model and task: :func:`dupbert.paper.overall_verdict` over the duplication
+    configurations (paired by seed, Holm-corrected, :func:`dupbert.significance.verdict`); a
+    model whose baseline does not beat the trivial baseline counts as ``undecided`` (it did not
+    learn the task). Over models: all agree -> that verdict, else ``undecided``. ``rq3-squad2-exact``
+    (no size stated): ``reproduced`` when some configuration gains significantly, else
+    ``undecided``. ``rq3-method``: ``reproduced`` when every claimed gain is, ``refuted`` when one
+    is, else ``undecided``. ``rq4``: ``reproduced`` when every task claim is reproduced (by every
+    model), else ``undecided``.
+    """
+    table = paper.comparison(results) if not results.empty else pd.DataFrame()
+    summary = paper.overall(table) if not table.empty else pd.DataFrame()
+    rows, per_claim = [], {}
+    for c in paper.CLAIMS:
+        if c.rq != 3 or c.task is None:
+            continue
+        cells = summary[(summary["task"] == c.task) & (summary["metric"] == c.metric)] \
+            if not summary.empty else summary
+        texts, verdicts = [], []
+        for cell in cells.itertuples() if not cells.empty else []:
+            text = (f"{cell.model}: best {cell.best} {_interval(cell.best_gain, cell.best_gain_ci_low, cell.best_gain_ci_high)}"
+                    f" points ({cell.n_significant_gains} of {cell.n_configurations} configurations significantly better)")
+            if not _learned(table, cell.model, c.task, c.metric):
+                texts.append(text + ", baseline at the trivial level")
+                verdicts.append("undecided")
+                continue
+            texts.append(text)
+            if c.claimed_gain is None:
+                verdicts.append("reproduced" if cell.n_significant_gains else "undecided")
+            else:
+                verdicts.append(cell.verdict if cell.verdict in VERDICTS else "undecided")
+        verdict = _combine(verdicts) if verdicts else "not testable here"
+        per_claim[c.id] = verdict
+        rows.append(_row(c.id, "; ".join(texts) or "no runs", verdict,
+                         "paired seeds, Holm-corrected (dupbert.significance.verdict); a baseline "
+                         "at the trivial level decides nothing"))
+    gains = [v for cid, v in per_claim.items() if paper.claim(cid).claimed_gain not in (None, 0.0)]
+    method = ("reproduced" if gains and all(v == "reproduced" for v in gains)
+              else "refuted" if "refuted" in gains else "undecided")
+    rows.insert(0, _row("rq3-method", "; ".join(f"{cid}: {v}" for cid, v in per_claim.items()),
+                        method, "reproduced when every claimed gain is; refuted when one is"))
+    tested = [v for v in per_claim.values() if v != "not testable here"]
+    consistent = ("reproduced" if tested and all(v == "reproduced" for v in tested)
+                  else "undecided")
+    models = sorted(set(results["model"])) if not results.empty else []
+    rows.append(_row("rq4-consistent-across-models",
+                     f"{len(models)} models ({', '.join(models)}); per-claim verdicts as above",
+                     consistent if tested else "not testable here",
+                     "reproduced when every model and task reproduces its claim"))
+    return rows
+
+
+def rq5_rows(summary: pd.DataFrame | None) -> list[dict]:
+    """The two RQ5 claims (ALBERT ensembles on the full SQuAD 2.0 task: 85.50 EM, 88.59 F1).
+
+    Args:
+        summary: :func:`dupbert.ensemble.rq5_summary` rows (``model, task, metric, kind, mean,
+            ci_low, ci_high`` ...), or ``None``.
+
+    Rule: not testable here (no English ALBERT/BERT weights offline, a SQuAD training subset);
+    our SQuAD 2.0 cross-configuration ensemble is shown with its interval, next to the same-size
+    same-configuration control.
+    """
+    rows = []
+    for claim_id, metric in (("rq5-ensemble-squad2-exact", "exact"), ("rq5-ensemble-squad2-f1", "f1")):
+        text = "no SQuAD 2.0 ensembles"
+        if summary is not None and not summary.empty:
+            cells = summary[(summary["task"] == "squad2") & (summary["metric"] == metric)]
+            parts = []
+            for model, group in cells.groupby("model", sort=False):
+                kinds = group.set_index("kind")
+                shown = [f"{kind} {kinds.loc[kind, 'mean']:.2f} [{kinds.loc[kind, 'ci_low']:.2f}, "
+                         f"{kinds.loc[kind, 'ci_high']:.2f}]" for kind in kinds.index
+                         if kind in ("cross-configuration", "same-configuration", "best single")
+                         and pd.notna(kinds.loc[kind, "mean"])]
+                parts.append(f"{model}: " + ", ".join(shown))
+            text = "; ".join(parts) or text
+        rows.append(_row(claim_id, text, "not testable here",
+                         "the paper's ALBERT models and full SQuAD 2.0 training are not available offline"))
+    return rows
+
+
+def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.DataFrame | None,
+                        spearman: pd.DataFrame | None, results: pd.DataFrame | None,
+                        ensembles: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per claim of :data:`dupbert.paper.CLAIMS`, in that order.
+
+    Returns:
+        Columns ``id, rq, claim, paper, ours, verdict, rule, evidence`` (``evidence`` = the
+        chapter's page name, e.g. ``rq3``). Claims whose inputs are ``None`` are
+        ``not testable here`` with "not run" as ours.
+
+    Raises:
+        AssertionError: a claim of ``dupbert.paper`` got no row, or one got two (a bug).
+    """
+    rows = []
+    if reconstruction is not None:
+        rows += rq1_rows(reconstruction, duplicated)
+    if spearman is not None:
+        rows.append(rq2_row(spearman))
+    if results is not None:
+        rows += rq3_rq4_rows(results)
+    rows += rq5_rows(ensembles)
+    by_id = {}
+    for row in rows:
+        assert row["id"] not in by_id, f"claim {row['id']} decided twice"
+        by_id[row["id"]] = row
+    ordered = [by_id.get(c.id) or _row(c.id, "not run", "not testable here", "no evidence")
+               for c in paper.CLAIMS]
+    return pd.DataFrame(ordered, columns=COLUMNS)
+
+
+def verdict_counts(table: pd.DataFrame) -> Mapping[str, int]:
+    """How many claims got each verdict (every verdict listed, zeros included)."""
+    counts = table["verdict"].value_counts()
+    return {v: int(counts.get(v, 0)) for v in VERDICTS}
+
+
