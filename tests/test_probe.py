@@ -59,6 +59,14 @@ def test_batch_equals_one_sequence_at_a_time(rxnmapper, uspto_first_64):
     np.testing.assert_allclose(batched["top1_macro"], macro, rtol=1e-12)
 
 
+def test_head_in_small_blocks_gives_the_same_table(rxnmapper, uspto_first_64, pretrained_frame,
+                                                  monkeypatch):
+    model, tokenizer = rxnmapper
+    monkeypatch.setattr("dupbert.probe.LOGITS_BLOCK", 61 * model.config.vocab_size)  # 61 positions
+    blocked = reconstruction_accuracy(model, tokenizer, uspto_first_64, progress=False)
+    pd.testing.assert_frame_equal(blocked, pretrained_frame)
+
+
 def test_padding_changes_hidden_states_only_within_tolerance(rxnmapper, uspto_first_64):
     model, tokenizer = rxnmapper
     short, long = sorted(uspto_first_64[:8], key=len)[0], sorted(uspto_first_64[:8], key=len)[-1]
