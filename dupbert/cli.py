@@ -61,7 +61,9 @@ def _finetune(args: argparse.Namespace) -> int:
 
     overrides = {k: v for k, v in dict(epochs=args.epochs, max_steps=args.max_steps,
                                        learning_rate=args.learning_rate,
-                                       batch_size=args.batch_size).items() if v is not None}
+                                       batch_size=args.batch_size,
+                                       group_by_length=args.group_by_length).items()
+                 if v is not None}
     frame = sweep(args.model, args.task, args.duplication or ["baseline"], args.seed or [0],
                   args.results, hyperparameters={"classification": overrides, "qa": overrides},
                   max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples,
@@ -81,7 +83,8 @@ def _finetune_profile(args: argparse.Namespace) -> int:
                                       ("--max-eval-samples", args.max_eval_samples),
                                       ("--epochs", args.epochs), ("--max-steps", args.max_steps),
                                       ("--learning-rate", args.learning_rate),
-                                      ("--batch-size", args.batch_size)) if value is not None]
+                                      ("--batch-size", args.batch_size),
+                                      ("--group-by-length", args.group_by_length)) if value is not None]
     if given:
         raise ValueError(f"--profile takes the sweep from the profile; drop {', '.join(given)} "
                          f"(or edit a copy of {args.profile})")
@@ -104,6 +107,10 @@ def _finetune_profile(args: argparse.Namespace) -> int:
 
 
 def _print_runs(frame, results) -> None:
+    from .finetune import is_main_process
+
+    if not is_main_process():  # under torchrun every process runs the sweep; one table is enough
+        return
     columns = [c for c in ("model", "task", "duplication", "seed", "metrics.accuracy",
                            "metrics.macro_f1", "metrics.f1", "metrics.exact", "train_time_s")
                if c in frame.columns]
@@ -179,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="default: 2e-5 (classification), 3e-5 (SQuAD)")
     finetune.add_argument("--batch-size", type=int, default=None,
                           help="global batch size (default: 32 classification, 12 SQuAD)")
+    finetune.add_argument("--group-by-length", action="store_true", default=None,
+                          help="Trainer's length-grouped batches (default: off, as run_glue.py)")
     finetune.add_argument("--results", default=None,
                           help="JSON-lines results file; runs already in it are skipped "
                                "(with --profile, default: the profile's results_path)")

@@ -12,6 +12,11 @@ after duplication), so a per-seed difference isolates the duplication.
 
 Results are rows of a JSON-lines file written atomically (``ResultsFile``); a rerun skips rows
 already there, so an interrupted sweep resumes with no row lost or doubled.
+
+Data parallelism: under ``torchrun`` or ``accelerate launch`` (``WORLD_SIZE`` > 1) every process
+runs the same sweep and trains with Trainer's DistributedDataParallel; ``batch_size`` stays the
+global batch (each process takes ``batch_size / WORLD_SIZE``), and only the main process (rank 0)
+writes result rows, per-example outputs and models.
 """
 
 from __future__ import annotations
@@ -55,6 +60,10 @@ class HyperParameters:
     weight_decay: float = 0.0
     max_steps: int = -1
     eval_batch_size: int = 64
+    # run_glue.py's default. Trainer's length grouping sorts each run of 50 batches from longest
+    # to shortest; in 30 steps of SST-2 it left MiniLM at chance (0.515 vs 0.758 without it,
+    # benchmarks/finetune.py), so it is off unless a profile asks for it.
+    group_by_length: bool = False
 
     def __post_init__(self):
         # 1 and 1.0 epochs are the same run: keep run keys independent of how numbers were typed
@@ -62,6 +71,7 @@ class HyperParameters:
             object.__setattr__(self, name, float(getattr(self, name)))
         for name in ("batch_size", "max_length", "doc_stride", "max_steps", "eval_batch_size"):
             object.__setattr__(self, name, int(getattr(self, name)))
+        object.__setattr__(self, "group_by_length", bool(self.group_by_length))
 
     @classmethod
     def for_task(cls, kind: str, **overrides) -> "HyperParameters":
@@ -79,9 +89,13 @@ class HyperParameters:
 
 
 def run_key(row: dict) -> str:
-    """The identity of a run: everything but its outcome (16 hex digits)."""
+    """The identity of a run: everything but its outcome (16 hex digits). ``data_source`` counts
+    only when it is not ``"local"`` (Hub data, e.g. the real SNLI train split), so runs on the
+    offline data keep the keys they always had."""
     fields = {k: row[k] for k in ("model", "task", "duplication", "seed", "hyperparameters",
                                   "max_train_samples", "max_eval_samples")}
+    if row.get("data_source", "local") != "local":
+        fields["data_source"] = row["data_source"]
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -117,6 +131,27 @@ class ResultsFile:
         return pd.json_normalize(self.rows(), sep=".")
 
 
+# ----------------------------------------------------------------------------- processes
+
+
+def world_size() -> int:
+    """Processes of a data-parallel run (``WORLD_SIZE``, set by torchrun/accelerate); 1 alone."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    """Whether this process writes results: rank 0 of a data-parallel run, or the only one."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank() == 0
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _wait_for_main_process() -> None:
+    """Barrier of a data-parallel run (no-op alone), e.g. until rank 0 has written a row."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+
+
 # ----------------------------------------------------------------------------- provenance
 
 
@@ -134,12 +169,11 @@ def environment_fields(device: str) -> dict:
 
     from . import __version__
 
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
     name = torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor()
     return {
         "device": device,
         "device_name": name or platform.machine(),
-        "world_size": world_size,
+        "world_size": world_size(),
         "versions": {"dupbert": __version__, "torch": torch.__version__,
                      "transformers": transformers.__version__, "datasets": datasets.__version__,
                      "python": platform.python_version()},
@@ -199,16 +233,17 @@ def build_model(model_name: str, kind: str, num_labels: int, duplication: str, s
 
 def training_arguments(hp: HyperParameters, seed: int, output_dir: str, device: str,
                        progress: bool) -> transformers.TrainingArguments:
-    """``TrainingArguments`` for ``hp``: dynamic padding with length grouping, bf16 on GPUs
-    that have it, the global batch split over ``WORLD_SIZE`` processes, no checkpoints.
+    """``TrainingArguments`` for ``hp``: dynamic padding (length grouping if
+    ``hp.group_by_length``), bf16 on GPUs that have it, the global batch split over
+    ``WORLD_SIZE`` processes, no checkpoints.
     Compatible with transformers 4 and 5 (argument names differ)."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if hp.batch_size % world_size:
-        raise ValueError(f"batch_size {hp.batch_size} is not divisible by world size {world_size}")
+    processes = world_size()
+    if hp.batch_size % processes:
+        raise ValueError(f"batch_size {hp.batch_size} is not divisible by world size {processes}")
     accepted = inspect.signature(transformers.TrainingArguments).parameters
     kwargs = dict(
         output_dir=output_dir, learning_rate=hp.learning_rate, num_train_epochs=hp.epochs,
-        max_steps=hp.max_steps, per_device_train_batch_size=hp.batch_size // world_size,
+        max_steps=hp.max_steps, per_device_train_batch_size=hp.batch_size // processes,
         per_device_eval_batch_size=hp.eval_batch_size, weight_decay=hp.weight_decay,
         seed=seed, data_seed=seed, report_to=[], save_strategy="no", eval_strategy="no",
         logging_strategy="steps", logging_steps=1, disable_tqdm=not progress,
@@ -217,9 +252,9 @@ def training_arguments(hp: HyperParameters, seed: int, output_dir: str, device: 
         dataloader_num_workers=0,
     )
     if "train_sampling_strategy" in accepted:
-        kwargs["train_sampling_strategy"] = "group_by_length"
+        kwargs["train_sampling_strategy"] = "group_by_length" if hp.group_by_length else "random"
     else:
-        kwargs["group_by_length"] = True
+        kwargs["group_by_length"] = hp.group_by_length
     if "warmup_ratio" in accepted:
         kwargs["warmup_ratio"] = hp.warmup_ratio
     else:
@@ -350,14 +385,16 @@ def finetune(
         seed, ``hyperparameters`` (dict), subset sizes, ``metrics`` (accuracy and macro_f1, or
         the official SQuAD 2.0 keys in percent), ``baselines`` (majority class or all-empty),
         ``train_time_s``/``eval_time_s`` (seconds), ``n_parameters``, ``train_steps``,
-        ``train_losses`` (one per step), device,
-        world size, versions, git commit, sha256 of the data files and of the model wheel.
+        ``train_losses`` (one per step, averaged over processes), ``per_device_train_batch_size``,
+        device, world size, versions, git commit, sha256 of the data files and of the model wheel.
+        Every process of a data-parallel run returns the row; only rank 0 writes
+        ``outputs_dir`` and ``models_dir``.
 
     Raises:
         ValueError: unknown task or duplication, bad hyper-parameters. Errors of the loaders.
     """
     from .duplicate import block_sources
-    from .tasks import TASKS, load_task, task_files, trivial_baselines
+    from .tasks import TASKS, data_source, load_task, task_files, trivial_baselines
 
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; tasks are {sorted(TASKS)}")
@@ -365,7 +402,7 @@ def finetune(
     hp = hyperparameters or HyperParameters.for_task(spec.kind)
     row = {"model": model_name, "task": task, "duplication": duplication, "seed": seed,
            "hyperparameters": dataclasses.asdict(hp), "max_train_samples": max_train_samples,
-           "max_eval_samples": max_eval_samples}
+           "max_eval_samples": max_eval_samples, "data_source": data_source(data_dir)}
     row["run_key"] = run_key(row)
     train = load_task(task, "train", max_samples=max_train_samples, seed=seed, data_dir=data_dir)
     evaluation = load_task(task, "eval", max_samples=max_eval_samples, seed=0, data_dir=data_dir)
@@ -378,10 +415,11 @@ def finetune(
         trainer, train_time, eval_time, metrics, outputs = run(
             model, tokenizer, spec, train, evaluation, hp, seed, device, progress, workdir)
     losses = _losses(trainer)
-    if models_dir is not None:
+    main = is_main_process()  # in a data-parallel run, all ranks train and evaluate; rank 0 writes
+    if models_dir is not None and main:
         trainer.model.save_pretrained(Path(models_dir) / row["run_key"])
         tokenizer.save_pretrained(Path(models_dir) / row["run_key"])
-    if outputs_dir is not None:
+    if outputs_dir is not None and main:
         path = Path(outputs_dir) / f"{row['run_key']}.npz"
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz", delete=False) as handle:
@@ -393,6 +431,7 @@ def finetune(
         train_time_s=round(train_time, 3), eval_time_s=round(eval_time, 3),
         n_parameters=sum(p.numel() for p in model.parameters()),
         train_steps=trainer.state.global_step, train_losses=losses,
+        per_device_train_batch_size=trainer.args.per_device_train_batch_size,
         data_sha256=_sha256_files(task_files(task, data_dir)), **_model_provenance(model_name),
         **environment_fields(device), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )
@@ -445,6 +484,9 @@ def sweep(
     """Run ``finetune`` for every configuration of this shard that ``results_path`` lacks,
     appending each row as soon as it exists.
 
+    Under ``torchrun``/``accelerate launch`` every process runs this same sweep (all train each
+    configuration together); only rank 0 appends rows, and the others wait for it.
+
     Args:
         hyperparameters: overrides per task kind, e.g. ``{"classification": {"epochs": 1}}``;
             the same for every configuration.
@@ -454,9 +496,10 @@ def sweep(
     Returns:
         The results file as a frame (all rows in it, not just this call's).
     """
-    from .tasks import TASKS
+    from .tasks import TASKS, data_source
 
     index, count = parse_shard(shard)
+    source = data_source(data_dir)
     results = ResultsFile(results_path)
     done = results.keys()
     configurations = sweep_configurations(models, tasks, duplications, seeds)[index::count]
@@ -465,16 +508,19 @@ def sweep(
         hp = HyperParameters.for_task(kind, **(hyperparameters or {}).get(kind, {}))
         key = run_key({**configuration, "hyperparameters": dataclasses.asdict(hp),
                        "max_train_samples": max_train_samples,
-                       "max_eval_samples": max_eval_samples})
+                       "max_eval_samples": max_eval_samples, "data_source": source})
         if key in done:
             continue
-        if progress:
+        if progress and is_main_process():
             print(f"fine-tuning {configuration}", flush=True)
         row = finetune(configuration["model"], configuration["task"],
-                       configuration["duplication"], configuration["seed"], hyperparameters=hp, max_train_samples=max_train_samples,
-                       max_eval_samples=max_eval_samples, device=device, data_dir=data_dir,
-                       outputs_dir=outputs_dir, progress=progress)
-        results.append(row)
+                       configuration["duplication"], configuration["seed"], hyperparameters=hp,
+                       max_train_samples=max_train_samples, max_eval_samples=max_eval_samples,
+                       device=device, data_dir=data_dir, outputs_dir=outputs_dir,
+                       progress=progress)
+        if is_main_process():
+            results.append(row)
+        _wait_for_main_process()
     return results.frame()
 
 

@@ -22,7 +22,7 @@ from .errors import DupbertError
 
 SWEEP_PARAMETERS = ("models", "model", "tasks", "duplications", "seeds", "max_train_samples",
                     "max_eval_samples", "epochs", "max_steps", "learning_rate", "batch_size",
-                    "device", "results_path", "outputs_dir")
+                    "group_by_length", "device", "results_path", "outputs_dir", "profile")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,8 +178,10 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
 
 def hyperparameter_overrides(parameters: Mapping[str, Any]) -> dict[str, float | int]:
     """The parameters that override the run_glue/run_qa defaults, the same for every
-    configuration: ``epochs``, ``max_steps``, ``learning_rate``, ``batch_size`` (``None`` = default)."""
-    casts = {"epochs": float, "max_steps": int, "learning_rate": float, "batch_size": int}
+    configuration: ``epochs``, ``max_steps``, ``learning_rate``, ``batch_size``,
+    ``group_by_length`` (``None`` = default)."""
+    casts = {"epochs": float, "max_steps": int, "learning_rate": float, "batch_size": int,
+             "group_by_length": bool}
     return {name: cast(parameters[name]) for name, cast in casts.items()
             if parameters.get(name) is not None}
 
@@ -189,8 +191,9 @@ def planned_run_keys(plan: Sequence[PlannedSweep], seeds: Sequence[int],
     """The ``run_key`` of every run of the plan (to select this plan's rows from a results file
     that also holds other runs)."""
     from .finetune import HyperParameters, run_key
-    from .tasks import TASKS
+    from .tasks import TASKS, data_source
 
+    source = data_source()
     keys = set()
     for entry in plan:
         hp = dataclasses.asdict(HyperParameters.for_task(TASKS[entry.task].kind, **overrides))
@@ -199,7 +202,8 @@ def planned_run_keys(plan: Sequence[PlannedSweep], seeds: Sequence[int],
                 keys.add(run_key(dict(model=entry.model, task=entry.task, duplication=duplication,
                                       seed=seed, hyperparameters=hp,
                                       max_train_samples=entry.max_train_samples,
-                                      max_eval_samples=entry.max_eval_samples)))
+                                      max_eval_samples=entry.max_eval_samples,
+                                      data_source=source)))
     return keys
 
 
@@ -230,3 +234,23 @@ def run_plan(plan: Sequence[PlannedSweep], seeds: Sequence[int], results_path: s
         return results
     keys = planned_run_keys(plan, seeds, overrides)
     return results[results["run_key"].isin(keys)].reset_index(drop=True)
+
+
+PROFILE_NOTES = {
+    "smoke": ("the notebook's own defaults: a few optimisation steps on tiny subsets, for "
+              "`pytest --nbval`; these numbers test the code, not the paper"),
+    "cpu": ("the `cpu` profile: real models and data, but subsets and run lengths sized for about "
+            "30 minutes on 2 CPU cores (about 4 optimisation steps per run), too short for the "
+            "models to learn the tasks; the numbers test the pipeline and the statistics, and decide "
+            "nothing about the paper's fine-tuning claims. The `gpu` profile is the real test; no "
+            "GPU run has been made for this book yet"),
+    "gpu": ("the `gpu` profile: the training sets available offline (SST-2 cut to 8,000), full "
+            "evaluation sets, 5 seeds, run_glue/run_qa hyper-parameters, on one GPU"),
+}
+
+
+def profile_note(profile: str) -> str:
+    """One Markdown sentence naming the profile that produced a chapter's numbers, for the top of
+    the RQ3-RQ5 chapters and the results-at-a-glance page (an unknown name is shown as given)."""
+    note = PROFILE_NOTES.get(profile, f"the `{profile}` profile")
+    return f"**These numbers come from {note}.**"

@@ -57,7 +57,7 @@ class TaskSpec:
         hub: Hub fallback ``(path, config, train split, eval split)`` or ``None``.
         metrics: metric names, the primary one first. Classification: ``accuracy``,
             ``macro_f1`` as fractions in [0, 1]; QA: the official SQuAD 2.0 keys ``f1``,
-            ``exact`` in percent (:func:`dupbert.metrics.squad_v2`).
+            ``exact``, ``HasAns_f1``, ``NoAns_f1`` in percent (:func:`dupbert.metrics.squad_v2`).
         max_length: tokens per input (``run_glue.py`` 128, ``run_qa.py`` 384).
         doc_stride: overlap of consecutive QA windows in tokens (``run_qa.py`` 128); ``None``.
         n_train, n_eval: rows of the local files (SOURCES.md), checked by the tests.
@@ -127,7 +127,8 @@ TASKS: dict[str, TaskSpec] = {
             name="squad2", kind="qa", label_names=(), text_columns=("question", "context"),
             train_file="squad2/train-v2.0.first10articles.json.gz",
             eval_file="squad2/dev-v2.0.reconstructed.json.gz",
-            hub=("rajpurkar/squad_v2", None, "train", "validation"), metrics=("f1", "exact"),
+            hub=("rajpurkar/squad_v2", None, "train", "validation"),
+            metrics=("f1", "exact", "HasAns_f1", "NoAns_f1"),
             max_length=384, doc_stride=128, n_train=4719, n_eval=11873,
             source="SOURCES.md, SQuAD 2.0",
             description="SQuAD 2.0 extractive question answering with unanswerable questions",
@@ -289,6 +290,13 @@ def _columns_from_hub(spec: TaskSpec, split: str) -> dict[str, list]:
     ds = load_from_hub(f"task {spec.name!r} ({split})", hub_path, config, hub_split,
                        spec.file(split), spec.source)
     return _HUB_COLUMNS[spec.name](ds)
+
+
+def data_source(data_dir: str | os.PathLike | None = None) -> str:
+    """Where tasks load from: ``"local"`` (a data directory, ``data_dir`` or ``$DUPBERT_DATA_DIR``)
+    or ``"hub"`` (the Hugging Face Hub copies, e.g. SNLI's real train split). Part of a run's key
+    when not local, so Hub runs never pass for runs on the offline substitutes."""
+    return "local" if resolve_data_dir(data_dir) is not None else "hub"
 
 
 def task_files(name: str, data_dir: str | os.PathLike | None = None) -> list[Path]:

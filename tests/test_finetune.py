@@ -112,8 +112,10 @@ def test_two_shards_merged_equal_one_run(tmp_path):
                      hyperparameters={"classification": {"max_steps": 1}},
                      max_train_samples=16, max_eval_samples=16, progress=False)
     whole = sweep(results_path=tmp_path / "all.jsonl", **arguments)
-    sweep(results_path=tmp_path / "s0.jsonl", shard="0/2", **arguments)
-    sweep(results_path=tmp_path / "s1.jsonl", shard="1/2", **arguments)
+    first = sweep(results_path=tmp_path / "s0.jsonl", shard="0/2", **arguments)
+    second = sweep(results_path=tmp_path / "s1.jsonl", shard="1/2", **arguments)
+    assert (first["duplication"].tolist(), second["duplication"].tolist()) == (
+        ["baseline", "depth control"], ["copy last"])  # every other configuration, disjoint
     merged = merge_results([tmp_path / "s0.jsonl", tmp_path / "s1.jsonl"], tmp_path / "m.jsonl")
     timing = ["train_time_s", "eval_time_s", "finished_at"]
     key = "run_key"

@@ -108,3 +108,15 @@ def test_gpu_import_merges_rows_once_and_unpacks_outputs(tmp_path):
         assert [r["run_key"] for r in ResultsFile(results).rows()] == [r["run_key"] for r in committed]
     restored = tmp_path / "gpu" / "outputs" / archive_source.name
     assert restored.read_bytes() == archive_source.read_bytes()
+
+
+def test_hub_runs_never_pass_for_runs_on_the_offline_data(monkeypatch, tmp_path):
+    from dupbert.finetune import run_key
+    from dupbert.tasks import data_source
+
+    row = dict(model="m", task="snli", duplication="baseline", seed=0, hyperparameters={},
+               max_train_samples=None, max_eval_samples=None)
+    assert run_key({**row, "data_source": "local"}) == run_key(row)  # committed keys unchanged
+    assert run_key({**row, "data_source": "hub"}) != run_key(row)
+    monkeypatch.delenv("DUPBERT_DATA_DIR", raising=False)
+    assert data_source(tmp_path) == "local"
