@@ -131,6 +131,22 @@ def write_child_result(spec: dict, result: dict) -> None:
     Path(spec["out"]).write_text(json.dumps(result))
 
 
+def parse_or_run_child(parser, argv, name: str, child) -> tuple:
+    """Add ``--out`` and the internal ``--child`` to ``parser`` and parse ``argv``. In a child
+    process (``--child SPEC``), run ``child(spec)``, write its result and return ``(None, 0)``;
+    otherwise return ``(args, None)``."""
+    import argparse
+
+    parser.add_argument("--out", default=None, help=f"default benchmarks/results/{name}-<device>.json")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        spec = json.loads(args.child)
+        write_child_result(spec, child(spec))
+        return None, 0
+    return args, None
+
+
 def write_results(name: str, device: str, payload: dict, out: str | None = None) -> Path:
     """Write ``payload`` atomically to ``benchmarks/results/<name>-<device>.json`` (or ``out``)."""
     sys.path.insert(0, str(ROOT))

@@ -31,7 +31,6 @@ Run (default: a few minutes on 2 CPU cores; results in benchmarks/results/finetu
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -160,14 +159,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per approach (alternating); the fastest training is kept")
-    parser.add_argument("--out", default=None,
-                        help="default benchmarks/results/finetune-<device>.json")
-    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        spec = json.loads(args.child)
-        _common.write_child_result(spec, child(spec))
-        return 0
+    args, status = _common.parse_or_run_child(parser, argv, "finetune", child)
+    if args is None:
+        return status
 
     load_before = _common.load()
     spec = dict(device=args.device, steps=args.steps, batch=args.batch,

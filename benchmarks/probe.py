@@ -33,7 +33,6 @@ Run (default: a few minutes on 2 CPU cores; results in benchmarks/results/probe-
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -383,14 +382,9 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="run torch.profiler over each measurement (slower) and report the "
                              "operators that take the time")
-    parser.add_argument("--out", default=None,
-                        help="default benchmarks/results/probe-<device>.json")
-    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        spec = json.loads(args.child)
-        _common.write_child_result(spec, child(spec))
-        return 0
+    args, status = _common.parse_or_run_child(parser, argv, "probe", child)
+    if args is None:
+        return status
 
     load_before = _common.load()
     cases = [measure_case(args, BERT_CASE, args.bert_corpus, args.bert_n, args.bert_batch,
