@@ -94,14 +94,19 @@ def _finetune_profile(args: argparse.Namespace) -> int:
     plan, notes = profiles.plan_sweep(parameters)
     for note in notes:
         print(note, file=sys.stderr)
+    from .results import repository_path
+
     device = args.device or parameters.get("device") or "cpu"
-    results = args.results or parameters.get("results_path")
+    # the profile's paths are relative to the repository root, as in the notebook
+    results = args.results or (parameters.get("results_path")
+                               and repository_path(parameters["results_path"]))
     if not results:
         raise ValueError(f"{args.profile} names no results_path: give --results FILE")
+    outputs_dir = args.outputs_dir or (parameters.get("outputs_dir")
+                                       and repository_path(parameters["outputs_dir"]))
     frame = profiles.run_plan(plan, profiles.seeds_list(parameters.get("seeds", [0])), results,
                               overrides=profiles.hyperparameter_overrides(parameters), device=device,
-                              outputs_dir=args.outputs_dir or parameters.get("outputs_dir"),
-                              shard=args.shard, progress=args.progress)
+                              outputs_dir=outputs_dir, shard=args.shard, progress=args.progress)
     _print_runs(frame, results)
     return 0
 
