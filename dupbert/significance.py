@@ -1,9 +1,16 @@
-"""RQ3/RQ4 statistics: mean ± confidence interval over seeds, paired gains against the
-baseline with the same seeds, Holm-corrected p-values, and the verdict rule.
+"""RQ3/RQ4 statistics: mean ± confidence interval over seeds, paired gains against each
+configuration's reference with the same seeds, the pre-registered primary/secondary split with
+Holm's correction on the secondaries, the exact smallest detectable gain, and the verdict rule.
 
 The paper (Kao et al. 2020, section 5) reports single numbers; a one-seed replication cannot
 separate gains of a few tenths of a point from seed noise, so every comparison here is paired
-by seed: gain_s = metric(configuration, seed s) - metric(baseline, seed s).
+by seed: gain_s = metric(configuration, seed s) - metric(reference, seed s).
+
+Pre-registration (RQ3 chapter, "The study, fixed before the runs"): per model and task, one
+*primary* comparison (the paper's configuration against the baseline) is tested at level
+``ALPHA`` with no multiplicity penalty; every other configuration is *secondary*, and the
+secondaries of a model, task and metric form one Holm family (every test counted, also those
+that could not be computed).
 """
 
 from __future__ import annotations
@@ -12,9 +19,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import optimize, stats
 
 ALPHA = 0.05
+POWER = 0.8
+EQUIVALENCE_MARGIN = 0.5  # points: a "no gain" claim holds when the whole 95% CI lies within ±this
+PRIMARY, SECONDARY = "primary", "secondary"
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict:
@@ -22,7 +32,7 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict:
 
     Returns:
         ``{"n", "mean", "std", "ci_low", "ci_high"}`` in the units of ``values``; with one
-        value the std and the interval are NaN.
+        value the std and the interval are NaN; with zero spread the interval is the mean.
 
     Raises:
         ValueError: no values.
@@ -39,16 +49,34 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict:
             "ci_high": mean + half}
 
 
-def holm(p_values: Sequence[float]) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values (Holm 1979), in the input order; NaN stays NaN.
+def paired_p_value(differences: Sequence[float]) -> float:
+    """Two-sided p-value of the paired t-test on per-seed differences (H0: mean 0).
 
-    The i-th smallest of m p-values is multiplied by (m - i + 1), made monotone, capped at 1.
+    Zero spread is decided, not left as NaN: every difference 0 -> ``1.0``; every difference
+    the same non-zero value -> ``0.0`` (the t statistic is infinite: the configuration changed
+    every seed's result by exactly that much). Fewer than 2 differences -> NaN (no test).
+    """
+    d = np.asarray(differences, dtype=float)
+    if d.size < 2:
+        return float("nan")
+    if np.ptp(d) == 0:
+        return 1.0 if d[0] == 0 else 0.0
+    return float(stats.ttest_1samp(d, 0.0).pvalue)
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (Holm 1979), in the input order.
+
+    The family has ``m = len(p_values)`` tests, *including* those whose p-value is NaN (a test
+    that could not be computed still counts: dropping it would make the others look better);
+    NaN p-values rank last and stay NaN. The i-th smallest p-value is multiplied by
+    ``m - i + 1`` (i from 1), made monotone, capped at 1.
     """
     p = np.asarray(p_values, dtype=float)
     adjusted = np.full(p.shape, np.nan)
+    m = p.size
     valid = np.flatnonzero(~np.isnan(p))
     order = valid[np.argsort(p[valid], kind="stable")]
-    m = order.size
     running = 0.0
     for rank, index in enumerate(order):
         running = max(running, min(1.0, (m - rank) * p[index]))
@@ -56,19 +84,64 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
     return adjusted
 
 
+def paired_t_power(gain: float, std_of_differences: float, n_seeds: int, alpha: float = ALPHA) -> float:
+    """Power of the two-sided paired t-test at level ``alpha`` over ``n_seeds`` pairs when the
+    true mean difference is ``gain`` (exact: noncentral t with df = n - 1 and noncentrality
+    ``gain * sqrt(n) / sd``)."""
+    df = n_seeds - 1
+    critical = stats.t.ppf(1 - alpha / 2, df)
+    noncentrality = abs(gain) * np.sqrt(n_seeds) / std_of_differences
+    # the far tail is below 1e-9 wherever scipy's nct returns NaN for it (large noncentrality)
+    far = np.nan_to_num(stats.nct.cdf(-critical, df, noncentrality), nan=0.0)
+    return float(stats.nct.sf(critical, df, noncentrality) + far)
+
+
 def minimum_detectable_gain(std_of_differences: float, n_seeds: int, alpha: float = ALPHA,
-                            power: float = 0.8) -> float:
+                            power: float = POWER, n_tests: int = 1) -> float:
     """The smallest true paired gain that a two-sided paired t-test over ``n_seeds`` seeds
-    detects with probability ``power``: (t_{1-α/2} + t_{power}) · sd / √n, df = n - 1.
+    detects with probability ``power``, after the multiplicity correction actually applied.
+
+    Exact, not the normal approximation: the gain solves :func:`paired_t_power` = ``power`` at
+    level ``alpha / n_tests`` (the noncentral t distribution). ``n_tests`` is 1 for the primary
+    comparison; for a secondary one it is the size of its Holm family, whose strictest step is
+    ``alpha / m``, so a gain this large is detected whatever the other p-values are.
 
     Returns:
-        The gain in the metric's units; NaN for fewer than 2 seeds.
+        The gain in the metric's units; ``0.0`` when the differences have no spread (any
+        non-zero gain is detected); NaN for fewer than 2 seeds or a NaN std.
     """
-    if n_seeds < 2:
+    if n_seeds < 2 or std_of_differences is None or np.isnan(std_of_differences):
         return float("nan")
-    df = n_seeds - 1
-    return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df))
-                 * std_of_differences / np.sqrt(n_seeds))
+    if std_of_differences == 0:
+        return 0.0
+    level = alpha / max(1, int(n_tests))
+
+    def shortfall(gain_in_sd: float) -> float:
+        return paired_t_power(gain_in_sd, 1.0, n_seeds, level) - power
+
+    upper = 1.0
+    while shortfall(upper) < 0:
+        upper *= 2
+    return float(optimize.brentq(shortfall, 0.0, upper, xtol=1e-10) * std_of_differences)
+
+
+def check_one_run_per_seed(frame: pd.DataFrame, by: Sequence[str]) -> None:
+    """Refuse a frame in which some configuration has two runs with the same seed.
+
+    Such rows come from different settings (hyper-parameters, subsets, data source) and must
+    never be pooled into one mean: select one setting first (e.g. the run keys of one plan).
+
+    Raises:
+        ValueError: names the first duplicated (``by``, duplication, seed) groups.
+    """
+    keys = [*by, "duplication", "seed"]
+    duplicated = frame[frame.duplicated(keys, keep=False)]
+    if not duplicated.empty:
+        examples = duplicated[keys].drop_duplicates().head(3).to_dict("records")
+        raise ValueError(
+            f"{len(duplicated)} rows share (configuration, seed) with another row, e.g. {examples}: "
+            "runs of different settings (hyper-parameters, subsets, data source) cannot be pooled. "
+            "Keep the rows of one setting (e.g. dupbert.profiles.planned_run_keys).")
 
 
 def summarize_runs(frame: pd.DataFrame, metric: str,
@@ -80,85 +153,126 @@ def summarize_runs(frame: pd.DataFrame, metric: str,
 
     Returns:
         Columns ``by`` + ``n, mean, std, ci_low, ci_high``.
+
+    Raises:
+        ValueError: two rows of one group share a seed (:func:`check_one_run_per_seed`).
     """
+    group_keys = [c for c in by if c != "duplication"]
+    if "duplication" in by:
+        check_one_run_per_seed(frame, group_keys)
     rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))),
              **mean_ci(group[metric])}
             for key, group in frame.groupby(list(by), sort=False)]
     return pd.DataFrame(rows)
 
 
+def _comparisons(group: pd.DataFrame, baseline: str) -> list[tuple[str, str, str]]:
+    """``(configuration, reference, role)`` of one model, task and metric: from the frame's
+    ``reference``/``role`` columns where present (see ``dupbert.duplicate.finetune_variants``),
+    else every configuration against ``baseline``, all secondary."""
+    out = []
+    for configuration, rows in group.groupby("duplication", sort=False):
+        first = rows.iloc[0]
+        reference = first["reference"] if "reference" in rows and pd.notna(first["reference"]) \
+            else (None if configuration == baseline else baseline)
+        role = first["role"] if "role" in rows and pd.notna(first["role"]) else SECONDARY
+        if reference is not None and reference != configuration:
+            out.append((configuration, reference, role))
+    return out
+
+
 def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
                  by: Sequence[str] = ("model", "task")) -> pd.DataFrame:
-    """Every configuration against ``baseline`` on the same seeds (paired t-test).
+    """Every configuration against its reference on the same seeds (paired t-test).
 
     Args:
-        frame: one row per run with columns ``by``, ``duplication``, ``seed`` and ``metric``.
-        baseline: the ``duplication`` value of the baseline.
+        frame: one row per run with columns ``by``, ``duplication``, ``seed`` and ``metric``;
+            optional ``reference`` (the configuration it is compared with, e.g. ``unshared
+            baseline`` for unshared ALBERT variants) and ``role`` (``primary``/``secondary``).
+            Without them every configuration is a secondary comparison with ``baseline``.
+        baseline: the default reference.
 
     Returns:
-        One row per (``by``, configuration): ``n_pairs``, ``gain`` (mean paired difference,
-        metric units), ``gain_ci_low``, ``gain_ci_high`` (95% t interval), ``p_value``
-        (two-sided paired t-test, ``scipy.stats.ttest_rel``), ``p_holm`` (Holm-adjusted within
-        each group of ``by``), ``min_detectable_gain`` (80% power) and ``significant``
-        (``p_holm < 0.05``). Seeds missing for either side are left out of the pair.
+        One row per (``by``, configuration): ``reference``, ``role``, ``n_pairs``, ``gain`` (mean
+        paired difference, metric units), ``gain_ci_low``, ``gain_ci_high`` (95% t interval),
+        ``p_value`` (two-sided paired t-test, :func:`paired_p_value`), ``n_tests`` (1 for the
+        primary, else the size of the group's secondary family), ``p_adjusted`` (the primary's
+        own p; Holm over the secondary family of each group of ``by``),
+        ``min_detectable_gain`` (80% power at ``ALPHA / n_tests``) and ``significant``
+        (``p_adjusted < ALPHA``). Seeds missing on either side are left out of the pair; a
+        reference with no run gives ``n_pairs`` 0.
+
+    Raises:
+        ValueError: a configuration has two runs with one seed (:func:`check_one_run_per_seed`).
     """
+    check_one_run_per_seed(frame, by)
     rows = []
     for key, group in frame.groupby(list(by), sort=False):
         wide = group.pivot_table(index="seed", columns="duplication", values=metric)
-        if baseline not in wide:
-            continue
-        for configuration in [c for c in group["duplication"].unique() if c != baseline]:
-            pairs = wide[[baseline, configuration]].dropna()
-            difference = (pairs[configuration] - pairs[baseline]).to_numpy()
-            summary = mean_ci(difference) if difference.size else {"n": 0, "mean": np.nan,
-                                                                   "std": np.nan,
-                                                                   "ci_low": np.nan,
-                                                                   "ci_high": np.nan}
-            p_value = (float(stats.ttest_rel(pairs[configuration], pairs[baseline]).pvalue)
-                       if difference.size >= 2 and np.ptp(difference) > 0 else np.nan)
+        comparisons = _comparisons(group, baseline)
+        n_secondary = sum(role != PRIMARY for _, _, role in comparisons)
+        for configuration, reference, role in comparisons:
+            if reference in wide:
+                pairs = wide[[reference, configuration]].dropna()
+                difference = (pairs[configuration] - pairs[reference]).to_numpy()
+            else:
+                difference = np.array([])
+            summary = mean_ci(difference) if difference.size else {
+                "n": 0, "mean": np.nan, "std": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+            n_tests = 1 if role == PRIMARY else n_secondary
             rows.append({
                 **dict(zip(by, key if isinstance(key, tuple) else (key,))),
-                "duplication": configuration, "n_pairs": summary["n"], "gain": summary["mean"],
+                "duplication": configuration, "reference": reference, "role": role,
+                "n_pairs": summary["n"], "gain": summary["mean"],
                 "gain_ci_low": summary["ci_low"], "gain_ci_high": summary["ci_high"],
-                "p_value": p_value,
-                "min_detectable_gain": minimum_detectable_gain(summary["std"], summary["n"]),
+                "p_value": paired_p_value(difference), "n_tests": n_tests,
+                "min_detectable_gain": minimum_detectable_gain(summary["std"], summary["n"],
+                                                               n_tests=n_tests),
             })
     result = pd.DataFrame(rows)
     if result.empty:
         return result
-    result["p_holm"] = np.nan
-    for _, index in result.groupby(list(by), sort=False).groups.items():
-        result.loc[index, "p_holm"] = holm(result.loc[index, "p_value"])
-    result["significant"] = result["p_holm"] < ALPHA
+    result["p_adjusted"] = result["p_value"]
+    for _, index in result[result["role"] != PRIMARY].groupby(list(by), sort=False).groups.items():
+        result.loc[index, "p_adjusted"] = holm(result.loc[index, "p_value"])
+    result["significant"] = result["p_adjusted"] < ALPHA
     return result
 
 
-def verdict(gain: float, ci_low: float, ci_high: float, p_holm: float,
+def verdict(gain: float, ci_low: float, ci_high: float, p_adjusted: float,
             claimed_gain: float | None) -> str:
     """The verdict rule, fixed before any run and printed in the RQ3 notebook.
 
-    All numbers in percentage points (accuracy × 100, SQuAD EM/F1 as they are).
+    All numbers in percentage points (accuracy × 100, SQuAD EM/F1 as they are); ``p_adjusted``
+    is the primary comparison's own p-value, a secondary one's Holm-adjusted p-value.
 
-    - The paper claims a gain of ``claimed_gain > 0``: ``reproduced`` when the gain is positive
-      and significant (Holm-adjusted p < 0.05); ``refuted`` when it is not, and the 95% CI's
-      upper end lies below ``claimed_gain`` (the data exclude a gain as large as claimed);
-      otherwise ``undecided``.
+    - The paper claims a gain of (up to) ``claimed_gain > 0``: ``reproduced`` when the gain is
+      positive and significant (p < 0.05), also when it is significantly smaller than claimed
+      ("up to" states the best case; the size is reported beside the verdict); ``refuted`` when
+      the gain is significantly negative, or when it is not significant and the 95% CI's upper
+      end lies below ``claimed_gain`` (the data exclude a gain as large as claimed); otherwise
+      ``undecided``.
     - The paper claims no gain (``claimed_gain == 0``): ``refuted`` when the difference is
-      significant (either sign); ``reproduced`` when the whole CI lies within ±0.5 points;
-      otherwise ``undecided``.
+      significant (either sign); ``reproduced`` when the whole 95% CI lies within ±0.5 points
+      (``EQUIVALENCE_MARGIN``, ends included); otherwise ``undecided``.
     - ``claimed_gain is None``: the paper states nothing for this case: ``not stated``.
+
+    The caller decides first whether the comparison may be judged at all: a baseline that did
+    not beat the trivial baseline by the pre-registered floor gives ``did not learn``
+    (:func:`dupbert.paper.learning_status`).
     """
     if claimed_gain is None:
         return "not stated"
-    significant = p_holm < ALPHA if not np.isnan(p_holm) else False
+    significant = bool(p_adjusted < ALPHA) if not np.isnan(p_adjusted) else False
     if claimed_gain > 0:
-        if significant and gain > 0:
-            return "reproduced"
+        if significant:
+            return "reproduced" if gain > 0 else "refuted"
         if not np.isnan(ci_high) and ci_high < claimed_gain:
             return "refuted"
         return "undecided"
     if significant:
         return "refuted"
-    if not np.isnan(ci_low) and -0.5 <= ci_low and ci_high <= 0.5:
+    if (not np.isnan(ci_low) and -EQUIVALENCE_MARGIN <= ci_low
+            and ci_high <= EQUIVALENCE_MARGIN):
         return "reproduced"
     return "undecided"

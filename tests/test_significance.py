@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dupbert.significance import (holm, mean_ci, minimum_detectable_gain, paired_gains,
-                                  summarize_runs, verdict)
+from dupbert.significance import (check_one_run_per_seed, holm, mean_ci,
+                                  minimum_detectable_gain, paired_gains, paired_p_value,
+                                  paired_t_power, summarize_runs, verdict)
 
 
 def test_mean_ci_is_the_student_t_interval():
@@ -26,10 +27,50 @@ def test_holm_matches_the_textbook_example():
     np.testing.assert_allclose(holm([0.5, np.nan, 0.9]), [1.0, np.nan, 1.0])
 
 
-def test_minimum_detectable_gain_shrinks_with_seeds():
-    three, ten = minimum_detectable_gain(1.0, 3), minimum_detectable_gain(1.0, 10)
-    assert three == pytest.approx((stats.t.ppf(0.975, 2) + stats.t.ppf(0.8, 2)) / np.sqrt(3))
-    assert ten < three and np.isnan(minimum_detectable_gain(1.0, 1))
+def test_holm_counts_every_test_of_the_family_also_the_uncomputable():
+    # two tests, one of which could not be computed: m is 2, not 1
+    np.testing.assert_allclose(holm([0.02, np.nan]), [0.04, np.nan])
+    np.testing.assert_allclose(holm([np.nan, 0.01, np.nan]), [np.nan, 0.03, np.nan])
+
+
+def test_minimum_detectable_gain_is_exact_noncentral_t():
+    # 8 seeds, sd 1, alpha 0.05, 80% power: the exact answer (noncentral t, df 7) is 1.1560 sd;
+    # the usual shortcut (t quantiles added) gives 1.1528, a gain detected less often than 80%
+    gain = minimum_detectable_gain(1.0, 8)
+    assert gain == pytest.approx(1.1560, abs=1e-4)
+    assert paired_t_power(gain, 1.0, 8) == pytest.approx(0.8, abs=1e-9)
+    shortcut = (stats.t.ppf(0.975, 7) + stats.t.ppf(0.8, 7)) / np.sqrt(8)
+    assert shortcut == pytest.approx(1.1528, abs=1e-4) and paired_t_power(shortcut, 1.0, 8) < 0.8
+    # a simulation of the paired t-test agrees with the power
+    rng = np.random.default_rng(0)
+    differences = rng.normal(gain, 1.0, size=(40_000, 8))
+    rejected = stats.ttest_1samp(differences, 0.0, axis=1).pvalue < 0.05
+    assert rejected.mean() == pytest.approx(0.8, abs=0.01)
+    # scales with the sd; shrinks with seeds; needs 2 seeds
+    assert minimum_detectable_gain(2.5, 8) == pytest.approx(2.5 * gain)
+    assert minimum_detectable_gain(1.0, 16) < gain and np.isnan(minimum_detectable_gain(1.0, 1))
+    assert minimum_detectable_gain(0.0, 8) == 0.0
+
+
+def test_minimum_detectable_gain_accounts_for_the_correction():
+    # a secondary comparison in a Holm family of 3 is judged at alpha / 3 in the worst case
+    three = minimum_detectable_gain(1.0, 8, n_tests=3)
+    assert three == pytest.approx(minimum_detectable_gain(1.0, 8, alpha=0.05 / 3))
+    assert three > minimum_detectable_gain(1.0, 8)
+    assert paired_t_power(three, 1.0, 8, alpha=0.05 / 3) == pytest.approx(0.8, abs=1e-9)
+
+
+def test_zero_variance_differences_are_decided_not_nan():
+    assert paired_p_value([0.5, 0.5, 0.5]) == 0.0  # every seed moved by exactly +0.5
+    assert paired_p_value([0.0, 0.0, 0.0]) == 1.0  # no seed moved
+    assert np.isnan(paired_p_value([0.3]))  # one pair: no test
+    frame = pd.DataFrame([dict(model="m", task="t", duplication=d, seed=s, accuracy=v)
+                          for s in range(4) for d, v in (("baseline", 80.0 + s),
+                                                         ("copy", 80.5 + s), ("same", 80.0 + s))])
+    result = paired_gains(frame, "accuracy").set_index("duplication")
+    assert result.loc["copy", "p_value"] == 0.0 and bool(result.loc["copy", "significant"])
+    assert result.loc["same", "p_value"] == 1.0 and not bool(result.loc["same", "significant"])
+    assert result.loc["copy", "gain_ci_low"] == result.loc["copy", "gain_ci_high"] == 0.5
 
 
 def _runs(gains, noise):
@@ -50,7 +91,8 @@ def test_paired_gains_find_a_consistent_gain_despite_seed_variance():
     expected_p = stats.ttest_rel(frame.query("duplication == 'copy'")["accuracy"],
                                  frame.query("duplication == 'baseline'")["accuracy"]).pvalue
     assert result.loc["copy", "p_value"] == pytest.approx(expected_p)
-    assert result.loc["copy", "p_holm"] == pytest.approx(min(1, 2 * expected_p))
+    assert result.loc["copy", "p_adjusted"] == pytest.approx(min(1, 2 * expected_p))
+    assert result.loc["copy", "n_tests"] == 2 and result.loc["copy", "role"] == "secondary"
     assert bool(result.loc["copy", "significant"]) and not bool(result.loc["noise", "significant"])
     summary = summarize_runs(frame, "accuracy").set_index("duplication")
     assert summary.loc["baseline", "mean"] == 84.0 and summary.loc["baseline", "n"] == 5
@@ -63,13 +105,83 @@ def test_missing_seeds_are_left_out_of_the_pairs():
     assert result.loc["copy", "n_pairs"] == 3
 
 
+def _study(roles, references=None, seeds=range(6)):
+    """Runs of one model and task with recorded roles: {configuration: (gain per seed)}."""
+    rows = []
+    for seed in seeds:
+        base = 70.0 + 3 * seed
+        rows.append(dict(model="m", task="t", duplication="baseline", seed=seed, value=base,
+                         reference=None, role="reference"))
+        for name, (gain, role) in roles.items():
+            noise = 0.2 * ((seed * 7 + len(name)) % 5 - 2)
+            rows.append(dict(model="m", task="t", duplication=name, seed=seed,
+                             value=base + gain + noise, role=role,
+                             reference=(references or {}).get(name, "baseline")))
+    return pd.DataFrame(rows)
+
+
+def test_primary_is_tested_alone_and_secondaries_are_holm_corrected():
+    frame = _study({"copy first 3": (0.6, "primary"), "copy last": (0.6, "secondary"),
+                    "depth control": (0.0, "secondary"), "copy middle": (0.1, "secondary")})
+    result = paired_gains(frame, "value").set_index("duplication")
+    primary, last = result.loc["copy first 3"], result.loc["copy last"]
+    assert primary["role"] == "primary" and primary["n_tests"] == 1
+    assert primary["p_adjusted"] == primary["p_value"]  # no multiplicity penalty
+    raw = [result.loc[c, "p_value"] for c in ("copy last", "depth control", "copy middle")]
+    np.testing.assert_allclose(result.loc[["copy last", "depth control", "copy middle"], "p_adjusted"],
+                               holm(raw))
+    assert last["n_tests"] == 3 and last["p_adjusted"] >= last["p_value"]
+    assert last["min_detectable_gain"] == pytest.approx(
+        minimum_detectable_gain(_sd(frame, "copy last"), 6, n_tests=3))
+    assert primary["min_detectable_gain"] == pytest.approx(
+        minimum_detectable_gain(_sd(frame, "copy first 3"), 6, n_tests=1))
+
+
+def _sd(frame, name):
+    wide = frame.pivot_table(index="seed", columns="duplication", values="value")
+    return float((wide[name] - wide["baseline"]).std(ddof=1))
+
+
+def test_unshared_albert_variants_are_compared_with_the_unshared_baseline():
+    # unsharing alone gives +2; the copy adds +0.5 on top of it: against `baseline` the copy
+    # would wrongly look like +2.5
+    frame = _study({"unshared baseline": (2.0, "secondary"), "copy first 3": (2.5, "secondary"),
+                    "repeat shared +3": (0.3, "primary")},
+                   references={"copy first 3": "unshared baseline"})
+    result = paired_gains(frame, "value").set_index("duplication")
+    assert result.loc["copy first 3", "reference"] == "unshared baseline"
+    assert result.loc["copy first 3", "gain"] == pytest.approx(0.5, abs=0.25)
+    assert result.loc["unshared baseline", "gain"] == pytest.approx(2.0, abs=0.25)
+    assert result.loc["repeat shared +3", "reference"] == "baseline"
+
+
+def test_rows_of_two_settings_are_never_pooled():
+    frame = _runs([1.0] * 3, [0.0, 0.1, 0.2])
+    doubled = pd.concat([frame, frame.assign(accuracy=frame["accuracy"] + 5)], ignore_index=True)
+    with pytest.raises(ValueError, match=r"share \(configuration, seed\)"):
+        paired_gains(doubled, "accuracy")
+    with pytest.raises(ValueError, match="cannot be pooled"):
+        summarize_runs(doubled, "accuracy")
+    check_one_run_per_seed(frame, ["model", "task"])  # one setting: fine
+
+
 @pytest.mark.parametrize("gain, low, high, p, claimed, expected", [
     (1.2, 0.5, 1.9, 0.01, 1.5, "reproduced"),
+    (0.2, 0.1, 0.3, 0.01, 1.5, "reproduced"),  # significant but far smaller than "up to +1.5"
+    (-0.2, -0.3, -0.1, 0.01, 1.5, "refuted"),  # significantly worse, though the CI is narrow
+    (1.2, -0.1, 2.5, 0.06, 1.5, "undecided"),
     (0.1, -0.3, 0.5, 0.6, 1.5, "refuted"),
+    (0.1, -0.3, 1.5, 0.6, 1.5, "undecided"),  # the CI reaches the claim: not excluded
+    (0.1, -0.3, 1.49, 0.6, 1.5, "refuted"),
     (0.8, -0.9, 2.5, 0.3, 1.5, "undecided"),
     (-1.0, -1.5, -0.5, 0.01, 0.6, "refuted"),
     (0.1, -0.2, 0.4, 0.5, 0.0, "reproduced"),
+    (0.0, -0.5, 0.5, 0.9, 0.0, "reproduced"),  # the margin's ends are inside
+    (0.0, -0.51, 0.4, 0.9, 0.0, "undecided"),
+    (0.1, -0.4, 0.6, 0.6, 0.0, "undecided"),
     (0.9, 0.3, 1.5, 0.01, 0.0, "refuted"),
+    (-0.3, -0.45, -0.15, 0.01, 0.0, "refuted"),  # a significant loss also refutes "no gain"
+    (0.3, 0.1, 0.45, 0.04, 0.0, "refuted"),  # significant, though inside the margin
     (0.1, -1.2, 1.4, 0.8, 0.0, "undecided"),
     (0.1, -1.2, 1.4, 0.8, None, "not stated"),
 ])
