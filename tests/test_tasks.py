@@ -23,8 +23,9 @@ COUNTS = {
                                    8: 184, 9: 15}),  # valid, classes 1..10 -> 0..9
     ("uspto50k", "eval"): (5001, {0: 1520, 1: 1226, 2: 570, 3: 86, 4: 66, 5: 823, 6: 416, 7: 93,
                                   8: 176, 9: 25}),  # test
-    ("squad2", "train"): (4719, {True: 4371, False: 348}),
-    ("squad2", "eval"): (11873, {True: 5928, False: 5945}),
+    # offline design: 10 train articles + odd dev articles / even dev articles (article-disjoint)
+    ("squad2", "train"): (10671, {True: 4371 + 2882, False: 348 + 3070}),
+    ("squad2", "eval"): (5921, {True: 3046, False: 2875}),
 }
 
 
@@ -94,9 +95,9 @@ def test_squad_schema(loaded):
     assert first["id"] == "56be85543aeaaa14008c9063" and first["title"] == "Beyoncé"
     assert first["answers"] == {"text": ["in the late 1990s"], "answer_start": [269]}
     assert first["context"][269:269 + 17] == "in the late 1990s"
-    assert len(set(train["title"])) == 10
+    assert len(set(train["title"])) == 10 + 17
     dev = loaded("squad2", "eval")
-    assert len(set(dev["title"])) == 35 and dev[0]["answers"]["text"] == ["France"] * 4
+    assert len(set(dev["title"])) == 18 and dev[0]["answers"]["text"] == ["France"] * 4
     unanswerable = next(r for r in dev if not r["answers"]["text"])
     assert unanswerable["answers"] == {"text": [], "answer_start": []}
 
@@ -137,14 +138,29 @@ def test_squad_subset_covers_every_article(loaded, shared_data_dir):
     dev = loaded("squad2", "eval")
     assert len(set(dev["title"][:1000])) == 4  # why the subset is stratified, not the first rows
     sub = load_task("squad2", "eval", max_samples=1000, seed=0, data_dir=shared_data_dir)
-    assert len(set(sub["title"])) == 35
-    assert Counter(len(a["text"]) > 0 for a in sub["answers"]) == {True: 498, False: 502}
+    assert len(set(sub["title"])) == 18
+    assert Counter(len(a["text"]) > 0 for a in sub["answers"]) == {True: 513, False: 487}
     _assert_proportional(strata("squad2", sub), strata("squad2", dev), 1000)
     position = {question_id: row for row, question_id in enumerate(dev["id"][:])}
     positions = [position[i] for i in sub["id"]]
     assert positions == sorted(positions)
     other = load_task("squad2", "eval", max_samples=1000, seed=1, data_dir=shared_data_dir)
     assert other["id"] != sub["id"] and len(set(other["id"]) & set(sub["id"])) < 300
+
+
+def test_squad_training_and_evaluation_articles_are_disjoint(loaded, shared_data_dir):
+    import gzip
+    import json
+
+    train, dev = loaded("squad2", "train"), loaded("squad2", "eval")
+    assert not set(train["title"]) & set(dev["title"])
+    assert not set(train["id"]) & set(dev["id"])
+    with gzip.open(shared_data_dir / "squad2" / "dev-v2.0.reconstructed.json.gz", "rt") as handle:
+        titles = [a["title"] for a in json.load(handle)["data"]]
+    assert list(dict.fromkeys(dev["title"])) == titles[0::2]  # even-numbered dev articles
+    assert list(dict.fromkeys(train["title"]))[10:] == titles[1::2]  # after the 10 train articles
+    # 32% unanswerable in training, near the official train split's 33%; 49% in evaluation
+    assert round(sum(not a["text"] for a in train["answers"]) / len(train), 2) == 0.32
 
 
 def test_max_samples_at_or_above_size_returns_everything_in_order(loaded, shared_data_dir):
@@ -179,8 +195,9 @@ def test_trivial_baselines(loaded):
     assert uspto["accuracy"] == pytest.approx(1520 / 5001)
     assert uspto["macro_f1"] == pytest.approx(2 * 1520 / (1520 + 5001) / 10)  # 0.0466
     squad = trivial_baselines("squad2", loaded("squad2", "eval"))
-    assert round(squad["f1"], 2) == round(squad["exact"], 2) == 50.07  # SOURCES.md
-    assert (squad["HasAns_total"], squad["NoAns_total"]) == (5928, 5945)
+    # the even-numbered dev articles: 2,875 of 5,921 questions unanswerable
+    assert squad["f1"] == squad["exact"] == pytest.approx(100 * 2875 / 5921)  # 48.56
+    assert (squad["HasAns_total"], squad["NoAns_total"]) == (3046, 2875)
 
 
 def test_as_squad_json_scores_like_the_official_file(loaded, shared_data_dir):
@@ -192,7 +209,12 @@ def test_as_squad_json_scores_like_the_official_file(loaded, shared_data_dir):
     with gzip.open(folder / "dev_predictions_a.json.gz", "rt") as f:
         predictions = json.load(f)
     official = json.loads((folder / "dev_scores_a.official.json").read_text())
-    rebuilt = as_squad_json(loaded("squad2", "eval"))
+    from dupbert.tasks import SQUAD_V2_FEATURES, squad_columns
+
+    with gzip.open(shared_data_dir / "squad2" / "dev-v2.0.reconstructed.json.gz", "rt") as f:
+        full_dev = datasets.Dataset.from_dict(squad_columns(json.load(f)["data"]),
+                                              features=SQUAD_V2_FEATURES)
+    rebuilt = as_squad_json(full_dev)
     assert len(rebuilt["data"]) == 35 and sum(len(a["paragraphs"]) for a in rebuilt["data"]) == 1204
     assert squad_v2(rebuilt, predictions) == official
 
