@@ -7,6 +7,7 @@
     dupbert finetune --model NAME ...  RQ3: fine-tune configurations x seeds, rows appended to --results
     dupbert finetune --profile FILE    RQ3: the sweep of a parameter profile (as rq3.ipynb runs it)
     dupbert merge OUT IN [IN ...]      combine results files (e.g. shards) into OUT, every run once
+    dupbert rerun RESULTS KEY [KEY..]  re-run committed runs from their rows; committed vs re-run metrics
 """
 
 from __future__ import annotations
@@ -105,8 +106,8 @@ def _finetune_profile(args: argparse.Namespace) -> int:
     outputs_dir = args.outputs_dir or (parameters.get("outputs_dir")
                                        and repository_path(parameters["outputs_dir"]))
     frame = profiles.run_plan(plan, profiles.seeds_list(parameters.get("seeds", [0])), results,
-                              overrides=profiles.hyperparameter_overrides(parameters), device=device,
-                              outputs_dir=outputs_dir, shard=args.shard, progress=args.progress)
+                              device=device, outputs_dir=outputs_dir, shard=args.shard,
+                              progress=args.progress)
     _print_runs(frame, results)
     return 0
 
@@ -122,6 +123,26 @@ def _print_runs(frame, results) -> None:
     if columns:
         print(frame[columns].round(4).to_string(index=False))
     print(f"{len(frame)} runs in {results}", file=sys.stderr)
+
+
+def _rerun(args: argparse.Namespace) -> int:
+    from .finetune import ResultsFile, rerun_table
+
+    rows = {row["run_key"]: row for row in ResultsFile(args.results).rows()}
+    if not rows:
+        raise ValueError(f"{args.results} holds no runs")
+    missing = [key for key in args.run_keys if key not in rows]
+    if missing:
+        raise ValueError(f"run keys {missing} are not in {args.results}; it has {len(rows)} runs, "
+                         f"e.g. {list(rows)[:3]}")
+    table = rerun_table([rows[key] for key in args.run_keys], device=args.device,
+                        progress=args.progress)
+    print(table.to_string(index=False))
+    worst = float(table["difference"].abs().max())
+    agree = worst <= args.tolerance
+    print(f"largest difference {worst:.4f} points: "
+          f"{'agrees' if agree else 'DISAGREES'} within {args.tolerance} points", file=sys.stderr)
+    return 0 if agree else 1
 
 
 def _merge(args: argparse.Namespace) -> int:
@@ -205,6 +226,19 @@ def build_parser() -> argparse.ArgumentParser:
                           help="i/n: run only configurations i, i+n, ... (0-based); merge later")
     finetune.add_argument("--progress", action="store_true", help="show training progress")
     finetune.set_defaults(func=_finetune)
+
+    rerun = commands.add_parser(
+        "rerun", help="re-run committed runs from their rows and compare the metrics",
+        description="Re-run each named run from its row of RESULTS (same model, task, "
+                    "configuration, seed, hyper-parameters and subsets) and print the committed "
+                    "and the re-run metrics in points. Exit status 1 when any metric differs by "
+                    "more than --tolerance points.")
+    rerun.add_argument("results", help="JSON-lines results file, e.g. results/cpu/rq3.jsonl")
+    rerun.add_argument("run_keys", nargs="+", metavar="RUN_KEY", help="run_key of a row")
+    rerun.add_argument("--device", default="cpu")
+    rerun.add_argument("--tolerance", type=float, default=0.5, help="points (default 0.5)")
+    rerun.add_argument("--progress", action="store_true", help="show training progress")
+    rerun.set_defaults(func=_rerun)
 
     merge = commands.add_parser("merge", help="combine results files, every run once")
     merge.add_argument("out", help="the combined results file to write")

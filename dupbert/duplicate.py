@@ -308,29 +308,59 @@ def insert_fresh_blocks(
     return new
 
 
+PRIMARY_CONFIGURATION = {"bert": "copy first 3", "shared albert": "repeat shared +3"}
+
+
 def finetune_variants(model: transformers.PreTrainedModel) -> dict[str, dict]:
     """The duplication configurations of RQ3, as ``{name: spec}`` for ``make_variant``.
 
-    BERT-like (L blocks): ``baseline``; ``copy first 1|2|3`` (each copy right after its
-    original); ``repeat first 3`` (blocks 0-2 applied twice as a span); ``copy middle`` (block
-    ``L // 2``); ``copy last``; ``depth control`` (a fresh block where ``copy first 1`` puts its
-    copy). A shared ALBERT adds ``repeat shared +3`` (three more applications of the shared
-    layer, no new parameters) and ``unshared baseline`` (every block its own weights, the
-    fair baseline for its ``copy ...`` variants, which are unshared copies).
+    BERT-like (L blocks): ``baseline``; ``copy first k`` for k = 1, 2, 3 up to L (each copy
+    right after its original); ``repeat first 3`` (blocks 0-2 applied twice as a span; L >= 3);
+    ``copy middle`` (block ``L // 2``); ``copy last``; ``depth control`` (a fresh block where
+    ``copy first 1`` puts its copy). A shared ALBERT adds ``repeat shared +3`` (three more
+    applications of the shared layer, no new parameters) and ``unshared baseline`` (every block
+    its own weights).
+
+    Every spec says what it is compared with in RQ3 (``reference``) and in which role
+    (``role``), fixed before the runs (Kao et al. 2020, section 5; RQ3 chapter):
+
+    - the *primary* comparison is the paper's configuration against ``baseline``:
+      ``copy first 3`` for BERT-like models ("duplicate the first three layers of BERT-base"),
+      ``repeat shared +3`` for a shared ALBERT (its form of the method: more repeats);
+    - every other configuration is *secondary*. A shared ALBERT's variants that unshare the
+      layer (copies, the depth control) are compared with ``unshared baseline``, so that a gain
+      cannot come from unsharing alone; shared repeats and ``unshared baseline`` itself with
+      ``baseline``.
+
+    A model with fewer than 3 blocks has neither ``copy first 3`` nor ``repeat first 3`` (and
+    so no primary comparison): only the configurations that exist at its depth.
     """
     num_layers = model.config.num_hidden_layers
+    shared = is_albert(model) and model.config.num_hidden_groups == 1
     variants = {
         "baseline": {"order": list(range(num_layers))},
-        **{f"copy first {k}": {"order": order_copy_after(range(k), num_layers)} for k in (1, 2, 3)},
-        "repeat first 3": {"order": order_repeat_span(0, min(3, num_layers), num_layers)},
+        **{f"copy first {k}": {"order": order_copy_after(range(k), num_layers)}
+           for k in (1, 2, 3) if k <= num_layers},
+    }
+    if num_layers >= 3:
+        variants["repeat first 3"] = {"order": order_repeat_span(0, 3, num_layers)}
+    variants.update({
         "copy middle": {"order": order_copy_after([num_layers // 2], num_layers)},
         "copy last": {"order": order_copy_after([num_layers - 1], num_layers)},
         "depth control": {"fresh_at": [1]},
-    }
-    if is_albert(model) and model.config.num_hidden_groups == 1:
+    })
+    if shared:
         variants["unshared baseline"] = {"order": list(range(num_layers))}
         variants["repeat shared +3"] = {"order": list(range(num_layers)) + [num_layers - 1] * 3,
                                         "shared": True}
+    primary = PRIMARY_CONFIGURATION["shared albert" if shared else "bert"]
+    for name, spec in variants.items():
+        unshares = shared and name not in ("baseline", "unshared baseline") \
+            and not spec.get("shared", False)
+        spec["reference"] = None if name == "baseline" else (
+            "unshared baseline" if unshares else "baseline")
+        spec["role"] = "reference" if name == "baseline" else (
+            "primary" if name == primary else "secondary")
     return variants
 
 
@@ -343,7 +373,8 @@ def make_variant(model: transformers.PreTrainedModel, name: str,
     """
     variants = finetune_variants(model)
     if name not in variants:
-        raise ValueError(f"unknown duplication {name!r}; for this model: {list(variants)}")
+        raise ValueError(f"unknown duplication {name!r}; a model with "
+                         f"{model.config.num_hidden_layers} blocks has: {list(variants)}")
     spec = variants[name]
     if "fresh_at" in spec:
         return insert_fresh_blocks(model, spec["fresh_at"], seed=seed)

@@ -88,12 +88,22 @@ class HyperParameters:
 # ----------------------------------------------------------------------------- results file
 
 
+# The training subset (``max_train_samples``) is drawn with this seed for every run, whatever the
+# run's own seed: seeds then differ as they do in the paper (task-head initialisation, dropout,
+# data order), not in which examples they train on.
+TRAIN_SUBSET_SEED = 0
+
+
 def run_key(row: dict) -> str:
     """The identity of a run: everything but its outcome (16 hex digits). ``data_source`` counts
     only when it is not ``"local"`` (Hub data, e.g. the real SNLI train split), so runs on the
-    offline data keep the keys they always had."""
+    offline data keep the keys they always had.
+
+    Raises:
+        KeyError: ``row`` lacks one of the identifying fields (``train_subset_seed`` included).
+    """
     fields = {k: row[k] for k in ("model", "task", "duplication", "seed", "hyperparameters",
-                                  "max_train_samples", "max_eval_samples")}
+                                  "max_train_samples", "max_eval_samples", "train_subset_seed")}
     if row.get("data_source", "local") != "local":
         fields["data_source"] = row["data_source"]
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
@@ -185,28 +195,46 @@ def environment_fields(device: str) -> dict:
 
 
 @torch.no_grad()
-def seed_task_head(model: transformers.PreTrainedModel, seed: int) -> list[str]:
-    """Re-initialise the task head (every parameter outside the base model) from a generator
-    seeded by ``seed``, so the head starts the same whatever the encoder's depth.
+def seed_task_head(model: transformers.PreTrainedModel, seed: int,
+                   fresh_modules: Sequence[str] = ()) -> list[str]:
+    """Re-initialise the task head (every parameter outside the base model) and the modules
+    ``fresh_modules`` (dotted names of modules that the checkpoint lacked, e.g. the pooler of an
+    MLM checkpoint) from one generator seeded by ``seed``, so they start the same whatever the
+    encoder's depth and whatever the global random state was.
 
     Returns:
-        The names of the re-initialised parameters.
+        The names of the re-initialised parameters, in the order they were drawn.
     """
     from .duplicate import reinitialize_
 
     generator = torch.Generator().manual_seed(seed)
+    modules = [(name, child) for name, child in model.named_children()
+               if name != model.base_model_prefix]
+    modules += [(name, model.get_submodule(name)) for name in fresh_modules]
     names = []
-    for child_name, child in model.named_children():
-        if child_name == model.base_model_prefix:
-            continue
-        reinitialize_(child, model.config.initializer_range, generator)
-        names += [f"{child_name}.{n}" for n, _ in child.named_parameters()]
+    for module_name, module in modules:
+        reinitialize_(module, model.config.initializer_range, generator)
+        names += [f"{module_name}.{n}" for n, _ in module.named_parameters()]
     return names
+
+
+def _fresh_base_modules(model: transformers.PreTrainedModel, missing_keys: Sequence[str]) -> list[str]:
+    """The modules of the base model that ``from_pretrained`` initialised because the
+    checkpoint lacked their weights (e.g. ``bert.pooler.dense`` for an MLM checkpoint), as
+    dotted names of the modules that own those parameters; the task head (outside the base
+    model) is not listed."""
+    prefix = model.base_model_prefix + "."
+    owners = [key.rsplit(".", 1)[0] for key in missing_keys if key.startswith(prefix)]
+    return list(dict.fromkeys(owners))
 
 
 def build_model(model_name: str, kind: str, num_labels: int, duplication: str, seed: int):
     """Load ``model_name`` with a task head, apply the duplication ``duplication`` (a name of
     ``dupbert.duplicate.finetune_variants``) and seed the head.
+
+    Every weight the checkpoint does not hold (the task head, and e.g. the pooler of an MLM
+    checkpoint) is drawn from a generator seeded by ``seed`` (:func:`seed_task_head`), so the
+    result depends on the arguments alone, not on the global random state.
 
     Returns:
         ``(model, tokenizer)``.
@@ -220,14 +248,16 @@ def build_model(model_name: str, kind: str, num_labels: int, duplication: str, s
     hf_logging.set_verbosity_error()  # "newly initialized: classifier" is expected here
     try:
         if kind == "qa":
-            model = transformers.AutoModelForQuestionAnswering.from_pretrained(path)
+            model, info = transformers.AutoModelForQuestionAnswering.from_pretrained(
+                path, output_loading_info=True)
         else:
-            model = transformers.AutoModelForSequenceClassification.from_pretrained(
-                path, num_labels=num_labels)
+            model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+                path, num_labels=num_labels, output_loading_info=True)
     finally:
         hf_logging.set_verbosity(verbosity)
+    fresh = _fresh_base_modules(model, info.get("missing_keys", []))
     model = make_variant(model, duplication, seed=seed)
-    seed_task_head(model, seed)
+    seed_task_head(model, seed, fresh_modules=fresh)
     return model, tokenizer
 
 
@@ -370,10 +400,11 @@ def finetune(
         task: a name of ``dupbert.tasks.TASKS`` (``sst2``, ``snli``, ``squad2``, ``uspto50k``).
         duplication: a name of ``dupbert.duplicate.finetune_variants`` (``baseline``,
             ``copy first 3``, ``depth control``, ...).
-        seed: seeds the data order, dropout, the subsets and the task head.
+        seed: seeds the data order, dropout and the task head (not the subsets).
         hyperparameters: default ``HyperParameters.for_task(kind)``.
-        max_train_samples, max_eval_samples: stratified fixed-seed subsets (``seed`` 0 for the
-            evaluation subset, so every run is scored on the same examples).
+        max_train_samples, max_eval_samples: stratified subsets drawn with fixed seeds
+            (``TRAIN_SUBSET_SEED`` for training, 0 for evaluation), the same for every run
+            whatever its ``seed``.
         outputs_dir: where to save per-example outputs for ensembles (RQ5) as
             ``<run_key>.npz``: classification probabilities ``[N, C]`` fp16; SQuAD top-20
             start/end candidates per feature and the null score, fp16.
@@ -381,7 +412,9 @@ def finetune(
             (``save_pretrained`` format; reload with the ``AutoModelFor...`` classes).
 
     Returns:
-        One result row (a dict): ``run_key``, model, task, duplication, ``block_sources``,
+        One result row (a dict): ``run_key``, model, task, duplication, ``reference`` and
+        ``role`` (what RQ3 compares it with, and whether it is the primary comparison:
+        ``dupbert.duplicate.finetune_variants``), ``block_sources``,
         seed, ``hyperparameters`` (dict), subset sizes, ``metrics`` (accuracy and macro_f1, or
         the official SQuAD 2.0 keys in percent), ``baselines`` (majority class or all-empty),
         ``train_time_s``/``eval_time_s`` (seconds), ``n_parameters``, ``train_steps``,
@@ -394,6 +427,7 @@ def finetune(
         ValueError: unknown task or duplication, bad hyper-parameters. Errors of the loaders.
     """
     from .duplicate import block_sources
+    from .profiles import configuration_specs
     from .tasks import TASKS, data_source, load_task, task_files, trivial_baselines
 
     if task not in TASKS:
@@ -402,9 +436,11 @@ def finetune(
     hp = hyperparameters or HyperParameters.for_task(spec.kind)
     row = {"model": model_name, "task": task, "duplication": duplication, "seed": seed,
            "hyperparameters": dataclasses.asdict(hp), "max_train_samples": max_train_samples,
-           "max_eval_samples": max_eval_samples, "data_source": data_source(data_dir)}
+           "max_eval_samples": max_eval_samples, "train_subset_seed": TRAIN_SUBSET_SEED,
+           "data_source": data_source(data_dir)}
     row["run_key"] = run_key(row)
-    train = load_task(task, "train", max_samples=max_train_samples, seed=seed, data_dir=data_dir)
+    train = load_task(task, "train", max_samples=max_train_samples, seed=TRAIN_SUBSET_SEED,
+                      data_dir=data_dir)
     evaluation = load_task(task, "eval", max_samples=max_eval_samples, seed=0, data_dir=data_dir)
     if not progress:
         datasets.disable_progress_bars()
@@ -425,8 +461,9 @@ def finetune(
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz", delete=False) as handle:
             np.savez_compressed(handle, **outputs)
         os.replace(handle.name, path)
+    spec = configuration_specs(model_name)[duplication]
     row.update(
-        block_sources=block_sources(model), n_train=len(train), n_eval=len(evaluation),
+        reference=spec["reference"], role=spec["role"], block_sources=block_sources(model), n_train=len(train), n_eval=len(evaluation),
         metrics=metrics, baselines=trivial_baselines(task, evaluation),
         train_time_s=round(train_time, 3), eval_time_s=round(eval_time, 3),
         n_parameters=sum(p.numel() for p in model.parameters()),
@@ -508,7 +545,8 @@ def sweep(
         hp = HyperParameters.for_task(kind, **(hyperparameters or {}).get(kind, {}))
         key = run_key({**configuration, "hyperparameters": dataclasses.asdict(hp),
                        "max_train_samples": max_train_samples,
-                       "max_eval_samples": max_eval_samples, "data_source": source})
+                       "max_eval_samples": max_eval_samples,
+                       "train_subset_seed": TRAIN_SUBSET_SEED, "data_source": source})
         if key in done:
             continue
         if progress and is_main_process():
@@ -548,3 +586,60 @@ _TIMING_FIELDS = {"train_time_s", "eval_time_s", "finished_at"}
 
 def _without_timings(row: dict) -> dict:
     return {k: v for k, v in row.items() if k not in _TIMING_FIELDS}
+
+
+# ----------------------------------------------------------------------------- re-checking
+
+
+def rerun(row: dict, device: str = "cpu", data_dir: str | os.PathLike | None = None,
+          progress: bool = False) -> dict:
+    """Run again the run that ``row`` (a results row) records: same model, task,
+    configuration, seed, hyper-parameters and subsets.
+
+    Returns:
+        The new row (its ``run_key`` equals ``row["run_key"]``).
+
+    Raises:
+        ValueError: the row was made under another design (its ``train_subset_seed`` is not
+            ``TRAIN_SUBSET_SEED``, or it has none), or the re-run's key differs (the row's fields
+            do not reproduce its key: edited, or from an incompatible version).
+    """
+    if row.get("train_subset_seed") != TRAIN_SUBSET_SEED:
+        raise ValueError(f"run {row.get('run_key')} drew its training subset with "
+                         f"{row.get('train_subset_seed', 'its run seed')!r}, this version with "
+                         f"{TRAIN_SUBSET_SEED}: it cannot be re-run here")
+    hp = HyperParameters(**row["hyperparameters"])
+    new = finetune(row["model"], row["task"], row["duplication"], int(row["seed"]),
+                   hyperparameters=hp, max_train_samples=row.get("max_train_samples"),
+                   max_eval_samples=row.get("max_eval_samples"), device=device,
+                   data_dir=data_dir, progress=progress)
+    if new["run_key"] != row["run_key"]:
+        raise ValueError(f"re-running {row['run_key']} gave run key {new['run_key']}: the row's "
+                         "fields do not identify the run it records")
+    return new
+
+
+def rerun_table(rows: Sequence[dict], device: str = "cpu",
+                data_dir: str | os.PathLike | None = None, progress: bool = False) -> pd.DataFrame:
+    """Re-run each row (:func:`rerun`) and set committed beside re-run metrics.
+
+    Returns:
+        One row per run and metric of its task: ``run_key, model, task, duplication, seed,
+        metric, committed, rerun, difference`` (points: accuracy × 100, SQuAD as it is;
+        ``difference`` = rerun - committed), and ``identical_losses`` (every training step's loss
+        equal to 5 digits).
+    """
+    from .paper import in_points, task_metrics
+
+    records = []
+    for row in rows:
+        new = rerun(row, device=device, data_dir=data_dir, progress=progress)
+        for metric in task_metrics(row["task"]):
+            committed = in_points(metric, float(row["metrics"][metric]))
+            again = in_points(metric, float(new["metrics"][metric]))
+            records.append({"run_key": row["run_key"], "model": row["model"], "task": row["task"],
+                            "duplication": row["duplication"], "seed": row["seed"],
+                            "metric": metric, "committed": round(committed, 4),
+                            "rerun": round(again, 4), "difference": round(again - committed, 4),
+                            "identical_losses": new["train_losses"] == row.get("train_losses")})
+    return pd.DataFrame(records)

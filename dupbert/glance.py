@@ -9,9 +9,10 @@ is written in the function that decides it, fixed before the runs, and printed o
   with Wilson 95% intervals over tokens.
 - RQ2 (:func:`rq2_row`): Spearman correlation between the linear CKA of each hidden state with the
   last one and RQ1 top-1, per model.
-- RQ3/RQ4 (:func:`rq3_rq4_rows`): :func:`dupbert.paper.overall` over the fine-tuning runs, which
-  uses the paired-seed rule of :func:`dupbert.significance.verdict`; a model whose baseline is no
-  better than the trivial baseline did not learn the task and decides nothing.
+- RQ3/RQ4 (:func:`rq3_rq4_rows`): the pre-registered primary comparison of each model and task
+  (:func:`dupbert.paper.overall`, paired seeds, :func:`dupbert.significance.verdict`); a model
+  whose baseline misses its pre-registered floor (:func:`dupbert.paper.learning_status`) did not
+  learn the task: "did not learn", deciding nothing.
 - RQ5 (:func:`rq5_rows`): the paper's numbers are ALBERT ensembles on the full SQuAD 2.0 task; no
   ALBERT or BERT English weights load offline, so they are ``not testable here``; our nearest
   numbers (the cross-configuration ensembles of :mod:`dupbert.ensemble`) are shown beside them.
@@ -25,7 +26,7 @@ import pandas as pd
 
 from . import paper
 
-VERDICTS = ("reproduced", "refuted", "undecided", "not testable here")
+VERDICTS = ("reproduced", "refuted", "undecided", "did not learn", "not testable here")
 # Models whose MLM head is not a pretrained MLM head: shown, never counted in RQ1/RQ2 verdicts.
 NOT_PRETRAINED_HEADS = {"splade-tiny-en"}
 DECODES = 0.5  # RQ1: a hidden state is decoded when top-1 >= 0.5 ...
@@ -168,31 +169,33 @@ def _interval(mean: float, low: float, high: float) -> str:
     return f"{mean:+.2f}" if pd.isna(low) else f"{mean:+.2f} [{low:+.2f}, {high:+.2f}]"
 
 
-def _learned(table: pd.DataFrame, model: str, task: str, metric: str) -> bool:
-    base = table[(table["model"] == model) & (table["task"] == task) & (table["metric"] == metric)
-                 & (table["duplication"] == "baseline")]
-    return not base.empty and float(base["mean"].iloc[0]) > float(base["trivial"].iloc[0]) + 1e-9
-
-
 def _combine(verdicts: Sequence[str]) -> str:
-    """Several models' verdicts on one claim: all agree -> that; otherwise undecided."""
-    decided = [v for v in verdicts if v in VERDICTS]
-    if not decided:
-        return "undecided"
-    return decided[0] if len(set(decided)) == 1 else "undecided"
+    """Several models' verdicts on one claim, each model that learned the task counted once: all
+    that decided agree -> that verdict; they disagree -> ``undecided``; no model decided ->
+    ``undecided``, or ``did not learn`` when no model learned the task."""
+    judged = [v for v in verdicts if v != paper.DID_NOT_LEARN]
+    if not judged:
+        return paper.DID_NOT_LEARN if verdicts else "not testable here"
+    decided = {v for v in judged if v in ("reproduced", "refuted")}
+    if len(decided) == 1 and all(v in decided for v in judged):
+        return decided.pop()
+    return "undecided"
 
 
 def rq3_rq4_rows(results: pd.DataFrame) -> list[dict]:
-    """The RQ3 and RQ4 claims from the fine-tuning runs (``ResultsFile.frame()`` rows).
+    """The RQ3 and RQ4 claims from the fine-tuning runs (``ResultsFile.frame()`` rows of one
+    setting).
 
-    Rule per model and task: :func:`dupbert.paper.overall_verdict` over the duplication
-    configurations (paired by seed, Holm-corrected, :func:`dupbert.significance.verdict`); a
-    model whose baseline does not beat the trivial baseline counts as ``undecided`` (it did not
-    learn the task). Over models: all agree -> that verdict, else ``undecided``. ``rq3-squad2-exact``
-    (no size stated): ``reproduced`` when some configuration gains significantly, else
-    ``undecided``. ``rq3-method``: ``reproduced`` when every claimed gain is, ``refuted`` when one
-    is, else ``undecided``. ``rq4``: ``reproduced`` when every task claim is reproduced (by every
-    model), else ``undecided``.
+    Rule per model and task: the verdict of its pre-registered primary comparison
+    (:func:`dupbert.paper.overall`: the paper's configuration against the baseline, paired
+    seeds, :func:`dupbert.significance.verdict`), or ``did not learn`` when the baseline misses
+    its floor (:func:`dupbert.paper.learning_status`). Over models (:func:`_combine`): every model
+    that learned agrees -> that verdict, else ``undecided``; no model learned -> ``did not
+    learn``. ``rq3-squad2-exact`` (no size stated): ``reproduced`` when the primary gain is
+    significantly positive, ``refuted`` when significantly negative, else ``undecided``.
+    ``rq3-method``: ``reproduced`` when every claimed gain is, ``refuted`` when one is, else
+    ``undecided``. ``rq4``: ``reproduced`` when every task claim is reproduced by every model that
+    learned it, ``refuted`` when one is refuted, else ``undecided``.
     """
     table = paper.comparison(results) if not results.empty else pd.DataFrame()
     summary = paper.overall(table) if not table.empty else pd.DataFrame()
@@ -204,35 +207,50 @@ def rq3_rq4_rows(results: pd.DataFrame) -> list[dict]:
             if not summary.empty else summary
         texts, verdicts = [], []
         for cell in cells.itertuples() if not cells.empty else []:
-            text = (f"{cell.model}: best {cell.best} {_interval(cell.best_gain, cell.best_gain_ci_low, cell.best_gain_ci_high)}"
-                    f" points ({cell.n_significant_gains} of {cell.n_configurations} configurations significantly better)")
-            if not _learned(table, cell.model, c.task, c.metric):
-                texts.append(text + ", baseline at the trivial level")
+            if not cell.learned:
+                status = paper.learning_status(results)
+                base = status[(status["model"] == cell.model) & (status["task"] == c.task)].iloc[0]
+                texts.append(f"{cell.model}: did not learn (baseline {base.floor_metric} "
+                             f"{base.baseline_mean:.2f} < floor {base.floor:.0f})")
+                verdicts.append(paper.DID_NOT_LEARN)
+                continue
+            if cell.primary is None:
+                texts.append(f"{cell.model}: no primary run yet")
                 verdicts.append("undecided")
                 continue
-            texts.append(text)
+            texts.append(f"{cell.model}: {cell.primary} "
+                         f"{_interval(cell.gain, cell.gain_ci_low, cell.gain_ci_high)} points "
+                         f"(p {cell.p_value:.3g}, {int(cell.n_pairs)} seeds)")
             if c.claimed_gain is None:
-                verdicts.append("reproduced" if cell.n_significant_gains else "undecided")
+                significant = pd.notna(cell.p_value) and cell.p_value < 0.05
+                verdicts.append(("reproduced" if cell.gain > 0 else "refuted") if significant
+                                else "undecided")
             else:
                 verdicts.append(cell.verdict if cell.verdict in VERDICTS else "undecided")
-        verdict = _combine(verdicts) if verdicts else "not testable here"
+        verdict = _combine(verdicts)
         per_claim[c.id] = verdict
         rows.append(_row(c.id, "; ".join(texts) or "no runs", verdict,
-                         "paired seeds, Holm-corrected (dupbert.significance.verdict); a baseline "
-                         "at the trivial level decides nothing"))
+                         "the pre-registered primary comparison (paper's configuration vs baseline, "
+                         "paired seeds, dupbert.significance.verdict); a baseline below its floor "
+                         "decides nothing"))
     gains = [v for cid, v in per_claim.items() if paper.claim(cid).claimed_gain not in (None, 0.0)]
     method = ("reproduced" if gains and all(v == "reproduced" for v in gains)
-              else "refuted" if "refuted" in gains else "undecided")
+              else "refuted" if "refuted" in gains else
+              paper.DID_NOT_LEARN if gains and all(v == paper.DID_NOT_LEARN for v in gains)
+              else "undecided")
     rows.insert(0, _row("rq3-method", "; ".join(f"{cid}: {v}" for cid, v in per_claim.items()),
                         method, "reproduced when every claimed gain is; refuted when one is"))
     tested = [v for v in per_claim.values() if v != "not testable here"]
     consistent = ("reproduced" if tested and all(v == "reproduced" for v in tested)
+                  else "refuted" if "refuted" in tested else
+                  paper.DID_NOT_LEARN if tested and all(v == paper.DID_NOT_LEARN for v in tested)
                   else "undecided")
     models = sorted(set(results["model"])) if not results.empty else []
     rows.append(_row("rq4-consistent-across-models",
                      f"{len(models)} models ({', '.join(models)}); per-claim verdicts as above",
                      consistent if tested else "not testable here",
-                     "reproduced when every model and task reproduces its claim"))
+                     "reproduced when every model and task that learned reproduces its claim; "
+                     "refuted when one refutes it"))
     return rows
 
 

@@ -121,9 +121,44 @@ REPLICATION: tuple[dict, ...] = (
          f1=82.49),
 )
 
+# More of the same replication: every single layer, and RoBERTa (F1 points, SQuAD 2.0 dev half).
+REPLICATION_SINGLE_LAYERS = dict(
+    model="bert-base-uncased", configurations="duplicate any one of blocks 0-9", f1_low=74.17,
+    f1_high=76.12, baseline_f1=76.04)
+REPLICATION_ROBERTA = dict(model="roberta-base", configuration="duplicate the first 3 layers",
+                           f1=82.94, baseline_f1=82.67)
+
+# Published seed spread of fine-tuning (accuracy points), to set beside ours. No published seed sd
+# was found for SST-2 or SQuAD 2.0.
+SEED_SPREAD: tuple[dict, ...] = (
+    dict(source="Zhou et al. 2020 (InstabilityAnalysis per-seed results)", model="bert-base",
+         task="snli", data="full SNLI train", seeds=10, statistic="sd", value=0.11),
+    dict(source="Zhou et al. 2020 (InstabilityAnalysis per-seed results)", model="bert-base",
+         task="mnli-m", data="full MNLI train", seeds=10, statistic="sd", value=0.24),
+    dict(source="McCoy et al. 2020", model="bert-base", task="mnli", data="full MNLI train",
+         seeds=100, statistic="range of dev accuracy", value="83.6-84.8"),
+)
+
+# ALBERT paper (Lan et al. 2019, arXiv 1909.11942, appendix): ALBERT-large *pretrained* with 12 / 24 /
+# 48 applications of its shared layer (not duplicated after pretraining): SQuAD 2.0 F1.
+ALBERT_DEPTH: tuple[dict, ...] = (
+    dict(model="albert-large", applications=12, squad2_f1=80.7),
+    dict(model="albert-large", applications=24, squad2_f1=81.8),
+    dict(model="albert-large", applications=48, squad2_f1=81.8),
+)
+ALBERT_PAPER = "Lan et al. (2019), arXiv 1909.11942"
+
+
+def seed_spread() -> pd.DataFrame:
+    """:data:`SEED_SPREAD` as a frame (one row per published figure)."""
+    return pd.DataFrame(SEED_SPREAD)
+
+
 # Configurations that are not the paper's method: no claim applies to them.
-NOT_THE_METHOD = {"baseline": "the baseline", "depth control": "control",
-                  "unshared baseline": "baseline variant"}
+NOT_THE_METHOD = {"baseline": "the baseline", "unshared baseline": "baseline variant"}
+# The depth control *is* compared (with its reference, as a secondary comparison: does depth alone
+# help?), but no claim of the paper applies to it.
+CONTROLS = {"depth control": "control"}
 
 
 def claims() -> pd.DataFrame:
@@ -184,13 +219,72 @@ def task_metrics(task: str) -> tuple[str, ...]:
     return TASKS[task].metrics
 
 
+# Pre-registered floors (RQ3 chapter, fixed before the runs): a comparison is judged only when
+# its baseline's mean beats the trivial baseline clearly. Task -> (metric, floor in points).
+# Trivial baselines: SNLI majority 34, SST-2 majority 51, USPTO-50k majority 30.5, SQuAD 2.0
+# all-empty HasAns F1 0 (its overall F1 is the unanswerable share, ~50, whatever the model knows).
+LEARNING_FLOORS: dict[str, tuple[str, float]] = {
+    "snli": ("accuracy", 55.0),
+    "sst2": ("accuracy", 80.0),
+    "uspto50k": ("accuracy", 80.0),
+    "squad2": ("HasAns_f1", 25.0),
+    "squad2-split": ("HasAns_f1", 25.0),
+}
+DID_NOT_LEARN = "did not learn"
+
+
+def learning_floor(task: str) -> tuple[str, float]:
+    """``(metric, floor)`` of ``task`` (:data:`LEARNING_FLOORS`; points).
+
+    Raises:
+        KeyError: a task without a pre-registered floor (the message lists them).
+    """
+    if task not in LEARNING_FLOORS:
+        raise KeyError(f"no learning floor for task {task!r}; floors exist for {sorted(LEARNING_FLOORS)}")
+    return LEARNING_FLOORS[task]
+
+
+def learning_status(results: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
+    """Did each model's baseline learn each task? The one rule that RQ3, RQ4, RQ5 and the
+    results at a glance use before judging any comparison.
+
+    Args:
+        results: ``ResultsFile.frame()`` rows, or a :func:`points_frame` (columns ``model, task,
+            duplication, metric, value``).
+
+    Returns:
+        One row per (model, task) with a baseline run: ``floor_metric``, ``floor`` (points),
+        ``baseline_mean`` (points, over seeds), ``n_seeds`` and ``learned`` (mean >= floor).
+    """
+    points = results if "value" in results else points_frame(results)
+    rows = []
+    for (model, task), group in points.groupby(["model", "task"], sort=False):
+        metric, floor = learning_floor(task)
+        base = group[(group["duplication"] == baseline) & (group["metric"] == metric)]
+        if base.empty:
+            continue
+        mean = float(base["value"].mean())
+        rows.append({"model": model, "task": task, "floor_metric": metric, "floor": floor,
+                     "baseline_mean": mean, "n_seeds": int(len(base)), "learned": mean >= floor})
+    return pd.DataFrame(rows, columns=["model", "task", "floor_metric", "floor", "baseline_mean",
+                                       "n_seeds", "learned"])
+
+
+def learned(status: pd.DataFrame, model: str, task: str) -> bool:
+    """Whether ``model``'s baseline learned ``task`` in a :func:`learning_status` frame (no
+    baseline run: ``False``)."""
+    cell = status[(status["model"] == model) & (status["task"] == task)]
+    return bool(not cell.empty and cell["learned"].iloc[0])
+
+
 def points_frame(results: pd.DataFrame) -> pd.DataFrame:
     """A results frame (``ResultsFile.frame()``) as one row per run and metric, in points.
 
     Returns:
-        Columns ``model, task, duplication, seed, metric, value, trivial, trivial_name``;
-        ``trivial`` is the trivial baseline (majority class / all-empty answers) on the same
-        evaluation set.
+        Columns ``model, task, duplication, reference, role, seed, metric, value, trivial,
+        trivial_name``; ``trivial`` is the trivial baseline (majority class / all-empty answers)
+        on the same evaluation set; ``reference``/``role`` as the rows record them
+        (``dupbert.duplicate.finetune_variants``), None for rows that do not.
     """
     rows = []
     for task, group in results.groupby("task", sort=False):
@@ -199,37 +293,47 @@ def points_frame(results: pd.DataFrame) -> pd.DataFrame:
             if column not in group:
                 continue
             frame = group[["model", "task", "duplication", "seed"]].copy()
+            for field in ("reference", "role"):
+                frame[field] = group[field] if field in group else None
             frame["metric"] = metric
             frame["value"] = in_points(metric, group[column].astype(float))
             trivial = f"baselines.{metric}"
             frame["trivial"] = (in_points(metric, group[trivial].astype(float))
                                 if trivial in group else np.nan)
-            if "baselines.majority_label" in group:
+            if "baselines.majority_label" in group and group["baselines.majority_label"].notna().all():
                 frame["trivial_name"] = "majority class (" + group[
                     "baselines.majority_label"].astype(str) + ")"
             else:
                 frame["trivial_name"] = "no answer to every question"
             rows.append(frame)
+    columns = ["model", "task", "duplication", "reference", "role", "seed", "metric", "value",
+               "trivial", "trivial_name"]
     if not rows:
-        return pd.DataFrame(columns=["model", "task", "duplication", "seed", "metric", "value",
-                                     "trivial", "trivial_name"])
-    return pd.concat(rows, ignore_index=True)
+        return pd.DataFrame(columns=columns)
+    return pd.concat(rows, ignore_index=True)[columns]
 
 
 def comparison(results: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
-    """Every configuration against the baseline, per model, task and metric, with the paper's
+    """Every configuration against its reference, per model, task and metric, with the paper's
     claim beside it and the verdict of :func:`dupbert.significance.verdict`.
 
     Args:
-        results: ``ResultsFile.frame()`` rows (any number of models, tasks, seeds).
+        results: ``ResultsFile.frame()`` rows of one setting (any number of models, tasks,
+            seeds; two runs of one configuration and seed are refused).
 
     Returns:
         One row per (model, task, metric, duplication), the baseline included: ``n``, ``mean``,
-        ``std``, ``ci_low``, ``ci_high`` (points, over seeds); ``gain``, ``gain_ci_low``,
-        ``gain_ci_high``, ``p_value``, ``p_holm``, ``min_detectable_gain``, ``n_pairs``
-        (paired by seed against ``baseline``; NaN for the baseline itself); ``trivial``,
-        ``trivial_name``; ``claim_id``, ``claimed_gain``, ``paper_value``; ``verdict``
-        (``"baseline"``, ``"control"``, ... for configurations no claim applies to).
+        ``std``, ``ci_low``, ``ci_high`` (points, over seeds); ``reference``, ``role``
+        (primary/secondary), ``gain``, ``gain_ci_low``, ``gain_ci_high``, ``p_value``,
+        ``n_tests``, ``p_adjusted``, ``min_detectable_gain``, ``n_pairs`` (paired by seed
+        against the reference; NaN for the baseline itself); ``trivial``, ``trivial_name``;
+        ``learned`` (the baseline beat its floor, :func:`learning_status`); ``claim_id``,
+        ``claimed_gain``, ``paper_value``; ``verdict`` (``"did not learn"`` for every
+        configuration of a model and task whose baseline did not learn; ``"baseline"``,
+        ``"control"``, ... for configurations no claim applies to).
+
+    Raises:
+        ValueError: two runs of one configuration and seed (different settings pooled).
     """
     from .significance import paired_gains, summarize_runs
 
@@ -244,10 +348,12 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline") -> pd.DataFram
     trivial = points.groupby(by, sort=False).agg(trivial=("trivial", "mean"),
                                                   trivial_name=("trivial_name", "first"))
     table = table.merge(trivial.reset_index(), on=by, how="left")
-    for column in ("gain", "gain_ci_low", "gain_ci_high", "p_value", "p_holm",
-                   "min_detectable_gain", "n_pairs"):
+    for column in ("reference", "role", "gain", "gain_ci_low", "gain_ci_high", "p_value",
+                   "n_tests", "p_adjusted", "min_detectable_gain", "n_pairs"):
         if column not in table:
             table[column] = np.nan
+    status = learning_status(points, baseline)
+    table["learned"] = [learned(status, m, t) for m, t in zip(table["model"], table["task"])]
     claims_ = [gain_claim(t, m) for t, m in zip(table["task"], table["metric"])]
     table["claim_id"] = [c.id if c else None for c in claims_]
     table["claimed_gain"] = [c.claimed_gain if c else None for c in claims_]
@@ -259,58 +365,58 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline") -> pd.DataFram
 def _verdict(row: dict, c: Claim | None) -> str:
     from .significance import verdict
 
-    if row["duplication"] in NOT_THE_METHOD:
-        return NOT_THE_METHOD[row["duplication"]]
+    labels = {**NOT_THE_METHOD, **CONTROLS}
+    if row["duplication"] in labels:
+        return labels[row["duplication"]]
+    if not row["learned"]:
+        return DID_NOT_LEARN
     if row.get("n_pairs") is None or not row["n_pairs"] or np.isnan(row["n_pairs"]):
-        return "no baseline"
+        return "no reference run"
+    p = row["p_adjusted"]
     return verdict(row["gain"], row["gain_ci_low"], row["gain_ci_high"],
-                   float(row["p_holm"]) if row["p_holm"] is not None else np.nan,
-                   c.claimed_gain if c else None)
-
-
-def overall_verdict(verdicts: Sequence[str], claimed_gain: float | None) -> str:
-    """One verdict for a model × task from the verdicts of its duplication configurations.
-
-    The paper claims gains "up to" a number for its best configuration, and no gain for any:
-    a claimed gain is ``reproduced`` when some configuration reproduces it and ``refuted`` when
-    every configuration refutes it; a claimed "no gain" is ``refuted`` when some configuration
-    refutes it and ``reproduced`` when all reproduce it; otherwise ``undecided``. Verdicts of
-    configurations no claim applies to (baseline, control) are ignored.
-    """
-    if claimed_gain is None:
-        return NOT_STATED
-    relevant = [v for v in verdicts if v in ("reproduced", "refuted", "undecided")]
-    if not relevant:
-        return "no data"
-    if claimed_gain > 0:
-        if "reproduced" in relevant:
-            return "reproduced"
-        return "refuted" if all(v == "refuted" for v in relevant) else "undecided"
-    if "refuted" in relevant:
-        return "refuted"
-    return "reproduced" if all(v == "reproduced" for v in relevant) else "undecided"
+                   float(p) if p is not None else np.nan, c.claimed_gain if c else None)
 
 
 def overall(table: pd.DataFrame) -> pd.DataFrame:
-    """Per model, task and metric of a :func:`comparison` table: the best configuration, its
-    gain and CI, the paper's claim and :func:`overall_verdict`."""
+    """Per model, task and metric of a :func:`comparison` table: the pre-registered primary
+    comparison decides (``verdict`` is its verdict; ``no primary run`` without one), and the
+    secondary configurations are counted beside it (significant after Holm).
+
+    Returns:
+        Columns ``model, task, metric, primary, gain, gain_ci_low, gain_ci_high, p_value,
+        min_detectable_gain, n_pairs, n_secondary, n_secondary_gains, n_secondary_losses,
+        best_secondary, best_secondary_gain, learned, paper_value, claimed_gain, verdict``.
+    """
     rows = []
     for (model, task, metric), group in table.groupby(["model", "task", "metric"], sort=False):
-        method = group[~group["duplication"].isin(list(NOT_THE_METHOD))]
+        compared = group[group["n_pairs"].notna()]  # every configuration with a reference
+        primary = compared[compared["role"] == "primary"]
+        secondary = compared[compared["role"] != "primary"]
         claimed = group["claimed_gain"].iloc[0]
         claimed = None if claimed is None or pd.isna(claimed) else float(claimed)
-        best = method.loc[method["gain"].idxmax()] if method["gain"].notna().any() else None
+        first = primary.iloc[0] if not primary.empty else None
+        best = secondary.loc[secondary["gain"].idxmax()] if secondary["gain"].notna().any() else None
+        significant = secondary["p_adjusted"] < 0.05
+        if first is not None:
+            verdict = first["verdict"]
+        else:
+            verdict = DID_NOT_LEARN if not bool(group["learned"].iloc[0]) else "no primary run"
+        if claimed is None and verdict not in (DID_NOT_LEARN, "no primary run"):
+            verdict = NOT_STATED
         rows.append({
             "model": model, "task": task, "metric": metric,
-            "n_configurations": len(method),
-            "best": best["duplication"] if best is not None else None,
-            "best_gain": best["gain"] if best is not None else np.nan,
-            "best_gain_ci_low": best["gain_ci_low"] if best is not None else np.nan,
-            "best_gain_ci_high": best["gain_ci_high"] if best is not None else np.nan,
-            "n_significant_gains": int(((method["p_holm"] < 0.05) & (method["gain"] > 0)).sum()),
-            "n_significant_losses": int(((method["p_holm"] < 0.05) & (method["gain"] < 0)).sum()),
+            "primary": first["duplication"] if first is not None else None,
+            **{k: (first[k] if first is not None else np.nan)
+               for k in ("gain", "gain_ci_low", "gain_ci_high", "p_value", "min_detectable_gain",
+                         "n_pairs")},
+            "n_secondary": len(secondary),
+            "n_secondary_gains": int((significant & (secondary["gain"] > 0)).sum()),
+            "n_secondary_losses": int((significant & (secondary["gain"] < 0)).sum()),
+            "best_secondary": best["duplication"] if best is not None else None,
+            "best_secondary_gain": best["gain"] if best is not None else np.nan,
+            "learned": bool(group["learned"].iloc[0]),
             "paper_value": group["paper_value"].iloc[0],
             "claimed_gain": claimed,
-            "verdict": overall_verdict(list(method["verdict"]), claimed),
+            "verdict": verdict,
         })
     return pd.DataFrame(rows)

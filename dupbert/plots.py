@@ -504,14 +504,16 @@ def plot_paired_seeds(points: pd.DataFrame, metrics: dict[str, str] | None = Non
 def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -> Figure:
     """RQ4: the model × task grid of paired gains over the baseline, one panel per cell, one
     horizontal bar per duplication configuration: the mean gain over seeds (dot) and its 95%
-    confidence interval (line), filled when significant after Holm correction. The paper's
+    confidence interval (line), filled when significant (the primary comparison at 0.05, the
+    secondary ones after Holm correction). The paper's
     claimed gain is a dashed red line (its "no gain" claim a shaded ±0.5-point band).
 
     Parameters
     ----------
     table
         :func:`dupbert.paper.comparison` output: columns ``model, task, metric, duplication,
-        gain, gain_ci_low, gain_ci_high, p_holm, claimed_gain``.
+        gain, gain_ci_low, gain_ci_high, p_adjusted, claimed_gain`` (``p_adjusted``: the
+        primary comparison's own p, Holm for the secondaries).
     metrics
         ``{task: metric}`` to draw per task (default: the first metric of each task).
 
@@ -520,7 +522,7 @@ def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -
     matplotlib.figure.Figure
     """
     _require(table, ["model", "task", "metric", "duplication", "gain", "gain_ci_low",
-                     "gain_ci_high", "p_holm", "claimed_gain"], "plot_gain_grid")
+                     "gain_ci_high", "p_adjusted", "claimed_gain"], "plot_gain_grid")
     data = table[table["duplication"] != _BASELINE]
     if data.empty:
         raise ValueError("plot_gain_grid got no configuration besides the baseline")
@@ -545,7 +547,7 @@ def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -
             names = list(dict.fromkeys(cell["duplication"]))[::-1]
             for y, name in enumerate(names):
                 row = cell[cell["duplication"] == name].iloc[0]
-                significant = bool(row["p_holm"] < 0.05) if pd.notna(row["p_holm"]) else False
+                significant = bool(row["p_adjusted"] < 0.05) if pd.notna(row["p_adjusted"]) else False
                 colour = "C0" if row["gain"] >= 0 else "C3"
                 if pd.notna(row["gain_ci_low"]):
                     ax.plot([row["gain_ci_low"], row["gain_ci_high"]], [y, y], color=colour,

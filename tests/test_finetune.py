@@ -46,6 +46,9 @@ def test_a_real_fine_tune_lowers_the_loss_and_writes_a_full_row(trained):
     assert row["model_sha256"].startswith("27876a42")
     assert row["world_size"] == 1 and row["device"] == "cpu"
     assert row["hyperparameters"]["learning_rate"] == 5e-4
+    assert row["train_subset_seed"] == 0 and row["seed"] == 3
+    # an unsharing copy of the shared ALBERT is compared with the unshared baseline, secondary
+    assert (row["reference"], row["role"]) == ("unshared baseline", "secondary")
     assert json.loads(json.dumps(row)) == row  # a JSON row
     outputs = np.load(folder / "outputs" / f"{row['run_key']}.npz")
     assert outputs["probabilities"].shape == (48, 10) and outputs["probabilities"].dtype == np.float16
@@ -75,6 +78,76 @@ def test_task_head_starts_identically_whatever_the_depth():
     other, _ = ft.build_model("rxnmapper-albert", "classification", 10, "baseline", seed=6)
     assert torch.equal(shallow.classifier.weight, deep.classifier.weight)
     assert not torch.equal(shallow.classifier.weight, other.classifier.weight)
+
+
+def test_build_model_alone_is_reproducible_whatever_the_global_random_state():
+    # the rxnmapper checkpoint has no pooler: it is drawn from the run's seed, not the global RNG
+    torch.manual_seed(1)
+    first, _ = ft.build_model("rxnmapper-albert", "classification", 10, "baseline", seed=5)
+    torch.manual_seed(2)
+    second, _ = ft.build_model("rxnmapper-albert", "classification", 10, "baseline", seed=5)
+    for (name, a), (_, b) in zip(first.named_parameters(), second.named_parameters()):
+        assert torch.equal(a, b), name
+    other, _ = ft.build_model("rxnmapper-albert", "classification", 10, "baseline", seed=6)
+    assert not torch.equal(first.albert.pooler.weight, other.albert.pooler.weight)
+    deep, _ = ft.build_model("rxnmapper-albert", "classification", 10, "copy first 3", seed=5)
+    assert torch.equal(first.albert.pooler.weight, deep.albert.pooler.weight)  # paired
+
+
+def test_the_training_subset_is_the_same_for_every_seed(tmp_path, monkeypatch):
+    from dupbert import tasks
+
+    drawn = []
+    real = tasks.load_task
+
+    def spy(name, split, max_samples=None, seed=0, data_dir=None):
+        dataset = real(name, split, max_samples=max_samples, seed=seed, data_dir=data_dir)
+        drawn.append((split, tuple(dataset["id"])))
+        return dataset
+
+    monkeypatch.setattr(tasks, "load_task", spy)
+    hp = HyperParameters.for_task("classification", max_steps=1, batch_size=8)
+    rows = [finetune("rxnmapper-albert", "uspto50k", "baseline", seed=seed, hyperparameters=hp,
+                     max_train_samples=16, max_eval_samples=8, progress=False) for seed in (0, 7)]
+    train = [ids for split, ids in drawn if split == "train"]
+    assert len(train) == 2 and train[0] == train[1] and len(train[0]) == 16
+    assert rows[0]["run_key"] != rows[1]["run_key"]
+    assert train[0] == tuple(real("uspto50k", "train", max_samples=16, seed=0)["id"])
+
+
+def test_rerun_reproduces_a_committed_row(tmp_path):
+    hp = HyperParameters.for_task("classification", max_steps=2, batch_size=8, learning_rate=5e-4)
+    row = finetune("rxnmapper-albert", "uspto50k", "repeat shared +3", seed=1, hyperparameters=hp,
+                   max_train_samples=16, max_eval_samples=32, progress=False)
+    ResultsFile(tmp_path / "r.jsonl").append(row)
+    table = ft.rerun_table([row])
+    assert table["metric"].tolist() == ["accuracy", "macro_f1"]
+    assert table["difference"].abs().max() <= 0.5 and table["identical_losses"].all()
+    assert table["committed"].iloc[0] == round(100 * row["metrics"]["accuracy"], 4)
+    with pytest.raises(ValueError, match="cannot be re-run here"):
+        ft.rerun({**row, "train_subset_seed": None})
+    edited = {**row, "seed": 2}
+    with pytest.raises(ValueError, match="do not identify the run"):
+        ft.rerun(edited)
+
+
+def test_rerun_command_prints_committed_and_rerun_metrics(tmp_path, capsys):
+    from dupbert.cli import main
+
+    hp = HyperParameters.for_task("classification", max_steps=1, batch_size=8)
+    row = finetune("rxnmapper-albert", "uspto50k", "baseline", seed=0, hyperparameters=hp,
+                   max_train_samples=8, max_eval_samples=16, progress=False)
+    results = tmp_path / "r.jsonl"
+    ResultsFile(results).append(row)
+    assert main(["rerun", str(results), row["run_key"]]) == 0
+    out, err = capsys.readouterr()
+    assert row["run_key"] in out and "agrees within 0.5 points" in err
+    ResultsFile(results).path.write_text(json.dumps(
+        {**row, "metrics": {**row["metrics"], "accuracy": row["metrics"]["accuracy"] + 0.01}}) + "\n")
+    assert main(["rerun", str(results), row["run_key"]]) == 1  # 1 point off: disagrees
+    assert "DISAGREES" in capsys.readouterr().err
+    assert main(["rerun", str(results), "0123456789abcdef"]) == 2
+    assert "are not in" in capsys.readouterr().err
 
 
 def test_sweep_resumes_without_losing_or_doubling_rows(tmp_path, monkeypatch):

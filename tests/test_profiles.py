@@ -23,25 +23,47 @@ def zoo_env(monkeypatch, shared_data_dir, zoo_cache):
     monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
 
 
-def test_cpu_profile_plans_exactly_the_committed_runs(zoo_env):
-    """The committed cpu results hold the 63 runs of the cpu profile: no more, no fewer."""
+def test_cpu_profile_is_the_preregistered_study(zoo_env):
+    """The cpu profile plans the study of issue 10: primary comparisons first, sizes per task,
+    one learning rate per model and task; every committed row is one of its runs."""
     parameters = profiles.load_profile(PARAMS / "cpu" / "rq3.yaml")
     plan, notes = profiles.plan_sweep(parameters)
-    keys = profiles.planned_run_keys(plan, profiles.seeds_list(parameters["seeds"]),
-                                     profiles.hyperparameter_overrides(parameters))
-    assert len(keys) == 63
-    assert keys == ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").keys()
-    assert [n.split(":")[0] for n in notes] == ["all-MiniLM-L6-v2", "rxnfp-bert"]  # no shared layer
+    seeds = profiles.seeds_list(parameters["seeds"])
+    assert seeds == list(range(8)) and parameters["run_missing"] is False
+    assert [(e.model, e.task) for e in plan] == [
+        ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"),
+        ("rxnmapper-albert", "uspto50k"), ("rxnfp-bert", "uspto50k"), ("all-MiniLM-L6-v2", "squad2")]
+    by_cell = {(e.model, e.task): e for e in plan}
+    assert by_cell["all-MiniLM-L6-v2", "snli"].primary == ("baseline", "copy first 3")
+    assert by_cell["rxnmapper-albert", "uspto50k"].primary == ("baseline", "repeat shared +3")
+    assert by_cell["rxnmapper-albert", "uspto50k"].duplications == (
+        "baseline", "copy first 3", "repeat shared +3", "unshared baseline", "copy last",
+        "depth control")
+    snli = by_cell["all-MiniLM-L6-v2", "snli"].hyperparameters
+    assert (snli.learning_rate, snli.epochs, snli.batch_size) == (1e-4, 3.0, 32)
+    assert by_cell["rxnmapper-albert", "uspto50k"].hyperparameters.learning_rate == 5e-4
+    assert by_cell["rxnfp-bert", "uspto50k"].hyperparameters.learning_rate == 1e-4
+    assert (by_cell["all-MiniLM-L6-v2", "snli"].max_train_samples,
+            by_cell["all-MiniLM-L6-v2", "snli"].max_eval_samples) == (3000, 5000)
+    order = profiles.run_order(plan)
+    assert [d for _, d in order[:5]] == [("baseline", "copy first 3")] * 2 + [
+        ("baseline", "repeat shared +3")] + [("baseline", "copy first 3")] * 2
+    assert all("primary" not in str(d) for _, d in order[5:])
+    keys = profiles.planned_run_keys(plan, seeds)
+    assert len(keys) == 8 * (4 + 4 + 6 + 4 + 4)
+    committed = ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").keys()
+    assert committed <= keys  # only this study's runs; none of the old 4-step rows
 
 
 def test_gpu_profile_runs_the_claimed_gains_first(zoo_env):
     plan, _ = profiles.plan_sweep(profiles.load_profile(PARAMS / "gpu" / "rq3.yaml"))
     assert [(e.model, e.task) for e in plan] == [
-        ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "squad2"), ("rxnfp-bert", "uspto50k"),
-        ("rxnmapper-albert", "uspto50k"), ("all-MiniLM-L6-v2", "sst2")]
+        ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"), ("rxnfp-bert", "uspto50k"),
+        ("rxnmapper-albert", "uspto50k"), ("all-MiniLM-L6-v2", "squad2")]
     assert {e.task: e.max_train_samples for e in plan} == {
         "snli": None, "squad2": None, "uspto50k": None, "sst2": 8000}
     assert plan[3].duplications[-1] == "repeat shared +3" and len(plan[3].duplications) == 6
+    assert plan[3].primary == ("baseline", "repeat shared +3")
     assert len(plan[0].duplications) == 5
 
 
@@ -80,7 +102,7 @@ def test_cli_profile_runs_the_notebook_runs_and_resumes(tmp_path, zoo_env, capsy
     assert main(args) == 0
     parameters = profiles.restrict_models(profiles.load_profile(profile), ["rxnmapper-albert"])
     plan, _ = profiles.plan_sweep(parameters)
-    expected = profiles.planned_run_keys(plan, [0], profiles.hyperparameter_overrides(parameters))
+    expected = profiles.planned_run_keys(plan, [0])
     rows = ResultsFile(tmp_path / "r.jsonl").rows()
     assert {r["run_key"] for r in rows} == expected and len(rows) == 2
     assert main(args) == 0  # resumed: nothing new, nothing doubled
@@ -91,11 +113,15 @@ def test_cli_profile_runs_the_notebook_runs_and_resumes(tmp_path, zoo_env, capsy
 
 
 def test_gpu_import_merges_rows_once_and_unpacks_outputs(tmp_path):
-    committed = ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").rows()[:3]
+    import numpy as np
+
+    committed = [dict(run_key=f"{i:016x}", model="m", task="snli", duplication="baseline", seed=i,
+                      metrics={"accuracy": 0.5 + i / 10}) for i in range(3)]
     returned = tmp_path / "returned"
     returned.mkdir()
     (returned / "rq3.jsonl").write_text("".join(json.dumps(r) + "\n" for r in committed[1:]))
-    archive_source = REPO_ROOT / "results" / "cpu" / "rq3-outputs" / f"{committed[1]['run_key']}.npz"
+    archive_source = tmp_path / f"{committed[1]['run_key']}.npz"
+    np.savez_compressed(archive_source, probabilities=np.eye(3, dtype=np.float16))
     with tarfile.open(returned / "rq3-outputs.tar", "w") as tar:
         tar.add(archive_source, arcname=f"./{archive_source.name}")
     results = tmp_path / "gpu" / "rq3.jsonl"
@@ -115,8 +141,8 @@ def test_hub_runs_never_pass_for_runs_on_the_offline_data(monkeypatch, tmp_path)
     from dupbert.tasks import data_source
 
     row = dict(model="m", task="snli", duplication="baseline", seed=0, hyperparameters={},
-               max_train_samples=None, max_eval_samples=None)
-    assert run_key({**row, "data_source": "local"}) == run_key(row)  # committed keys unchanged
+               max_train_samples=None, max_eval_samples=None, train_subset_seed=0)
+    assert run_key({**row, "data_source": "local"}) == run_key(row)  # local keys as before
     assert run_key({**row, "data_source": "hub"}) != run_key(row)
     monkeypatch.delenv("DUPBERT_DATA_DIR", raising=False)
     assert data_source(tmp_path) == "local"

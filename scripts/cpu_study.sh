@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The pre-registered CPU fine-tuning study (notebooks/params/cpu/rq3.yaml), run in the background
+# across sessions: `dupbert finetune --profile` at the lowest CPU priority (nice 19, so tests and
+# builds on the same cores always come first), and every run committed to git as soon as its row
+# lands in results/cpu/rq3.jsonl (with its per-example outputs), so a session that ends mid-run
+# loses at most the run in progress; the next `bash scripts/cpu_study.sh` resumes from the rows.
+#
+#   nohup bash scripts/cpu_study.sh > .cache/cpu-study.log 2>&1 &
+#
+# Environment: PROFILE_FILE (notebooks/params/cpu/rq3.yaml), POLL_S (20), NICE (19),
+# COMMIT (1; 0 only runs), DUPBERT (.venv/bin/dupbert).
+# Stop it with `kill <pid>`: the run in progress is lost, every finished one is committed.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PROFILE="${PROFILE_FILE:-notebooks/params/cpu/rq3.yaml}"
+POLL_S="${POLL_S:-20}"
+NICE="${NICE:-19}"
+COMMIT="${COMMIT:-1}"
+DUPBERT="${DUPBERT:-.venv/bin/dupbert}"
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+if [ -z "${DUPBERT_DATA_DIR:-}" ] && [ -d ../shared/data ]; then
+  DUPBERT_DATA_DIR="$(cd ../shared/data && pwd)"
+  export DUPBERT_DATA_DIR
+fi
+
+read -r results outputs < <("${DUPBERT%/dupbert}/python" -c "
+import sys, yaml
+p = yaml.safe_load(open(sys.argv[1]))
+print(p['results_path'], p['outputs_dir'])" "$PROFILE")
+
+rows() { [ -f "$results" ] && grep -c . "$results" || echo 0; }
+
+commit_new_rows() {
+  [ "$COMMIT" = 1 ] || return 0
+  local n; n=$(rows)
+  git add -- "$results" "$outputs" 2>/dev/null || return 0
+  git diff --cached --quiet -- "$results" "$outputs" && return 0
+  for _ in 1 2 3 4 5 6 7 8 9 10; do  # another git command may hold the index for a moment
+    if git commit -q -m "CPU study: $n runs in $results (committed as they land)" \
+        -- "$results" "$outputs"; then
+      echo "$(date -u +%FT%TZ) committed: $n runs"
+      return 0
+    fi
+    sleep 3
+  done
+  echo "$(date -u +%FT%TZ) could not commit $n runs (git busy); will retry" >&2
+}
+
+echo "$(date -u +%FT%TZ) study $PROFILE: $(rows) runs so far in $results"
+nice -n "$NICE" "$DUPBERT" finetune --profile "$PROFILE" &
+worker=$!
+trap 'kill "$worker" 2>/dev/null; commit_new_rows; exit 143' INT TERM
+seen=$(rows)
+while kill -0 "$worker" 2>/dev/null; do
+  sleep "$POLL_S"
+  now=$(rows)
+  if [ "$now" != "$seen" ]; then
+    commit_new_rows
+    seen=$now
+  fi
+done
+wait "$worker"
+status=$?
+commit_new_rows
+echo "$(date -u +%FT%TZ) study finished with status $status: $(rows) runs in $results"
+exit "$status"
