@@ -358,7 +358,7 @@ def _classification(model, tokenizer, spec, train, evaluation, hp, seed, device,
 def _question_answering(model, tokenizer, spec, train, evaluation, hp, seed, device, progress,
                         workdir):
     from . import qa
-    from .metrics import squad_v2
+    from .metrics import best_thresholds, squad_v2
 
     train_features = train.map(
         lambda batch: qa.prepare_train_features(batch, tokenizer, hp.max_length, hp.doc_stride),
@@ -370,9 +370,12 @@ def _question_answering(model, tokenizer, spec, train, evaluation, hp, seed, dev
         batched=True, remove_columns=evaluation.column_names)
     started = time.perf_counter()
     start_logits, end_logits = trainer.predict(eval_features).predictions[:2]
-    predictions = qa.postprocess_predictions(evaluation, eval_features, start_logits, end_logits)
+    predictions, best_answers, null_odds = qa.predictions_with_null_odds(
+        evaluation, eval_features, start_logits, end_logits)
     eval_time = time.perf_counter() - started
-    metrics = squad_v2(qa.as_squad_json(evaluation), predictions)
+    reference = qa.as_squad_json(evaluation)
+    metrics = {**squad_v2(reference, predictions),
+               **best_thresholds(reference, best_answers, null_odds)}
     outputs = qa.top_candidates(start_logits, end_logits,
                                 offset_mapping=eval_features["offset_mapping"])
     outputs["example_id"] = np.asarray(eval_features["example_id"])
@@ -417,7 +420,9 @@ def finetune(
         ``dupbert.duplicate.finetune_variants``), ``block_sources``,
         seed, ``hyperparameters`` (dict), subset sizes, ``metrics`` (accuracy and macro_f1, or
         the official SQuAD 2.0 keys in percent), ``baselines`` (majority class or all-empty),
-        ``train_time_s``/``eval_time_s`` (seconds), ``n_parameters``, ``train_steps``,
+        SQuAD metrics add the official threshold search's ``best_f1``/``best_exact`` and their
+        thresholds (:func:`dupbert.metrics.best_thresholds`, on each question's best non-null
+        answer and its null odds); ``train_time_s``/``eval_time_s`` (seconds), ``n_parameters``, ``train_steps``,
         ``train_losses`` (one per step, averaged over processes), ``per_device_train_batch_size``,
         device, world size, versions, git commit, sha256 of the data files and of the model wheel.
         Every process of a data-parallel run returns the row; only rank 0 writes

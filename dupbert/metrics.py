@@ -121,3 +121,62 @@ def _averages(exact: dict, f1: dict, ids: list[str]) -> dict:
         ("f1", 100.0 * sum(f1[i] for i in ids) / total),
         ("total", total),
     ])
+
+
+def best_thresholds(dataset: str | os.PathLike | Mapping, predictions: Mapping[str, str],
+                    no_answer_probabilities: Mapping[str, float]) -> dict:
+    """The official SQuAD 2.0 script's threshold search (``evaluate-v2.0.py``,
+    ``find_all_best_thresh``, run with ``--na-prob-file``), step by step.
+
+    Every question starts as "no answer"; questions are then switched, in increasing order of
+    their no-answer probability (ties in the order of ``no_answer_probabilities``), to their
+    predicted answer, and the best score over all such cut-offs is kept. The threshold is tuned on
+    the evaluated questions themselves, so the score is an optimistic upper bound on what one
+    fixed threshold would give; it shows what the model's null scores could achieve.
+
+    Args:
+        dataset: the official SQuAD 2.0 JSON (path or loaded object).
+        predictions: question id -> answer text (the non-null answer to give when answering).
+        no_answer_probabilities: question id -> any score that grows with "no answer" (the
+            official name is a probability; null odds in logit units work the same way).
+
+    Returns:
+        ``best_exact``, ``best_exact_thresh``, ``best_f1``, ``best_f1_thresh`` (scores in percent,
+        thresholds in the units of ``no_answer_probabilities``).
+
+    Raises:
+        ValueError: as :func:`squad_v2`, or a question without a no-answer probability.
+    """
+    questions = [qa for article in load_squad_json(dataset) for paragraph in article["paragraphs"]
+                 for qa in paragraph["qas"]]
+    squad_v2(dataset, predictions)  # the same checks of the predictions
+    missing = [qa["id"] for qa in questions if qa["id"] not in no_answer_probabilities]
+    if missing:
+        raise ValueError(f"{len(missing)} questions have no no-answer probability, e.g. {missing[:5]}")
+    has_answer = {qa["id"]: bool(qa["answers"]) for qa in questions}
+    exact, f1 = {}, {}
+    for qa in questions:
+        gold = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
+        exact[qa["id"]] = max(exact_match(g, predictions[qa["id"]]) for g in gold)
+        f1[qa["id"]] = max(token_f1(g, predictions[qa["id"]]) for g in gold)
+    out = {}
+    for name, scores in (("exact", exact), ("f1", f1)):
+        best, threshold = _find_best_threshold(predictions, scores, no_answer_probabilities,
+                                               has_answer)
+        out[f"best_{name}"], out[f"best_{name}_thresh"] = best, threshold
+    return out
+
+
+def _find_best_threshold(predictions, scores, probabilities, has_answer):
+    current = best = sum(1 for answerable in has_answer.values() if not answerable)
+    threshold = 0.0
+    for question in sorted(probabilities, key=lambda q: probabilities[q]):
+        if question not in scores:
+            continue
+        if has_answer[question]:
+            current += scores[question]
+        elif predictions[question]:
+            current -= 1
+        if current > best:
+            best, threshold = current, probabilities[question]
+    return 100.0 * best / len(scores), threshold

@@ -292,6 +292,15 @@ def select_answers(examples, features, candidates: Mapping[str, np.ndarray],
 
 
 def _select(examples, features, offsets: list, candidates, max_answer_length, threshold):
+    return _select_with_null_odds(examples, features, offsets, candidates, max_answer_length,
+                                  threshold)[0]
+
+
+def _select_with_null_odds(examples, features, offsets: list, candidates, max_answer_length,
+                           threshold):
+    """``(answers, best non-null answers, null odds)``: the thresholded answers; every example's
+    best valid span regardless of the null score (``""`` only without one); and
+    ``min null score - best span score`` (``inf`` without a valid span)."""
     example_ids = _column(examples, "id")
     feature_example = _column(features, "example_id")
     if len(feature_example) != len(candidates["null_score"]):
@@ -326,14 +335,18 @@ def _select(examples, features, offsets: list, candidates, max_answer_length, th
     min_null = np.full(len(example_ids), np.inf, np.float32)
     np.minimum.at(min_null, owner, null)
     contexts = _column(examples, "context")
-    answers = {}
+    answers, best, null_odds = {}, {}, {}
     for row, f in enumerate(best_feature):
-        if not np.isfinite(score[f]) or min_null[row] - score[f] > threshold:
-            answers[example_ids[row]] = ""
+        example = example_ids[row]
+        if not np.isfinite(score[f]):
+            answers[example] = best[example] = ""
+            null_odds[example] = float("inf")
             continue
         feature_offsets = offsets[int(f)]
-        answers[example_ids[row]] = contexts[row][feature_offsets[start[f]][0]:feature_offsets[end[f]][1]]
-    return answers
+        best[example] = contexts[row][feature_offsets[start[f]][0]:feature_offsets[end[f]][1]]
+        null_odds[example] = float(min_null[row] - score[f])
+        answers[example] = "" if null_odds[example] > threshold else best[example]
+    return answers, best, null_odds
 
 
 def postprocess_predictions(examples, features, start_logits, end_logits, n_best_size: int = 20,
@@ -365,6 +378,26 @@ def postprocess_predictions(examples, features, start_logits, end_logits, n_best
                                 dtype=np.float32)
     return _select(examples, features, offsets, candidates, max_answer_length,
                    null_score_diff_threshold)
+
+
+def predictions_with_null_odds(examples, features, start_logits, end_logits,
+                               n_best_size: int = 20, max_answer_length: int = 30,
+                               null_score_diff_threshold: float = 0.0
+                               ) -> tuple[dict[str, str], dict[str, str], dict[str, float]]:
+    """:func:`postprocess_predictions`, plus what the official SQuAD 2.0 script's threshold
+    search needs (its ``--na-prob-file``; ``run_qa.py`` writes the same as ``null_odds.json``).
+
+    Returns:
+        ``(answers, best_answers, null_odds)``: the answers of :func:`postprocess_predictions`;
+        every example's best non-null answer (``""`` only when it has no valid span); and its
+        null odds ``min null score - best span score`` in logit units (``inf`` without a valid
+        span), the higher the likelier "no answer".
+    """
+    offsets = _column(features, "offset_mapping")
+    candidates = top_candidates(start_logits, end_logits, k=n_best_size, offset_mapping=offsets,
+                                dtype=np.float32)
+    return _select_with_null_odds(examples, features, offsets, candidates, max_answer_length,
+                                  null_score_diff_threshold)
 
 
 def as_squad_json(dataset) -> dict:

@@ -61,3 +61,27 @@ def test_normalisation_and_token_f1():
     assert token_f1("10th and 11th centuries", "in the 10th and 11th centuries") == pytest.approx(
         2 * (4 / 5) * 1 / (4 / 5 + 1))
     assert token_f1("", "") == 1.0 and token_f1("", "x") == 0.0 and token_f1("a b", "c") == 0.0
+
+
+def _tiny_squad(questions):
+    """Official-format SQuAD 2.0 JSON of one paragraph: [(id, [gold answers])]."""
+    context = "Paris Rome Milan London Berlin"
+    qas = [{"id": qid, "question": "?", "answers": [{"text": g, "answer_start": context.find(g)}
+                                                      for g in gold]} for qid, gold in questions]
+    return {"data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}
+
+
+def test_best_thresholds_follow_the_official_search_step_by_step():
+    from dupbert.metrics import best_thresholds
+
+    data = _tiny_squad([("q1", ["Paris"]), ("q2", ["Rome"]), ("q3", []), ("q4", [])])
+    predictions = {"q1": "Paris", "q2": "Milan", "q3": "London", "q4": "Berlin"}
+    no_answer = {"q1": 0.1, "q2": 0.5, "q3": 0.2, "q4": 0.9}
+    # start: all abstain = 2 of 4 right; +q1 (right) 3; +q3 (wrong answer) 2; +q2 (wrong) 2; +q4 1
+    assert best_thresholds(data, predictions, no_answer) == {
+        "best_exact": 75.0, "best_exact_thresh": 0.1, "best_f1": 75.0, "best_f1_thresh": 0.1}
+    # everything likelier unanswerable than answerable: abstaining everywhere is best (threshold 0)
+    far = {k: v + 10 for k, v in no_answer.items()}
+    assert best_thresholds(data, {**predictions, "q1": "Rome"}, far)["best_f1"] == 50.0
+    with pytest.raises(ValueError, match="no no-answer probability"):
+        best_thresholds(data, predictions, {"q1": 0.0})

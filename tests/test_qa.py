@@ -299,3 +299,19 @@ def test_mismatched_inputs_raise(dev, dev_features):
                                    *np.zeros((2, len(evaluation), 384), np.float32))
     with pytest.raises(ValueError, match="differ in shape"):
         qa.top_candidates(zeros, zeros[:, :10])
+
+
+def test_null_odds_give_the_thresholded_answers_and_the_best_spans(dev, dev_features):
+    train, evaluation = dev_features
+    rng = np.random.default_rng(0)
+    width = max(len(ids) for ids in evaluation["input_ids"])
+    start = rng.normal(size=(len(evaluation), width)).astype(np.float32)
+    end = rng.normal(size=(len(evaluation), width)).astype(np.float32)
+    answers, best, null_odds = qa.predictions_with_null_odds(dev, evaluation, start, end)
+    assert answers == qa.postprocess_predictions(dev, evaluation, start, end)
+    for question, answer in answers.items():
+        assert answer == ("" if null_odds[question] > 0 else best[question])
+    # with the threshold at +infinity every question gets its best span
+    never = qa.postprocess_predictions(dev, evaluation, start, end,
+                                       null_score_diff_threshold=float("inf"))
+    assert never == best and sum(v == "" for v in best.values()) == 0
