@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .errors import DupbertError
@@ -25,15 +26,17 @@ def _zoo(args: argparse.Namespace) -> int:
         for name in args.names or sorted(ZOO):
             print(f"{name}: {zoo_folder(name)}")
         return 0
-    for entry in ZOO.values():
-        head = "MLM head" if entry.has_mlm_head else "encoder only"
-        print(f"{entry.name:18} {entry.package}=={entry.version:8} {head:13} {entry.description}")
+    rows = [(entry.name, f"{entry.package}=={entry.version}",
+             "MLM head" if entry.has_mlm_head else "encoder only", entry.description)
+            for entry in ZOO.values()]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:  # columns as wide as their longest entry, so they line up
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)), row[3])
     return 0
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from .probe import probe_models
-    from .results import atomic_write_text
+    from . import checks
 
     duplications = None
     if args.order:
@@ -42,6 +45,15 @@ def _probe(args: argparse.Namespace) -> int:
         except ValueError:
             raise ValueError(f"--order must be comma-separated block indices, got {args.order!r}")
         duplications = {f"order {args.order}": order}
+    # inputs first, in seconds: nothing is loaded before they are known to work
+    checks.check_device(args.device)
+    if args.corpus:
+        checks.check_corpus(args.corpus)
+    for name in args.model:
+        checks.check_model(name, mlm_head=True)
+    from .probe import probe_models
+    from .results import atomic_write_text
+
     frame = probe_models(args.model, corpus=args.corpus, n_sequences=args.n_sequences,
                          batch_size=args.batch_size, device=args.device, seed=args.seed,
                          max_length=args.max_length, include_control=not args.no_control,
@@ -58,6 +70,16 @@ def _finetune(args: argparse.Namespace) -> int:
         return _finetune_profile(args)
     if not args.model or not args.task or not args.results:
         raise ValueError("dupbert finetune needs --model, --task and --results, or --profile FILE")
+    from . import checks
+
+    # inputs first, in seconds: nothing is loaded or trained before they are known to work
+    if args.device:
+        checks.check_device(args.device)
+    checks.check_tasks(args.task)
+    for name in args.model:
+        checks.check_model(name)
+    checks.check_configurations(args.model, args.duplication or ["baseline"], strict=True)
+    _quiet_loading(args.progress)
     from .finetune import sweep
 
     overrides = {k: v for k, v in dict(epochs=args.epochs, max_steps=args.max_steps,
@@ -92,6 +114,11 @@ def _finetune_profile(args: argparse.Namespace) -> int:
     parameters = profiles.load_profile(args.profile)
     if args.model:  # a filter: these models of the profile only (same run keys)
         parameters = profiles.restrict_models(parameters, args.model)
+    from . import checks
+
+    # the profile's inputs first, in seconds, as the notebook checks them
+    checks.profile_parameters(parameters, device=args.device)
+    _quiet_loading(args.progress)
     plan, notes = profiles.plan_sweep(parameters)
     for note in notes:
         print(note, file=sys.stderr)
@@ -112,6 +139,18 @@ def _finetune_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quiet_loading(progress: bool) -> None:
+    """No model-loading or data-mapping progress bars on stderr unless --progress."""
+    if progress:
+        return
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+
+
 def _print_runs(frame, results) -> None:
     from .finetune import is_main_process
 
@@ -126,6 +165,9 @@ def _print_runs(frame, results) -> None:
 
 
 def _rerun(args: argparse.Namespace) -> int:
+    from .checks import check_device
+
+    check_device(args.device)  # before torch and the results are loaded
     from .finetune import ResultsFile, rerun_table
 
     rows = {row["run_key"]: row for row in ResultsFile(args.results).rows()}
@@ -252,11 +294,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; errors of dupbert print one clear message and exit with 2."""
+    """Run the command line.
+
+    Errors of dupbert (a model that cannot be loaded, a device that is not there, a bad
+    parameter, a missing corpus, ...), files that cannot be read (``OSError``) and bad values
+    (``ValueError``) print one message, ``dupbert: error: ...``, with no traceback, and exit with
+    status 2. ``DUPBERT_DEBUG=1`` shows the traceback instead.
+    """
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (DupbertError, FileNotFoundError, ValueError) as error:
+    except (DupbertError, OSError, ValueError) as error:
+        if os.environ.get("DUPBERT_DEBUG", "").strip() not in ("", "0"):
+            raise
         print(f"dupbert: error: {error}", file=sys.stderr)
         return 2
 

@@ -18,3 +18,24 @@ class MLMHeadMissing(DupbertError, ValueError):
 
     transformers would silently initialise a random head, and every RQ1 number would be fake.
     """
+
+
+class DeviceNotAvailable(DupbertError, ValueError):
+    """A device (``cuda``, ``cuda:1``, ``mps``, ...) that this machine's torch cannot use.
+
+    Raised by ``dupbert.checks.check_device`` before anything is loaded; the message names the
+    device, what torch reports and the devices that are available.
+    """
+
+
+class ParameterError(DupbertError, ValueError):
+    """A notebook or command-line parameter with a value or a form that cannot be used.
+
+    Raised by ``dupbert.checks.notebook_parameters``; the message names every bad parameter, its
+    value and the forms that work (``papermill -p``, ``-y``, ``-f``).
+    """
+
+
+class ConfigurationNotAvailable(DupbertError, ValueError):
+    """A duplication configuration named for a model that does not have it (e.g. ``copy first 3``
+    for a model with 2 blocks); the message lists the configurations that model has."""

@@ -130,14 +130,19 @@ def default_tasks(model: str) -> list[str]:
 def configuration_specs(model: str) -> dict[str, dict]:
     """``dupbert.duplicate.finetune_variants`` of ``model`` (``{name: spec}``, with each
     configuration's ``reference`` and ``role``), from its config alone (the model is built on the
-    meta device: no weights are loaded)."""
+    meta device: no weights are loaded).
+
+    Raises:
+        ModelNotAvailable: ``model`` cannot be loaded, with the message of ``dupbert.load_mlm``
+            (``dupbert.checks.load_config``), never a raw transformers ``OSError``.
+    """
     import torch
     import transformers
 
+    from .checks import load_config
     from .duplicate import finetune_variants
-    from .models import resolve_model_path
 
-    config = transformers.AutoConfig.from_pretrained(resolve_model_path(model))
+    config = load_config(model)
     with torch.device("meta"):
         skeleton = transformers.AutoModel.from_config(config)
     return finetune_variants(skeleton)
