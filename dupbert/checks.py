@@ -328,13 +328,6 @@ def check_configurations(models: Sequence[str], duplications: str | Sequence[str
     depth = {model: _depth(model) for model in models}
     listing = "; ".join(f"{model} ({depth[model]} blocks): {', '.join(names)}"
                         for model, names in have.items())
-    unknown = [name for name in wanted if not any(name in names for names in have.values())]
-    if unknown:
-        raise ConfigurationNotAvailable(
-            f"duplication configuration{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(map(repr, unknown))} {'are' if len(unknown) > 1 else 'is'} not a "
-            f"configuration of {'any model named' if len(models) > 1 else 'this model'}; "
-            f"configurations: {listing}")
     lacking = {model: [name for name in wanted if name not in names] for model, names in have.items()}
     lacking = {model: names for model, names in lacking.items() if names}
     if strict and lacking:
@@ -342,6 +335,13 @@ def check_configurations(models: Sequence[str], duplications: str | Sequence[str
             "; ".join(f"{model} ({depth[model]} blocks) has no configuration "
                       f"{', '.join(map(repr, names))}" for model, names in lacking.items())
             + f"; configurations: {listing}")
+    unknown = [name for name in wanted if not any(name in names for names in have.values())]
+    if unknown:
+        raise ConfigurationNotAvailable(
+            f"duplication configuration{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))} {'are' if len(unknown) > 1 else 'is'} not a "
+            f"configuration of {'any model named' if len(models) > 1 else models[0]}; "
+            f"configurations: {listing}")
     chosen = {model: [name for name in wanted if name in names] for model, names in have.items()}
     empty = [model for model, names in chosen.items() if not names]
     if empty:

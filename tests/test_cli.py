@@ -3,8 +3,12 @@
 import pandas as pd
 import pytest
 
+from pathlib import Path
+
 from dupbert.cli import main
 from dupbert.zoo import ZOO
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -21,6 +25,18 @@ def test_zoo_lists_every_entry(capsys):
     out = capsys.readouterr().out
     for name, entry in ZOO.items():
         assert name in out and f"{entry.package}=={entry.version}" in out
+    # the columns line up: each starts at the same offset on every line (it did not, issue 11)
+    lines = out.splitlines()
+    for column in (1, 2):  # package==version, then "MLM head" / "encoder only"
+        starts = {_column_start(line, column) for line in lines}
+        assert len(starts) == 1, (column, starts)
+
+
+def _column_start(line, column):
+    """Where the column-th column (0-based) of a line of `dupbert zoo` starts."""
+    import re
+
+    return [m.start() for m in re.finditer(r"(?<=  )\S", line)][column - 1]
 
 
 def test_probe_writes_the_table(tmp_path, fresh_results_cache, capsys):
@@ -56,6 +72,7 @@ def test_finetune_shards_resume_and_merge(tmp_path, monkeypatch, shared_data_dir
     for index, path in enumerate(shards):
         assert main(_tiny_finetune_args(path, *duplications, "--seed", "3",
                                         "--shard", f"{index}/2")) == 0
+        assert "Loading weights" not in capsys.readouterr().err  # no progress bars (issue 11)
     rows = [ResultsFile(path).rows() for path in shards]
     assert [len(r) for r in rows] == [1, 1]
     assert {r[0]["duplication"] for r in rows} == {"baseline", "copy first 1"}
@@ -74,13 +91,89 @@ def test_finetune_shards_resume_and_merge(tmp_path, monkeypatch, shared_data_dir
                                                                              "copy first 1"]
 
 
+ALBERT_OFFLINE = ("dupbert: error: could not load model 'albert-base-v2'.\nTried: zoo names "
+                  "['all-MiniLM-L6-v2', 'antiberty', 'rxnfp-bert', 'rxnmapper-albert', "
+                  "'splade-tiny-en'] (no match); a local folder 'albert-base-v2' (does not exist); "
+                  "the Hugging Face Hub id 'albert-base-v2' (HF_HUB_OFFLINE is set).\n"
+                  "transformers said: We couldn't connect to 'https://huggingface.co' to load the "
+                  "files, and couldn't find them in the cached files.\nFix: use a zoo name, a "
+                  "folder with config.json and weights, or a Hub id on a machine with access to "
+                  "the Hub.\n")
+
+
+def test_finetune_a_model_that_cannot_be_loaded_is_the_probe_message(tmp_path, capsys):
+    results = tmp_path / "r.jsonl"
+    # rc was 1 with a transformers traceback
+    assert main(["finetune", "--model", "albert-base-v2", "--task", "sst2",
+                 "--results", str(results)]) == 2
+    assert capsys.readouterr().err == ALBERT_OFFLINE
+    assert main(["probe", "--model", "albert-base-v2"]) == 2
+    assert capsys.readouterr().err == ALBERT_OFFLINE
+    assert not results.exists()
+
+
+def test_a_profile_with_a_misspelled_model(tmp_path, monkeypatch, zoo_cache, capsys):
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    profile = tmp_path / "rq3.yaml"
+    profile.write_text("models: [rxnmapper-albret]\nresults_path: r.jsonl\n")
+    assert main(["finetune", "--profile", str(profile)]) == 2
+    assert capsys.readouterr().err.startswith(
+        "dupbert: error: could not load model 'rxnmapper-albret'.\nTried: zoo names")
+
+
+def test_debug_shows_the_traceback(monkeypatch):
+    from dupbert.errors import ModelNotAvailable
+
+    monkeypatch.setenv("DUPBERT_DEBUG", "1")
+    with pytest.raises(ModelNotAvailable):
+        main(["probe", "--model", "albert-base-v2"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["probe", "--model", "rxnmapper-albert", "--device", "cuda"],
+    ["finetune", "--model", "rxnmapper-albert", "--task", "uspto50k", "--device", "cuda",
+     "--results", "never-written.jsonl"],
+    ["finetune", "--profile", "notebooks/params/gpu/rq3.yaml"],  # its device is cuda
+    ["rerun", "results/cpu/rq3.jsonl", "some-key", "--device", "cuda"],
+])
+def test_a_device_that_is_not_there_fails_at_once(argv, monkeypatch, zoo_cache, capsys):
+    import torch
+
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dupbert: error: ") and err.count("\n") <= 2
+    assert ("device 'cuda' is not available: torch " + torch.__version__ + " reports "
+            "torch.cuda.is_available() = False (this torch was built without CUDA); available "
+            "devices: cpu.") in err
+    assert not (REPO / "never-written.jsonl").exists()
+
+
+def test_finetune_a_configuration_a_two_block_model_does_not_have(tmp_path, monkeypatch,
+                                                                   zoo_cache, capsys):
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    results = tmp_path / "r.jsonl"
+    assert main(["finetune", "--model", "splade-tiny-en", "--task", "sst2", "--duplication",
+                 "baseline", "--duplication", "copy first 3", "--results", str(results)]) == 2
+    assert capsys.readouterr().err == (
+        "dupbert: error: splade-tiny-en (2 blocks) has no configuration 'copy first 3'; "
+        "configurations: splade-tiny-en (2 blocks): baseline, copy first 1, copy first 2, "
+        "copy middle, copy last, depth control\n")
+    assert not results.exists()
+
+
 def test_finetune_bad_configuration_is_one_clear_line(tmp_path, monkeypatch, shared_data_dir,
                                                       zoo_cache, capsys):
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
     monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
     results = tmp_path / "r.jsonl"
     assert main(_tiny_finetune_args(results, "--duplication", "copy everything")) == 2
-    assert "unknown duplication 'copy everything'" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith(
+        "dupbert: error: rxnmapper-albert (12 blocks) has no configuration 'copy everything'; "
+        "configurations: rxnmapper-albert (12 blocks): baseline, copy first 1,")
     assert not results.exists()
 
 

@@ -1,0 +1,302 @@
+"""Issue 11: every entry point checks its inputs up front and fails with one clear message.
+
+Each test uses an input that failed before (raw OSError, an AssertionError after 20-35 s, a
+half-parsed list) and asserts the message or value that comes now.
+"""
+
+import http.server
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from dupbert import checks
+from dupbert.errors import (ConfigurationNotAvailable, DeviceNotAvailable, MLMHeadMissing,
+                            ModelNotAvailable, ParameterError)
+
+REPO = Path(__file__).resolve().parents[1]
+
+ALBERT_OFFLINE = (
+    "could not load model 'albert-base-v2'.\n"
+    "Tried: zoo names ['all-MiniLM-L6-v2', 'antiberty', 'rxnfp-bert', 'rxnmapper-albert', "
+    "'splade-tiny-en'] (no match); a local folder 'albert-base-v2' (does not exist); the Hugging "
+    "Face Hub id 'albert-base-v2' (HF_HUB_OFFLINE is set).\n"
+    "transformers said: We couldn't connect to 'https://huggingface.co' to load the files, and "
+    "couldn't find them in the cached files.\n"
+    "Fix: use a zoo name, a folder with config.json and weights, or a Hub id on a machine with "
+    "access to the Hub.")
+
+
+@pytest.fixture
+def zoo_env(monkeypatch, zoo_cache, shared_data_dir):
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+
+
+# -- 1. a model that cannot be loaded ------------------------------------------------------------
+
+
+def test_load_config_gives_the_message_of_the_loader():
+    with pytest.raises(ModelNotAvailable) as from_checks:
+        checks.load_config("albert-base-v2")
+    assert str(from_checks.value) == ALBERT_OFFLINE
+    from dupbert import load_mlm
+
+    with pytest.raises(ModelNotAvailable) as from_loader:
+        load_mlm("albert-base-v2")
+    assert str(from_loader.value) == str(from_checks.value)  # one wording for both
+
+
+def test_the_sweep_planner_raises_the_loader_message_not_an_oserror(zoo_env):
+    from dupbert import profiles
+
+    # papermill notebooks/rq3.ipynb out.ipynb -p model albert-base-v2 (the mission's command)
+    with pytest.raises(ModelNotAvailable) as error:
+        profiles.plan_sweep({"model": "albert-base-v2", "models": ["rxnmapper-albert"]})
+    assert str(error.value) == ALBERT_OFFLINE
+    # a misspelled zoo name
+    with pytest.raises(ModelNotAvailable, match=r"^could not load model 'rxnmapper-albret'\.\n"):
+        profiles.plan_sweep({"models": ["rxnmapper-albret"]})
+
+
+def test_an_encoder_only_zoo_model_is_refused_where_the_mlm_head_is_needed(zoo_env):
+    with pytest.raises(MLMHeadMissing, match=r"^zoo model 'all-MiniLM-L6-v2' has no MLM head"):
+        checks.check_model("all-MiniLM-L6-v2", mlm_head=True)
+    assert checks.check_model("all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
+
+
+@pytest.fixture
+def hub_env(monkeypatch):
+    """No HF_HUB_OFFLINE; whatever the check switches is put back afterwards."""
+    import huggingface_hub.constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE",
+                        huggingface_hub.constants.HF_HUB_OFFLINE)
+    checks._hub_answers.cache_clear()
+    yield monkeypatch
+    checks._hub_answers.cache_clear()
+
+
+def test_an_unreachable_hub_switches_the_process_offline_at_once(hub_env):
+    import os
+
+    import huggingface_hub.constants
+
+    hub_env.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: no answer
+    with pytest.raises(ModelNotAvailable) as error:
+        checks.load_config("albert-base-v2")
+    assert "(the Hub did not answer within 3 s, so this process runs offline).\n" in str(error.value)
+    assert os.environ["HF_HUB_OFFLINE"] == "1" and huggingface_hub.constants.HF_HUB_OFFLINE is True
+
+
+def test_a_hub_that_answers_leaves_the_process_online(hub_env):
+    import os
+
+    class Head(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802 (http.server's name)
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Head)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        hub_env.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+        assert checks.hub_or_offline() == "reachable"
+        assert "HF_HUB_OFFLINE" not in os.environ
+    finally:
+        server.shutdown()
+    hub_env.setenv("HF_HUB_OFFLINE", "1")
+    assert checks.hub_or_offline() == "offline"
+
+
+# -- 2. a device that is not there ---------------------------------------------------------------
+
+
+def test_cuda_without_cuda_names_the_device_what_torch_says_and_what_there_is(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(DeviceNotAvailable) as error:
+        checks.check_device("cuda")
+    assert str(error.value) == (
+        f"device 'cuda' is not available: torch {torch.__version__} reports "
+        "torch.cuda.is_available() = False (this torch was built without CUDA); available "
+        "devices: cpu. Use device 'cpu' (papermill -p device cpu, dupbert --device cpu) or run on "
+        "a machine with a GPU.")
+    assert checks.check_device("cpu") == "cpu"
+
+
+def test_a_gpu_index_beyond_the_gpus_there_are(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(DeviceNotAvailable) as error:
+        checks.check_device("cuda:1")
+    assert str(error.value) == (
+        f"device 'cuda:1' is not available: torch {torch.__version__} reports "
+        "torch.cuda.device_count() = 1; available devices: cpu, cuda:0")
+    assert checks.check_device("cuda:0") == "cuda:0"
+
+
+def test_a_device_torch_does_not_know():
+    with pytest.raises(DeviceNotAvailable, match=r"^device 'gpu' is not a device torch knows .*"
+                                                 r"devices look like cpu, cuda, cuda:1, mps; "
+                                                 r"available devices: cpu"):
+        checks.check_device("gpu")
+
+
+# -- 3. parameter values as people type them -----------------------------------------------------
+
+TASKS = {"tasks": checks.NOTEBOOK_PARAMETERS["rq3"]["tasks"]}
+
+
+@pytest.mark.parametrize("typed, used", [
+    ('["snli"]', ["snli"]),  # papermill -p tasks '["snli"]' (half parsed before: 'unknown task')
+    ('["snli", "sst2"]', ["snli", "sst2"]),
+    ("[snli, sst2]", ["snli", "sst2"]),  # YAML flow list in -p
+    ("snli,sst2", ["snli", "sst2"]),
+    ("snli", ["snli"]),
+    (["snli"], ["snli"]),  # -y 'tasks: [snli]' / -f file.yaml
+    (None, None), ("None", None), ("", None),  # -p tasks None, -r tasks None, -p tasks ""
+])
+def test_list_forms_papermill_users_type(typed, used):
+    assert checks.notebook_parameters(TASKS, {"tasks": typed}, show=False) == {"tasks": used}
+
+
+def test_a_json_list_in_p_is_read_as_the_notebook_reads_it(zoo_env, capsys):
+    values = {**_defaults("rq3"), "tasks": '["uspto50k"]', "seeds": "[0, 1]",
+              "max_train_samples": "{uspto50k: 32}"}
+    used = checks.notebook_parameters("rq3", values)
+    assert used["tasks"] == ["uspto50k"] and used["seeds"] == [0, 1]
+    assert used["max_train_samples"] == {"uspto50k": 32}
+    out = capsys.readouterr().out
+    assert out.startswith("parameters used:\n  models = ['rxnmapper-albert']\n")
+    assert "  tasks = ['uspto50k']\n" in out
+
+
+def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():
+    spec = {"seeds": checks.NOTEBOOK_PARAMETERS["rq3"]["seeds"], **TASKS,
+            "max_train_samples": checks.NOTEBOOK_PARAMETERS["rq3"]["max_train_samples"]}
+    with pytest.raises(ParameterError) as error:
+        checks.notebook_parameters(spec, {"seeds": "0 1 2", "tasks": '["snli", "sst-2"]',
+                                          "max_train_samples": {"snl": 32}}, show=False)
+    assert str(error.value) == (
+        "3 parameters cannot be used:\n"
+        "  seeds = '0 1 2': '0 1 2' is not an integer. Forms that work: -p seeds 0,1,2; "
+        "-p seeds '[0, 1, 2]'; -y 'seeds: [0, 1, 2]'\n"
+        "  tasks = '[\"snli\", \"sst-2\"]': unknown task 'sst-2'; tasks are sst2, snli, squad2, "
+        "uspto50k. Forms that work: -p tasks a,b; -p tasks '[\"a\", \"b\"]'; -y 'tasks: [a, b]'; "
+        "-p tasks None\n"
+        "  max_train_samples = {'snl': 32}: unknown task 'snl' as a key; tasks are sst2, snli, "
+        "squad2, uspto50k. Forms that work: -p max_train_samples 32; "
+        "-y 'max_train_samples: {snli: 32, sst2: 64}'; -p max_train_samples None")
+
+
+@pytest.mark.parametrize("notebook, name, typed, used", [
+    ("rq1", "duplications", "{first copied: [0, 0, 1]}", {"first copied": [0, 0, 1]}),
+    ("rq1", "duplications", "standard", "standard"),
+    ("rq1", "duplications", "None", None),
+    ("rq2", "duplications", "default", "default"),
+    ("rq2", "reconstruction", "probe", "probe"),
+    ("rq2", "corpus", "", None),
+    ("rq2", "max_tokens", "1000", 1000),
+    ("rq3", "epochs", "{snli: 3, sst2: 2}", {"snli": 3.0, "sst2": 2.0}),
+    ("rq3", "learning_rate", {"uspto50k": {"rxnfp-bert": "1e-4"}}, {"uspto50k": {"rxnfp-bert": 1e-4}}),
+    ("rq3", "group_by_length", "false", False),
+    ("rq3", "duplications", "all", "all"),
+    ("rq3", "duplications", '["baseline", "copy first 3"]', ["baseline", "copy first 3"]),
+    ("rq3", "seeds", 3, [3]),
+    ("rq5", "outputs_dirs", "a,b", ["a", "b"]),
+    ("rq5", "ensemble_size", "None", None),
+    ("glance", "results_paths", "results/cpu/rq3.jsonl", ["results/cpu/rq3.jsonl"]),
+])
+def test_every_kind_of_notebook_parameter(notebook, name, typed, used):
+    spec = {name: checks.NOTEBOOK_PARAMETERS[notebook][name]}
+    assert checks.notebook_parameters(spec, {name: typed}, show=False) == {name: used}
+
+
+def test_a_misspelled_choice_lists_the_choices():
+    spec = {"duplications": checks.NOTEBOOK_PARAMETERS["rq2"]["duplications"]}
+    with pytest.raises(ParameterError) as error:
+        checks.notebook_parameters(spec, {"duplications": "standrd"}, show=False)
+    assert str(error.value) == (
+        "1 parameter cannot be used:\n  duplications = 'standrd': 'standrd' is not one of "
+        "'default', 'standard', None or a mapping {label: [block, ...]}. Forms that work: "
+        "-y 'duplications: {LABEL: [0, 0, 1, 2]}'; -p duplications default; "
+        "-p duplications standard; -p duplications None")
+
+
+def _parameters_cell(notebook):
+    """The defaults of a notebook's parameters cell, as papermill would run them."""
+    import json
+
+    cells = json.loads((REPO / "notebooks" / f"{notebook}.ipynb").read_text())["cells"]
+    source = next("".join(c["source"]) for c in cells
+                  if "parameters" in c.get("metadata", {}).get("tags", []))
+    values = {}
+    exec(source, {}, values)  # noqa: S102 (the repository's own notebook)
+    return values
+
+
+def _defaults(notebook):
+    return _parameters_cell(notebook)
+
+
+@pytest.mark.parametrize("notebook", ["rq1", "rq2", "rq3", "rq4", "rq5", "glance"])
+def test_the_checks_know_every_parameter_of_every_notebook(notebook):
+    assert list(_parameters_cell(notebook)) == list(checks.NOTEBOOK_PARAMETERS[notebook])
+
+
+def test_task_names_are_the_tasks():
+    from dupbert.tasks import TASKS as ALL
+
+    assert checks.TASK_NAMES == tuple(ALL)
+
+
+@pytest.mark.parametrize("notebook", ["rq2", "rq4", "glance"])
+def test_notebooks_validate_their_parameters_first(notebook):
+    """The first code cell after the parameters cell is the check (before any heavy import)."""
+    import json
+
+    cells = json.loads((REPO / "notebooks" / f"{notebook}.ipynb").read_text())["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    at = next(i for i, c in enumerate(code) if "parameters" in c["metadata"].get("tags", []))
+    assert f'notebook_parameters("{notebook}", globals())' in "".join(code[at + 1]["source"])
+
+
+# -- 5. configurations that do not apply ---------------------------------------------------------
+
+
+def test_a_configuration_the_model_is_too_shallow_for(zoo_env):
+    with pytest.raises(ConfigurationNotAvailable) as error:
+        checks.check_configurations(["splade-tiny-en"], ["baseline", "copy first 3"], strict=True)
+    assert str(error.value) == (
+        "splade-tiny-en (2 blocks) has no configuration 'copy first 3'; configurations: "
+        "splade-tiny-en (2 blocks): baseline, copy first 1, copy first 2, copy middle, copy last, "
+        "depth control")
+    # the planner's rule: a name one model has is skipped for the others
+    assert checks.check_configurations(["splade-tiny-en", "rxnmapper-albert"],
+                                       ["baseline", "copy first 3"]) == {
+        "splade-tiny-en": ["baseline"], "rxnmapper-albert": ["baseline", "copy first 3"]}
+    with pytest.raises(ConfigurationNotAvailable, match=r"^splade-tiny-en has none of the "
+                                                        r"configurations named \(copy first 3\)"):
+        checks.check_configurations(["splade-tiny-en", "rxnmapper-albert"], ["copy first 3"])
+    with pytest.raises(ConfigurationNotAvailable, match=r"^duplication configuration 'copy frist 3' "
+                                                        r"is not a configuration of any model"):
+        checks.check_configurations(["splade-tiny-en", "rxnmapper-albert"], ["copy frist 3"])
+
+
+def test_the_planner_names_what_a_shallow_model_skips(zoo_env):
+    from dupbert import profiles
+
+    plan, notes = profiles.plan_sweep({"models": ["splade-tiny-en"], "tasks": ["sst2"],
+                                       "duplications": ["baseline", "copy first 3"]})
+    assert [entry.duplications for entry in plan] == [("baseline",)]
+    assert notes == ["splade-tiny-en: skipping copy first 3 (not a configuration of this model; it "
+                     "has baseline, copy first 1, copy first 2, copy middle, copy last, depth "
+                     "control)"]
