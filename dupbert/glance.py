@@ -135,31 +135,55 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
     return rows
 
 
-def rq2_row(spearman: pd.DataFrame, measure: str = "cka_to_last") -> dict:
+def rq2_row(spearman: pd.DataFrame, measure: str | None = None) -> dict:
     """The RQ2 claim from the RQ2 chapter's Spearman table (``model, similarity, rho, p_value,
-    n_layers``; one row per model and similarity measure).
+    n_layers`` and, from the chapter since issue 11, ``rho_given_depth, p_value_given_depth``;
+    one row per model and similarity measure).
 
-    Rule: the layers' similarity explains the decoding when, for every model with a pretrained
-    head, the Spearman correlation between the CKA of each hidden state with the last one and its
-    RQ1 top-1 is positive with p < 0.05 (``reproduced``); ``refuted`` when it is negative with
-    p < 0.05 for some model; ``undecided`` otherwise. Hidden states of one model are not
-    independent samples: the p-values are descriptive, and so is the verdict.
+    The measure is the *debiased* linear CKA of each hidden state with the last one
+    (``cka_debiased_to_last``; the biased form sits near ``d / (N + d)`` even for unrelated
+    layers), or ``cka_to_last`` in tables written before it existed. The correlation is the
+    partial Spearman correlation with RQ1's top-1 *controlling for depth* where the table has it:
+    CKA to the last layer and top-1 both tend to rise with depth, so the plain rho can be depth
+    alone (for rxnmapper-albert rho with CKA equals rho with depth).
+
+    Rule: ``reproduced`` when, for every model with a pretrained head, the correlation is
+    positive with p < 0.05; ``refuted`` when it is negative with p < 0.05 for some model;
+    ``undecided`` otherwise, including a model whose CKA or top-1 is a monotone function of depth
+    (no partial correlation: the data cannot tell CKA from depth). Hidden states of one model are
+    not independent samples: the p-values are descriptive, and so is the verdict.
     """
+    if measure is None:
+        measure = ("cka_debiased_to_last"
+                   if (spearman["similarity"] == "cka_debiased_to_last").any() else "cka_to_last")
+    partial = "rho_given_depth" in spearman.columns
     rows = spearman[(spearman["similarity"] == measure)
                     & ~spearman["model"].astype(str).str.split(" ").str[0].isin(NOT_PRETRAINED_HEADS)]
     rows = rows[rows["rho"].notna()]
-    texts = [f"{r.model}: rho {r.rho:+.2f} (p {r.p_value:.2g}, {int(r.n_layers)} hidden states)"
-             for r in rows.itertuples()]
+    rho, p = ("rho_given_depth", "p_value_given_depth") if partial else ("rho", "p_value")
+
+    def text(r) -> str:
+        plain = f"{r.model}: rho {r.rho:+.2f} (p {r.p_value:.2g}, {int(r.n_layers)} hidden states)"
+        if not partial:
+            return plain
+        given = getattr(r, rho)
+        return plain + (", given depth: none (monotone in depth)" if pd.isna(given) else
+                        f", given depth {given:+.2f} (p {getattr(r, p):.2g})")
+
+    texts = [text(r) for r in rows.itertuples()]
+    decided = rows[rows[rho].notna()]
     if rows.empty:
         verdict = "not testable here"
-    elif ((rows["rho"] < 0) & (rows["p_value"] < 0.05)).any():
+    elif ((decided[rho] < 0) & (decided[p] < 0.05)).any():
         verdict = "refuted"
-    elif ((rows["rho"] > 0) & (rows["p_value"] < 0.05)).all():
+    elif len(decided) == len(rows) and ((decided[rho] > 0) & (decided[p] < 0.05)).all():
         verdict = "reproduced"
     else:
         verdict = "undecided"
-    rule = ("Spearman rho(CKA with the last hidden state, RQ1 top-1) > 0 with p < 0.05 for every "
-            "model -> reproduced; < 0 with p < 0.05 for some model -> refuted")
+    name = "debiased CKA" if measure == "cka_debiased_to_last" else "CKA"
+    statistic = "partial Spearman rho given depth" if partial else "Spearman rho"
+    rule = (f"{statistic}({name} with the last hidden state, RQ1 top-1) > 0 with p < 0.05 for "
+            f"every model -> reproduced; < 0 with p < 0.05 for some model -> refuted")
     return _row("rq2-layers-distributed-similarly", "; ".join(texts) or "no correlations", verdict, rule)
 
 

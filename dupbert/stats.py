@@ -13,10 +13,16 @@ every layer:
   (:func:`cosine_across_layers`);
 - linear centred kernel alignment between layers (:func:`linear_cka`, :func:`cka_matrix`;
   Kornblith, Norouzi, Lee & Hinton 2019, "Similarity of neural network representations
-  revisited", ICML), invariant to orthogonal transforms and isotropic scaling;
+  revisited", ICML), invariant to orthogonal transforms and isotropic scaling, in its usual
+  (biased) form and *debiased* (``debiased=True``: the unbiased HSIC estimator of Song et al.
+  2012, as in Nguyen, Raghu & Kornblith 2021): the biased form is about ``d / (N + d)`` for
+  unrelated representations of ``N`` tokens in ``d`` dimensions (0.20 at N = 1000, d = 256),
+  the debiased one about 0;
 - a distance between the per-dimension value distributions of a layer and the last one
   (:func:`distribution_distance`, 1-D Wasserstein), raw and after standardising each layer;
-- their rank correlation with RQ1's reconstruction accuracy (:func:`relate_to_reconstruction`).
+- their rank correlation with RQ1's reconstruction accuracy (:func:`relate_to_reconstruction`),
+  also partial on depth (a similarity that falls with depth correlates with anything else that
+  does).
 
 Indices follow the project glossary: hidden state ``l = 0`` is the embedding output (for ALBERT
 after the 128 -> H projection), ``l = 1..L`` the output of block ``l - 1``.
@@ -41,7 +47,8 @@ from .results import cached_frame
 
 __all__ = [
     "collect_hidden_states", "layer_statistics", "cosine_across_layers", "linear_cka",
-    "cka_matrix", "distribution_distance", "relate_to_reconstruction", "similarity_duplication",
+    "cka_matrix", "distribution_distance", "relate_to_reconstruction", "partial_spearman",
+    "similarity_duplication",
     "sampled_reconstruction",
     "layer_similarity_report", "SimilarityReport", "STATISTICS_COLUMNS",
 ]
@@ -293,7 +300,26 @@ def _centred(x) -> torch.Tensor:
     return x - x.mean(dim=0, keepdim=True)
 
 
-def linear_cka(x, y) -> float:
+def _debiased_hsic_terms(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For centred ``x`` ``[N, d]``: the diagonal of ``K = x xᵀ`` and ``K̃ 1`` (``K`` with its
+    diagonal set to 0, times the ones vector), both ``[N]``, without forming ``K``."""
+    diagonal = x.square().sum(dim=1)
+    return diagonal, x @ x.sum(dim=0) - diagonal
+
+
+def _debiased_hsic(x: torch.Tensor, y: torch.Tensor, tx=None, ty=None) -> float:
+    """The unbiased HSIC estimator of Song et al. (2012, eq. 5) for the linear kernels of
+    ``x`` ``[N, d1]`` and ``y`` ``[N, d2]`` (N >= 4), in feature space:
+    ``[tr(K̃L̃) + 1ᵀK̃1 1ᵀL̃1 / ((N-1)(N-2)) - 2/(N-2) 1ᵀK̃L̃1] / (N(N-3))``."""
+    n = x.shape[0]
+    dx, kx = tx if tx is not None else _debiased_hsic_terms(x)
+    dy, ky = ty if ty is not None else _debiased_hsic_terms(y)
+    trace = torch.linalg.matrix_norm(y.T @ x).square() - (dx * dy).sum()
+    value = trace + kx.sum() * ky.sum() / ((n - 1) * (n - 2)) - 2 / (n - 2) * (kx * ky).sum()
+    return float(value / (n * (n - 3)))
+
+
+def linear_cka(x, y, debiased: bool = False) -> float:
     """Linear centred kernel alignment between two representations of the same tokens.
 
     Kornblith et al. (2019), eq. 5, in its feature-space form: with the columns of ``x``
@@ -304,43 +330,72 @@ def linear_cka(x, y) -> float:
     orthogonal transforms and isotropic scaling of either input, not to arbitrary invertible
     linear maps.
 
+    This (biased) estimator is far from 0 for unrelated representations: about ``d / (N + d)``
+    (0.20 for independent Gaussians with N = 1000, d = 256; 0.80 at N = 64). ``debiased=True``
+    replaces each HSIC by the unbiased estimator of Song et al. (2012) (the "debiased CKA" of
+    Nguyen, Raghu & Kornblith 2021, ICLR), whose expectation for unrelated representations is
+    about 0 (it can be slightly negative); for related ones the two agree as N grows.
+
     Args:
         x, y: tensors or arrays ``[N, d1]`` and ``[N, d2]``, rows = the same N tokens.
+        debiased: the debiased estimator (needs N >= 4).
 
     Returns:
-        A float in [0, 1]; 1 for identical representations (up to rotation and scale).
+        A float; biased: in [0, 1], 1 for identical representations (up to rotation and scale);
+        debiased: 1 for identical ones, about 0 for unrelated ones, may be slightly below 0.
 
     Raises:
-        ValueError: not 2-D, different numbers of rows, fewer than 2 rows, or an input whose
-            columns are all constant (CKA is undefined).
+        ValueError: not 2-D, different numbers of rows, fewer than 2 rows (4 debiased), or an
+            input whose columns are all constant (CKA is undefined).
     """
     x, y = _centred(x), _centred(y)
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"x and y must hold the same tokens (rows): {x.shape[0]} != {y.shape[0]}")
+    if debiased:
+        if x.shape[0] < 4:
+            raise ValueError(f"debiased CKA needs at least 4 tokens (rows), got {x.shape[0]}")
+        xx, yy = _debiased_hsic(x, x), _debiased_hsic(y, y)
+        if xx <= 0 or yy <= 0:
+            raise ValueError("CKA is undefined for an input whose columns are all constant")
+        return _debiased_hsic(x, y) / float(np.sqrt(xx * yy))
     xx, yy = torch.linalg.matrix_norm(x.T @ x), torch.linalg.matrix_norm(y.T @ y)
     if xx == 0 or yy == 0:
         raise ValueError("CKA is undefined for an input whose columns are all constant")
     return float(torch.linalg.matrix_norm(y.T @ x).square() / (xx * yy))
 
 
-def cka_matrix(states) -> pd.DataFrame:
+def cka_matrix(states, debiased: bool = False) -> pd.DataFrame:
     """Linear CKA (:func:`linear_cka`, Kornblith et al. 2019) between every pair of hidden states.
 
     Args:
         states: ``[L+1, N, H]``; the same tokens in every layer.
+        debiased: the debiased estimator (:func:`linear_cka`; needs N >= 4).
 
     Returns:
-        ``[L+1, L+1]`` frame, index ``layer`` and columns ``other_layer``, values in [0, 1],
-        symmetric with a diagonal of 1 (a constant layer gives NaN).
+        ``[L+1, L+1]`` frame, index ``layer`` and columns ``other_layer``, symmetric with a
+        diagonal of 1 (a constant layer gives NaN); values in [0, 1] (debiased: about 0 for
+        unrelated layers, possibly slightly negative).
 
     Raises:
-        ValueError: ``states`` is not 3-D, is empty, or has fewer than 2 tokens.
+        ValueError: ``states`` is not 3-D, is empty, or has fewer than 2 tokens (4 debiased).
     """
     states = _check_states(states)
     if states.shape[1] < 2:
         raise ValueError(f"CKA needs at least 2 tokens, got {states.shape[1]}")
     centred = states - states.mean(dim=1, keepdim=True)
     n_states = centred.shape[0]
+    if debiased:
+        if states.shape[1] < 4:
+            raise ValueError(f"debiased CKA needs at least 4 tokens, got {states.shape[1]}")
+        terms = [_debiased_hsic_terms(c) for c in centred]
+        self_hsic = [_debiased_hsic(c, c, t, t) for c, t in zip(centred, terms)]
+        matrix = np.full((n_states, n_states), np.nan)
+        for a in range(n_states):
+            for b in range(a, n_states):
+                if self_hsic[a] > 0 and self_hsic[b] > 0:
+                    value = _debiased_hsic(centred[a], centred[b], terms[a], terms[b])
+                    matrix[a, b] = matrix[b, a] = value / np.sqrt(self_hsic[a] * self_hsic[b])
+        return _square_frame(matrix)
     self_norm = [torch.linalg.matrix_norm(c.T @ c).item() for c in centred]
     matrix = np.full((n_states, n_states), np.nan)
     for a in range(n_states):
@@ -426,10 +481,17 @@ def relate_to_reconstruction(similarity_to_last, probe_frame: pd.DataFrame,
     Returns:
         ``(frame, correlations)``: the frame has one row per hidden state present in both
         inputs, ``layer``, the similarity columns and ``metric``; ``correlations`` maps each
-        similarity column to ``{"rho", "p_value", "n_layers"}`` from ``scipy.stats.spearmanr``
+        similarity column to ``{"rho", "p_value", "n_layers", "rho_given_depth",
+        "p_value_given_depth"}``: ``rho``/``p_value`` from ``scipy.stats.spearmanr``
         (two-sided p-value; NaN when fewer than 3 hidden states are used or either side is
-        constant: a rank correlation of 2 points is always +-1). Hidden states of one
-        model are not independent samples: read the p-value as descriptive.
+        constant: a rank correlation of 2 points is always +-1), and the partial Spearman
+        correlation controlling for depth (the hidden state's index; :func:`partial_spearman`):
+        a similarity that falls with depth correlates with any accuracy that falls with depth,
+        so only ``rho_given_depth`` says whether it tracks the accuracy beyond depth (NaN with
+        fewer than 4 hidden states, or when the similarity or the accuracy is a monotone
+        function of depth: then depth and similarity cannot be told apart on these data).
+        Hidden states of one model are not independent samples: read the p-values as
+        descriptive.
 
     Raises:
         ValueError: ``probe_frame`` lacks ``layer``/``metric``, holds more than one row per
@@ -463,8 +525,41 @@ def relate_to_reconstruction(similarity_to_last, probe_frame: pd.DataFrame,
         else:
             result = scipy.stats.spearmanr(used[column], used[metric])
             rho, p_value = float(result.statistic), float(result.pvalue)
-        correlations[column] = {"rho": rho, "p_value": p_value, "n_layers": len(used)}
+        partial, p_partial = partial_spearman(used[column], used[metric], used["layer"])
+        correlations[column] = {"rho": rho, "p_value": p_value, "n_layers": len(used),
+                                "rho_given_depth": partial, "p_value_given_depth": p_partial}
     return frame, correlations
+
+
+def partial_spearman(x, y, z) -> tuple[float, float]:
+    """Spearman's partial rank correlation of ``x`` and ``y`` controlling for ``z``.
+
+    The Pearson correlations of the ranks, ``r = (r_xy - r_xz r_yz) / sqrt((1 - r_xz²)(1 -
+    r_yz²))``, with the two-sided p-value of ``t = r sqrt((n - 3) / (1 - r²))`` on ``n - 3``
+    degrees of freedom (one controlled variable).
+
+    Args:
+        x, y, z: sequences of equal length ``n``.
+
+    Returns:
+        ``(rho, p_value)``; both NaN when ``n < 4``, a variable is constant, or ``x`` or ``y`` is
+        a monotone function of ``z`` (``|r_xz| = 1`` or ``|r_yz| = 1``: nothing is left once
+        ``z`` is controlled for).
+    """
+    ranks = [scipy.stats.rankdata(np.asarray(v, dtype=float)) for v in (x, y, z)]
+    n = len(ranks[0])
+    if n < 4 or any(np.ptp(r) == 0 for r in ranks):
+        return float("nan"), float("nan")
+    r = np.corrcoef(ranks)
+    r_xy, r_xz, r_yz = r[0, 1], r[0, 2], r[1, 2]
+    denominator = (1 - r_xz ** 2) * (1 - r_yz ** 2)
+    if denominator <= 1e-12:
+        return float("nan"), float("nan")
+    rho = float(np.clip((r_xy - r_xz * r_yz) / np.sqrt(denominator), -1.0, 1.0))
+    if abs(rho) == 1.0:
+        return rho, 0.0
+    t = rho * np.sqrt((n - 3) / (1 - rho ** 2))
+    return rho, float(2 * scipy.stats.t.sf(abs(t), n - 3))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -495,26 +590,31 @@ class SimilarityReport(NamedTuple):
     """One row per (model, duplication, hidden state): statistics, distance, similarity to the
     last hidden state and (optionally) RQ1 accuracy."""
     pairs: pd.DataFrame
-    """One row per (model, duplication, hidden state, other hidden state): ``cka``, ``cosine``."""
+    """One row per (model, duplication, hidden state, other hidden state): ``cka``,
+    ``cka_debiased``, ``cosine``."""
 
 
 # Bump when a change here changes the numbers: cached results are keyed on it.
-STATS_VERSION = 1
+# 2: debiased CKA columns (cka_debiased_to_last, cka_debiased).
+STATS_VERSION = 2
 
 
-def _layer_rows(model, states, cka: pd.DataFrame, cosine: pd.DataFrame) -> pd.DataFrame:
+def _layer_rows(model, states, cka: pd.DataFrame, cka_debiased: pd.DataFrame,
+                cosine: pd.DataFrame) -> pd.DataFrame:
     statistics = layer_statistics(states)
     distance = distribution_distance(states).drop(columns="reference")
     frame = statistics.merge(distance, on="layer")
     frame.insert(1, "source_block", [-1, *block_sources(model)])
     frame.insert(2, "is_copy", [False, *block_is_copy(model)])
     return frame.assign(cka_to_last=cka.iloc[:, -1].to_numpy(),
+                        cka_debiased_to_last=cka_debiased.iloc[:, -1].to_numpy(),
                         cosine_to_last=cosine.iloc[:, -1].to_numpy(), n_tokens=states.shape[1])
 
 
-def _pair_rows(model, states, cka: pd.DataFrame, cosine: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat([cka.stack().rename("cka"), cosine.stack().rename("cosine")],
-                     axis=1).reset_index()
+def _pair_rows(model, states, cka: pd.DataFrame, cka_debiased: pd.DataFrame,
+               cosine: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([cka.stack().rename("cka"), cka_debiased.stack().rename("cka_debiased"),
+                      cosine.stack().rename("cosine")], axis=1).reset_index()
 
 
 def layer_similarity_report(
@@ -560,9 +660,10 @@ def layer_similarity_report(
         ``duplication`` (``"baseline"`` for the model as loaded), ``corpus``, then
         ``STATISTICS_COLUMNS`` with ``source_block`` and ``is_copy`` after ``layer``, the
         :func:`distribution_distance` columns ``w1, w1_relative, w1_standardised``,
-        ``cka_to_last``, ``cosine_to_last``, ``n_tokens`` and, with ``reconstruction``, ``top1``
-        and ``top5`` (RQ1 reconstruction accuracy of the same hidden state). ``pairs``: ``model``,
-        ``duplication``, ``corpus``, ``layer``, ``other_layer``, ``cka``, ``cosine``.
+        ``cka_to_last``, ``cka_debiased_to_last``, ``cosine_to_last``, ``n_tokens`` and, with
+        ``reconstruction``, ``top1`` and ``top5`` (RQ1 reconstruction accuracy of the same hidden
+        state). ``pairs``: ``model``, ``duplication``, ``corpus``, ``layer``, ``other_layer``,
+        ``cka``, ``cka_debiased``, ``cosine``.
 
     Raises:
         ValueError: empty ``model_names``, an unknown ``duplications`` string, a bad order,
@@ -613,6 +714,7 @@ def layer_similarity_report(
                         batch_size=batch_size, max_length=max_length, progress=progress,
                         device=device, return_token_ids=True)
                     memo["args"] = (probed, states, cka_matrix(states),
+                                    cka_matrix(states, debiased=True),
                                     cosine_across_layers(states))
                     memo["accuracy"] = (sampled_reconstruction(probed, states, token_ids)
                                         if reconstruction == "sample" else None)

@@ -10,14 +10,17 @@ import torch
 from dupbert import reconstruction_accuracy
 from dupbert.stats import (STATISTICS_COLUMNS, cka_matrix, collect_hidden_states,
                            cosine_across_layers, distribution_distance, layer_similarity_report,
-                           layer_statistics, linear_cka, relate_to_reconstruction,
-                           sampled_reconstruction, similarity_duplication)
+                           layer_statistics, linear_cka, partial_spearman,
+                           relate_to_reconstruction, sampled_reconstruction,
+                           similarity_duplication)
 
 # Measured once on the first 32 reactions of USPTO-50k test (3,022 counted tokens, all kept with
 # max_tokens=4000), then pinned.
 RXNMAPPER_N_TOKENS = 3022
 RXNMAPPER_CKA_12_1 = 0.5170
 RXNMAPPER_CKA_12_0 = 0.4390
+RXNMAPPER_DEBIASED_CKA_12_1 = 0.5131  # N = 3,022 >> d = 256: the bias is small here
+RXNMAPPER_DEBIASED_CKA_12_0 = 0.4360
 RXNMAPPER_NORM_MEAN_0 = 13.0566
 RXNMAPPER_NORM_MEAN_12 = 12.9325
 RXNMAPPER_COSINE_12_11 = 0.974
@@ -73,6 +76,68 @@ def test_cka_errors_are_clear():
         linear_cka(np.ones((10, 3)), _random(10, 3, 0))
     with pytest.raises(ValueError, match="2-D"):
         linear_cka(np.ones(10), np.ones(10))
+
+
+def _gram_debiased_cka(x, y):
+    """Debiased CKA through N x N Gram matrices: the unbiased HSIC of Song et al. (2012, eq. 5)
+    with linear kernels, as Nguyen, Raghu & Kornblith (2021) use it."""
+    def hsic(k, l):
+        n = k.shape[0]
+        k, l = k.copy(), l.copy()
+        np.fill_diagonal(k, 0)
+        np.fill_diagonal(l, 0)
+        one = np.ones(n)
+        return (np.trace(k @ l) + (one @ k @ one) * (one @ l @ one) / ((n - 1) * (n - 2))
+                - 2 / (n - 2) * (one @ k @ l @ one)) / (n * (n - 3))
+    k, l = x @ x.T, y @ y.T
+    return hsic(k, l) / np.sqrt(hsic(k, k) * hsic(l, l))
+
+
+def test_biased_cka_of_unrelated_representations_is_far_from_zero_debiased_is_not():
+    # the issue's numbers: independent Gaussians, N = 1000 tokens, d = 256 dimensions
+    x, y = _random(1000, 256, 0), _random(1000, 256, 1)
+    assert linear_cka(x, y) == pytest.approx(256 / (1000 + 256), abs=0.01)  # 0.204
+    assert abs(linear_cka(x, y, debiased=True)) < 0.005
+    x, y = _random(64, 256, 2), _random(64, 256, 3)
+    assert linear_cka(x, y) == pytest.approx(0.80, abs=0.02)
+    assert abs(linear_cka(x, y, debiased=True)) < 0.05
+
+
+def test_debiased_cka_equals_its_gram_form_and_keeps_the_invariances():
+    x = _random(50, 7, 4) + 3.0
+    y = x @ _random(7, 5, 5) + _random(50, 5, 6)
+    value = linear_cka(x, y, debiased=True)
+    np.testing.assert_allclose(value, _gram_debiased_cka(x, y), rtol=1e-10)
+    assert 0.3 < value < 1
+    q, _ = np.linalg.qr(_random(7, 7, 7))
+    np.testing.assert_allclose(linear_cka(2.0 * x @ q - 1.0, y, debiased=True), value, atol=1e-10)
+    assert linear_cka(x, x, debiased=True) == pytest.approx(1.0, abs=1e-12)
+    states = np.stack([x, 2 * x, _random(50, 7, 8)])
+    matrix = cka_matrix(states, debiased=True)
+    assert matrix.loc[0, 1] == pytest.approx(1.0, abs=1e-12)
+    assert matrix.loc[2, 0] == pytest.approx(linear_cka(states[2], states[0], debiased=True),
+                                             abs=1e-12)
+    with pytest.raises(ValueError, match="debiased CKA needs at least 4 tokens"):
+        linear_cka(x[:3], y[:3], debiased=True)
+
+
+def test_partial_spearman_removes_what_depth_explains():
+    depth = np.arange(10)
+    # both fall with depth, and share nothing else: the plain rho is 1, given depth nothing left
+    assert np.isnan(partial_spearman(-depth, -depth * 2.0, depth)[0])
+    # scipy's spearman on ranks, then the textbook partial correlation (pingouin's formula)
+    x = np.array([0.2, 0.5, 0.4, 0.9, 0.7, 0.3, 0.8, 0.6])
+    y = np.array([0.1, 0.6, 0.3, 0.95, 0.9, 0.2, 0.7, 0.8])
+    z = np.array([1, 3, 2, 8, 5, 4, 7, 6])
+    r_xy = scipy.stats.spearmanr(x, y).statistic
+    r_xz = scipy.stats.spearmanr(x, z).statistic
+    r_yz = scipy.stats.spearmanr(y, z).statistic
+    expected = (r_xy - r_xz * r_yz) / np.sqrt((1 - r_xz ** 2) * (1 - r_yz ** 2))
+    rho, p = partial_spearman(x, y, z)
+    assert rho == pytest.approx(expected, abs=1e-12)
+    t = expected * np.sqrt(5 / (1 - expected ** 2))
+    assert p == pytest.approx(2 * scipy.stats.t.sf(abs(t), 5), abs=1e-12)
+    assert np.isnan(partial_spearman(x[:3], y[:3], z[:3])[0])  # n < 4
 
 
 def test_cka_matrix_matches_pairwise_cka():
@@ -138,6 +203,9 @@ def test_relate_to_reconstruction():
     frame, rho = relate_to_reconstruction(similarity, probe)
     assert frame.columns.tolist() == ["layer", "cka", "top1"] and len(frame) == 5
     assert rho["cka"]["rho"] == pytest.approx(1.0) and rho["cka"]["n_layers"] == 4
+    # the 4 hidden states used: cka and top1 have the same ranks, depth does not fully explain it
+    expected = partial_spearman([0.2, 0.5, 0.4, 0.9], [0.1, 0.6, 0.3, 0.95], [0, 1, 2, 3])
+    assert (rho["cka"]["rho_given_depth"], rho["cka"]["p_value_given_depth"]) == expected
     _, with_last = relate_to_reconstruction(similarity, probe, exclude_last=False)
     assert with_last["cka"]["n_layers"] == 5
     _, two = relate_to_reconstruction(similarity[:3], probe[:3])  # 2 points: no correlation
@@ -173,6 +241,9 @@ def test_pinned_values_on_rxnmapper(all_states):
                                                                          abs=2e-3)
     # CKA to the last hidden state rises with depth (ALBERT applies one shared block)
     assert (np.diff(cka[12].to_numpy()) > 0).all()
+    debiased = cka_matrix(all_states, debiased=True)
+    assert debiased.loc[12, 1] == pytest.approx(RXNMAPPER_DEBIASED_CKA_12_1, abs=2e-3)
+    assert debiased.loc[12, 0] == pytest.approx(RXNMAPPER_DEBIASED_CKA_12_0, abs=2e-3)
 
 
 def test_sample_is_seeded_and_takes_the_same_tokens_from_every_layer(rxnmapper, uspto_32):
@@ -251,6 +322,10 @@ def test_layer_similarity_report_on_rxnmapper(rxnmapper, shared_data_dir):
     assert (layers["corpus"] == "uspto50k-test").all() and (layers["n_tokens"] == 100).all()
     last = layers.groupby("duplication").tail(1)
     np.testing.assert_allclose(last["cka_to_last"], 1.0, atol=1e-12)
+    np.testing.assert_allclose(last["cka_debiased_to_last"], 1.0, atol=1e-12)
+    # the debiased estimate sits below the biased one away from the last hidden state
+    inner = layers[layers["layer"] < 12]
+    assert (inner["cka_debiased_to_last"] < inner["cka_to_last"]).all()
     np.testing.assert_allclose(last["w1"], 0.0, atol=1e-12)
     repeats = layers[layers["duplication"] == "15 repeats"]
     assert repeats["is_copy"].tolist() == [False] * 13 + [True] * 3
