@@ -683,10 +683,10 @@ def notebook_parameters(notebook: str | Mapping[str, Parameter], values: Mapping
             used[name] = _read(name, values[name], parameter)
             if parameter.check is not None and used[name] is not None:
                 parameter.check(used[name])
-        except (_Bad, ParameterError) as error:
+        except _Bad as error:  # the form: say which forms work
             problems.append(f"  {name} = {values[name]!r}: {error}. Forms that work: "
                             f"{_forms(name, parameter)}")
-        except DeviceNotAvailable as error:
+        except (ParameterError, DeviceNotAvailable) as error:  # the value: the message says
             problems.append(f"  {name} = {values[name]!r}: {error}")
     if problems:
         raise ParameterError(f"{len(problems)} parameter{'s' if len(problems) > 1 else ''} "

@@ -190,8 +190,7 @@ def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():
         "  seeds = '0 1 2': '0 1 2' is not an integer. Forms that work: -p seeds 0,1,2; "
         "-p seeds '[0, 1, 2]'; -y 'seeds: [0, 1, 2]'\n"
         "  tasks = '[\"snli\", \"sst-2\"]': unknown task 'sst-2'; tasks are sst2, snli, squad2, "
-        "uspto50k. Forms that work: -p tasks a,b; -p tasks '[\"a\", \"b\"]'; -y 'tasks: [a, b]'; "
-        "-p tasks None\n"
+        "uspto50k\n"
         "  max_train_samples = {'snl': 32}: unknown task 'snl' as a key; tasks are sst2, snli, "
         "squad2, uspto50k. Forms that work: -p max_train_samples 32; "
         "-y 'max_train_samples: {snli: 32, sst2: 64}'; -p max_train_samples None")
