@@ -27,9 +27,13 @@ from collections.abc import Sequence
 import torch
 import transformers
 
-# Attribute paths, from the base model, of encoder block lists we know.
+# Attribute paths, from the base model, of encoder block lists we know: BERT, RoBERTa, ELECTRA,
+# ConvBERT, DeBERTa, MPNet, MobileBERT ``encoder.layer``; ALBERT's groups; DistilBERT
+# ``transformer.layer``; ``encoder.layers``; ModernBERT ``layers``.
 _LAYER_LISTS = ("encoder.layer", "encoder.albert_layer_groups", "transformer.layer",
-                "encoder.layers")
+                "encoder.layers", "layers")
+# Per-block config lists that must follow the new order (ModernBERT's sliding/full attention).
+_PER_BLOCK_CONFIG = ("layer_types",)
 
 
 def _get(module: torch.nn.Module, path: str):
@@ -199,7 +203,12 @@ def duplicate_layers(
             if hasattr(module, "layer_idx"):
                 module.layer_idx = position
     parent_path, _, attribute = path.rpartition(".")
-    setattr(_get(new.base_model, parent_path), attribute, torch.nn.ModuleList(blocks))
+    parent = _get(new.base_model, parent_path) if parent_path else new.base_model
+    setattr(parent, attribute, torch.nn.ModuleList(blocks))
+    for name in _PER_BLOCK_CONFIG:
+        values = getattr(new.config, name, None)
+        if isinstance(values, (list, tuple)) and len(values) == num_layers:
+            setattr(new.config, name, [values[i] for i in order])
     new.config.num_hidden_layers = len(order)
     if is_albert(new):
         new.config.num_hidden_groups = len(order)

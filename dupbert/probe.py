@@ -3,7 +3,12 @@
 Kao et al. (2020), section 3 ("BERT's output layer recognizes all hidden layers"): the
 pretrained MLM head, trained only on the last hidden state, is applied unchanged to the hidden
 state ``h_l`` of every layer ``l = 0..L`` of an *unmasked* input, and we count how often it
-returns the input token (top-1) or has it among its five best guesses (top-5).
+returns the input token (top-1) or has it among its five best guesses (top-5). Beyond the
+paper, ``masked_prediction_accuracy`` asks the other half of the question: from which hidden
+state does the head predict tokens that were *masked* in the input (so cannot be copied)?
+
+Every ``*ForMaskedLM`` family of ``dupbert.models.MLM_FAMILIES`` works: the hidden states are
+read before any final norm and ``dupbert.mlm_head`` applies it (ModernBERT).
 
 Cost: the head's vocabulary projection dominates (for BERT-base ~47 MFLOP per token against
 ~14 per encoder layer), so we apply it one hidden state at a time, only to the positions that
@@ -24,13 +29,14 @@ import transformers
 from tqdm import tqdm
 
 from .duplicate import block_is_copy, block_sources, duplicate_layers, standard_duplications
-from .models import mlm_head, random_init_control
+from .models import encoder_hidden_states, mlm_head, random_init_control
 from .results import cached_frame
 
 # The head's logits are computed for at most this many (position, vocabulary) entries at once
 # (64 MB in fp32): BERT-base's 30,522-token head then takes 549 positions per call, enough to
 # keep the matrix product efficient, while a batch's full logits would take GBs.
 LOGITS_BLOCK = 1 << 24
+IGNORE = -100  # label of a position that does not count (transformers' convention)
 
 PROBE_COLUMNS = ["layer", "source_block", "is_copy", "top1", "top5", "top1_macro", "n_tokens",
                  "n_sequences"]
@@ -78,39 +84,46 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
 
 
 def _pad(examples: list[dict[str, list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad examples (from ``tokenize_for_probe`` or ``mask_for_probe``) to ``[B, T]`` tensors:
+    ``input_ids``, ``attention_mask``, ``counted`` (positions that count) and ``labels`` (the
+    token each counted position should give: the input token, or for masked examples the
+    original token; ``-100`` elsewhere)."""
     width = max(len(e["input_ids"]) for e in examples)
     ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(examples), width), dtype=torch.long)
-    counted = torch.zeros((len(examples), width), dtype=torch.bool)
+    labels = torch.full((len(examples), width), IGNORE, dtype=torch.long)
     for row, example in enumerate(examples):
         n = len(example["input_ids"])
         ids[row, :n] = torch.tensor(example["input_ids"])
         attention[row, :n] = 1
-        counted[row, :n] = torch.tensor(example["special_tokens_mask"]) == 0
-    return {"input_ids": ids, "attention_mask": attention, "counted": counted}
+        if "labels" in example:
+            labels[row, :n] = torch.tensor(example["labels"])
+        else:
+            special = torch.tensor(example["special_tokens_mask"]) != 0
+            labels[row, :n] = ids[row, :n].masked_fill(special, IGNORE)
+    return {"input_ids": ids, "attention_mask": attention, "counted": labels != IGNORE,
+            "labels": labels}
 
 
 def batch_hidden_states(model: transformers.PreTrainedModel, batch: dict[str, torch.Tensor],
                         device: torch.device) -> tuple[torch.Tensor, ...]:
     """All hidden states of a padded batch (from ``_pad``): ``L + 1`` tensors ``[B, T, H]``,
-    hidden state 0 = the embedding output.
+    hidden state 0 = the embedding output, each before any final norm
+    (``dupbert.models.encoder_hidden_states``; the head applies that norm).
 
     Raises:
         ValueError: the model returns a number of hidden states other than
             ``num_hidden_layers + 1``.
     """
-    outputs = model.base_model(
-        input_ids=batch["input_ids"].to(device),
-        attention_mask=batch["attention_mask"].to(device),
-        output_hidden_states=True,
-    )
+    hidden_states = encoder_hidden_states(model, batch["input_ids"].to(device),
+                                          batch["attention_mask"].to(device))
     n_states = model.config.num_hidden_layers + 1
-    if len(outputs.hidden_states) != n_states:
+    if len(hidden_states) != n_states:
         raise ValueError(
-            f"model returned {len(outputs.hidden_states)} hidden states, config says "
+            f"model returned {len(hidden_states)} hidden states, config says "
             f"{n_states} (num_hidden_layers + 1)"
         )
-    return outputs.hidden_states
+    return hidden_states
 
 
 @torch.inference_mode()
@@ -132,8 +145,9 @@ def reconstruction_accuracy(
     non-special, non-padding tokens count. Inputs are not masked (paper section 3).
 
     Args:
-        model: a ``*ForMaskedLM`` (BERT ``cls``, ALBERT ``predictions`` or any model whose head
-            contains ``get_output_embeddings()``), e.g. from ``dupbert.load_mlm``.
+        model: a ``*ForMaskedLM`` of a family in ``dupbert.models.MLM_FAMILIES`` (its head is
+            ``dupbert.mlm_head(model)``, any final norm included), e.g. from
+            ``dupbert.load_mlm``.
         tokenizer: its tokenizer.
         texts: the corpus, one sequence per string; truncated to ``max_length`` tokens.
         batch_size: sequences per forward pass; batches are grouped by length.
@@ -154,10 +168,113 @@ def reconstruction_accuracy(
         ValueError: empty ``texts``, ``batch_size`` < 1, or no countable token at all.
         MLMHeadMissing: the model has no MLM head.
     """
+    examples = tokenize_for_probe(tokenizer, texts, max_length)
+    return _probe_examples(model, tokenizer, examples, batch_size, device, progress, "probe")
+
+
+MASKING_RULES = ("mask", "80-10-10")
+
+
+def mask_for_probe(
+    examples: list[dict[str, list[int]]],
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    mask_rate: float = 0.15,
+    rule: str = "mask",
+    seed: int = 0,
+) -> list[dict[str, list[int]]]:
+    """Mask a seeded ``mask_rate`` of the non-special positions of each example (RQ1, masked
+    prediction; the selection of Devlin et al. 2019, section 3.1, "Task #1: Masked LM").
+
+    Of the ``n`` non-special positions of sequence ``i``, ``max(1, round(mask_rate * n))`` are
+    chosen uniformly without replacement by ``numpy.random.default_rng([seed, i])`` (so a
+    sequence's masks do not depend on batching or on the other sequences). Rule ``"mask"``
+    replaces every chosen token by the tokenizer's mask token; rule ``"80-10-10"`` is BERT's
+    (and ``transformers.DataCollatorForLanguageModeling``'s): 80% mask token, 10% a token drawn
+    uniformly from ``range(len(tokenizer))``, 10% unchanged, decided per chosen position by the
+    same generator.
+
+    Args:
+        examples: from ``tokenize_for_probe`` (``input_ids``, ``special_tokens_mask``).
+
+    Returns:
+        New examples with the masked ``input_ids`` and ``labels`` (the original token at chosen
+        positions, ``-100`` elsewhere); same lengths.
+
+    Raises:
+        ValueError: ``mask_rate`` not in (0, 1], an unknown ``rule``, or a tokenizer without a
+            mask token.
+    """
+    if not 0 < mask_rate <= 1:
+        raise ValueError(f"mask_rate must be in (0, 1], got {mask_rate!r}")
+    if rule not in MASKING_RULES:
+        raise ValueError(f"unknown masking rule {rule!r}; rules are {list(MASKING_RULES)}")
+    if tokenizer.mask_token_id is None:
+        raise ValueError(f"{type(tokenizer).__name__} has no mask token: masked prediction needs "
+                         "one (tokenizer.mask_token)")
+    masked = []
+    for index, example in enumerate(examples):
+        ids = list(example["input_ids"])
+        labels = [IGNORE] * len(ids)
+        candidates = [p for p, special in enumerate(example["special_tokens_mask"]) if not special]
+        rng = np.random.default_rng([seed, index])
+        if candidates:
+            n_masked = max(1, int(round(mask_rate * len(candidates))))
+            for position in sorted(rng.choice(candidates, size=n_masked, replace=False).tolist()):
+                labels[position] = ids[position]
+                draw = rng.random() if rule == "80-10-10" else 0.0
+                if draw < 0.8:
+                    ids[position] = tokenizer.mask_token_id
+                elif draw < 0.9:
+                    ids[position] = int(rng.integers(len(tokenizer)))
+        masked.append({"input_ids": ids, "special_tokens_mask": example["special_tokens_mask"],
+                       "labels": labels})
+    return masked
+
+
+@torch.inference_mode()
+def masked_prediction_accuracy(
+    model: transformers.PreTrainedModel,
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    mask_rate: float = 0.15,
+    rule: str = "mask",
+    seed: int = 0,
+    batch_size: int = 32,
+    device: str | torch.device | None = None,
+    max_length: int = 512,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Per-hidden-state accuracy of the MLM head at predicting *masked* tokens (beyond the
+    paper, which probes unmasked inputs only: section 3).
+
+    Each sequence is masked by ``mask_for_probe`` (``mask_rate`` of its non-special positions;
+    rule ``"mask"``: all become the mask token; ``"80-10-10"``: BERT's rule). The head is
+    applied to every hidden state ``h_l`` ``[masked positions, H]`` and a masked position counts
+    as predicted when the *original* token is the arg-max (top-1) or among the 5 largest logits
+    (top-5). Only the masked positions count; the streaming is that of
+    ``reconstruction_accuracy`` (one hidden state at a time, counted positions only).
+
+    Returns:
+        ``L + 1`` rows with the columns of ``reconstruction_accuracy``; ``top1``/``top5`` are
+        accuracies on masked tokens in [0, 1] and ``n_tokens`` counts masked tokens.
+
+    Raises:
+        ValueError: as ``reconstruction_accuracy`` and ``mask_for_probe``.
+        MLMHeadMissing: the model has no MLM head.
+    """
+    examples = tokenize_for_probe(tokenizer, texts, max_length)
+    examples = mask_for_probe(examples, tokenizer, mask_rate, rule, seed)
+    return _probe_examples(model, tokenizer, examples, batch_size, device, progress, "masked")
+
+
+def _probe_examples(model, tokenizer, examples, batch_size, device, progress,
+                    desc) -> pd.DataFrame:
+    """The streaming core of the probe: per hidden state, top-1/top-5 hits of the head on the
+    counted positions of ``examples`` (see ``_pad``), one hidden state at a time, reduced per
+    sequence at once. Returns the ``PROBE_COLUMNS`` frame (see ``reconstruction_accuracy``)."""
     head = mlm_head(model)
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model = model.to(device).eval()
-    examples = tokenize_for_probe(tokenizer, texts, max_length)
     batches = length_batches([len(e["input_ids"]) for e in examples], batch_size)
     n_states = model.config.num_hidden_layers + 1
     top1 = np.zeros((n_states, len(examples)), dtype=np.int64)
@@ -165,12 +282,11 @@ def reconstruction_accuracy(
     counted_per_sequence = np.zeros(len(examples), dtype=np.int64)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     chunk = max(1, LOGITS_BLOCK // model.config.vocab_size)  # positions per head call
-    for batch_indices in tqdm(batches, desc="probe", unit="batch", disable=not progress):
+    for batch_indices in tqdm(batches, desc=desc, unit="batch", disable=not progress):
         batch = _pad([examples[i] for i in batch_indices], pad_id)
-        ids = batch["input_ids"].to(device)
         counted = batch["counted"].to(device)
         hidden_states = batch_hidden_states(model, batch, device)
-        targets = ids[counted]  # [n_counted]
+        targets = batch["labels"].to(device)[counted]  # [n_counted]
         rows = counted.nonzero()[:, 0]  # batch row of each counted token
         columns = torch.tensor(batch_indices, device=device)[rows]
         counted_per_sequence[batch_indices] = counted.sum(dim=1).cpu().numpy()
@@ -227,6 +343,19 @@ PRETRAINED = "pretrained"
 CONTROL = "random-init control"
 
 
+def paper_duplications(model: transformers.PreTrainedModel) -> dict[str, list[int]]:
+    """The baseline and the paper's configuration, as ``{label: order}`` with the labels of
+    ``standard_duplications``: ``first 3 copied`` for a BERT-like model ("duplicate the first
+    three layers", Kao et al. 2020, section 5; ``first L copied`` below 3 blocks), ``L+3
+    repeats`` for a shared ALBERT (its form of the method: three more applications of the
+    shared layer)."""
+    orders = standard_duplications(model)
+    num_layers = model.config.num_hidden_layers
+    paper = (f"{num_layers + 3} repeats" if f"{num_layers + 3} repeats" in orders
+             else f"first {min(3, num_layers)} copied")
+    return {BASELINE: orders[BASELINE], paper: orders[paper]}
+
+
 def probe_models(
     models: Sequence[str],
     corpus: str | None = None,
@@ -240,10 +369,13 @@ def probe_models(
     duplications: str | Mapping[str, Sequence[int]] | None = None,
     progress: bool = True,
     cache: bool = True,
+    masking: str | None = None,
+    mask_rate: float = 0.15,
 ) -> pd.DataFrame:
-    """RQ1 for several models: ``reconstruction_accuracy`` of each pretrained model, of its
-    random-initialisation control (``dupbert.random_init_control``) and, optionally, of
-    duplicated variants (``dupbert.duplicate_layers``), on each model's corpus.
+    """RQ1 for several models: ``reconstruction_accuracy`` (or, with ``masking``,
+    ``masked_prediction_accuracy``) of each pretrained model, of its random-initialisation
+    control (``dupbert.random_init_control``) and, optionally, of duplicated variants
+    (``dupbert.duplicate_layers``), on each model's corpus.
 
     Each (model, duplication, variant) result is cached on disk
     (``$DUPBERT_CACHE/results/probe``) as soon as it is computed, so an interrupted run resumes
@@ -257,8 +389,12 @@ def probe_models(
         seed: seeds the control's initialisation.
         include_control: also probe the random-init control (of the undup. model only).
         duplications: ``None`` probes each model as it is; ``"standard"`` probes
-            ``dupbert.duplicate.standard_duplications(model)``; a mapping ``{label: order}``
-            probes those orders (0-based blocks) for every model.
+            ``dupbert.duplicate.standard_duplications(model)``; ``"paper"`` only its baseline
+            and the paper's configuration (``paper_duplications``); a mapping
+            ``{label: order}`` probes those orders (0-based blocks) for every model.
+        masking: ``None`` probes reconstruction of unmasked tokens (the paper); ``"mask"`` or
+            ``"80-10-10"`` probes masked prediction with that rule, ``mask_rate`` of each
+            sequence's tokens masked, the masks seeded by ``seed`` (``mask_for_probe``).
         Other arguments as ``reconstruction_accuracy``.
 
     Returns:
@@ -267,7 +403,8 @@ def probe_models(
         (``"pretrained"`` or ``"random-init control"``), ``corpus``, then ``PROBE_COLUMNS``.
 
     Raises:
-        ValueError: ``models`` is empty, an unknown ``duplications`` string, a bad order.
+        ValueError: ``models`` is empty, an unknown ``duplications`` string, a bad order, an
+            unknown ``masking`` rule.
         Errors of ``load_mlm`` and ``dupbert.data``.
     """
     from .data import default_corpus, load_texts
@@ -277,8 +414,11 @@ def probe_models(
         models = [models]
     if not models:
         raise ValueError("models is empty: name at least one model, e.g. ['rxnmapper-albert']")
-    if isinstance(duplications, str) and duplications != "standard":
-        raise ValueError(f"duplications must be None, 'standard' or a mapping, got {duplications!r}")
+    if isinstance(duplications, str) and duplications not in ("standard", "paper"):
+        raise ValueError(f"duplications must be None, 'standard', 'paper' or a mapping, got "
+                         f"{duplications!r}")
+    if masking is not None and masking not in MASKING_RULES:
+        raise ValueError(f"masking must be None or one of {list(MASKING_RULES)}, got {masking!r}")
     frames = []
     for name in models:
         corpus_name = corpus or default_corpus(name)
@@ -295,6 +435,8 @@ def probe_models(
             orders = {BASELINE: None}
         elif duplications == "standard":
             orders = standard_duplications(load()["model"])
+        elif duplications == "paper":
+            orders = paper_duplications(load()["model"])
         else:
             orders = dict(duplications)
         for label, order in orders.items():
@@ -307,12 +449,19 @@ def probe_models(
                 fields = dict(model=name, duplication=label, order=order, variant=variant,
                               corpus=corpus_name, n_sequences=n_sequences, max_length=max_length,
                               seed=seed if variant == CONTROL else None, version=PROBE_VERSION)
+                if masking is not None:  # reconstruction keeps its earlier cache keys
+                    fields.update(masking=masking, mask_rate=mask_rate, mask_seed=seed)
 
                 def run(order=order, variant=variant, load=load) -> pd.DataFrame:
                     model, tokenizer, texts = (load()[k] for k in ("model", "tokenizer", "texts"))
                     probed = model if order is None else duplicate_layers(model, order)
                     if variant == CONTROL:
                         probed = random_init_control(probed, seed=seed)
+                    if masking is not None:
+                        return masked_prediction_accuracy(
+                            probed, tokenizer, texts, mask_rate=mask_rate, rule=masking,
+                            seed=seed, batch_size=batch_size, device=device,
+                            max_length=max_length, progress=progress)
                     return reconstruction_accuracy(probed, tokenizer, texts, batch_size=batch_size,
                                                    device=device, max_length=max_length,
                                                    progress=progress)
