@@ -259,7 +259,8 @@ def load_config(name: str, cache: str | os.PathLike | None = None):
     try:
         return AutoConfig.from_pretrained(path)
     except (OSError, ValueError) as error:
-        raise model_not_available(str(name), error, hub) from error
+        # the message quotes transformers' first line; its 100-line traceback would bury it
+        raise model_not_available(str(name), error, hub) from None
     finally:
         hf_logging.set_verbosity(verbosity)
 
