@@ -4,6 +4,8 @@ hidden layers? Some Intriguing Phenomena and a simple way to boost BERT" (arXiv 
 Public API (stable names scripts may rely on):
     load_mlm, load_encoder, random_init_control, mlm_head  -- models (zoo names, folders, Hub ids)
     reconstruction_accuracy, probe_models                  -- RQ1 probe
+    masked_prediction_accuracy                             -- RQ1 masked prediction per layer
+    lens                                                   -- RQ1 per-sequence lens view
     duplicate_layers                                       -- RQ3 layer duplication
     layer_similarity_report                                -- RQ2 layer statistics, CKA
     TASKS, load_task, finetune, sweep                      -- RQ3/RQ4 fine-tuning
@@ -27,6 +29,8 @@ _LAZY = {
     "random_init_control": "models",
     "probe_models": "probe",
     "reconstruction_accuracy": "probe",
+    "masked_prediction_accuracy": "probe",
+    "lens": "lens",
     "duplicate_layers": "duplicate",
     "TASKS": "tasks",
     "load_task": "tasks",

@@ -3,6 +3,7 @@
     dupbert zoo                        list the offline zoo
     dupbert zoo fetch NAME [NAME ...]  download, check and convert zoo models into the cache
     dupbert probe --model NAME ...     RQ1 reconstruction table, printed and written as CSV
+    dupbert lens --model NAME --text T the MLM head's top-1 token per hidden state and position
     dupbert data download --to DIR     fetch the antibody and reaction corpora from their origins
     dupbert finetune --model NAME ...  RQ3: fine-tune configurations x seeds, rows appended to --results
     dupbert finetune --profile FILE    RQ3: the sweep of a parameter profile (as rq3.ipynb runs it)
@@ -62,6 +63,37 @@ def _probe(args: argparse.Namespace) -> int:
     if args.out:
         atomic_write_text(args.out, frame.to_csv(index=False))
         print(f"written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _lens(args: argparse.Namespace) -> int:
+    """The lens grid of one text: hidden states x positions, the head's top-1 token per cell."""
+    import pandas as pd
+
+    from . import checks
+
+    if not args.text.strip():
+        raise ValueError(f"--text must be a non-empty sequence, got {args.text!r}")
+    checks.check_device(args.device)
+    checks.check_model(args.model, mlm_head=True)
+    from .lens import lens, lens_grid
+    from .models import load_mlm
+    from .results import atomic_write_text
+
+    model, tokenizer = load_mlm(args.model, device=args.device)
+    frame = lens(model, tokenizer, args.text, k=args.k, max_length=args.max_length)
+    grid = lens_grid(frame, value=args.value, include_special=args.special)
+    if args.value != "token":
+        grid = grid.round(3)
+    grid.columns = [token for _, token in grid.columns]
+    grid.index = [f"h{layer}" for layer in grid.index]
+    with pd.option_context("display.width", None, "display.max_columns", None):
+        print(grid.to_string())
+    print(f"{args.value} of the MLM head's top-1 guess per hidden state (h0 = embedding output) "
+          f"and position; columns are the input tokens", file=sys.stderr)
+    if args.out:
+        atomic_write_text(args.out, frame.to_csv(index=False))
+        print(f"top-{args.k} lens written to {args.out}", file=sys.stderr)
     return 0
 
 
@@ -222,6 +254,22 @@ def build_parser() -> argparse.ArgumentParser:
                             "e.g. 0,0,1,1,2,2,3,4,5,6,7,8,9,10,11 (first three copied)")
     probe.add_argument("--out", default=None, help="CSV file to write the table to")
     probe.set_defaults(func=_probe)
+
+    lens = commands.add_parser(
+        "lens", help="the MLM head's top-1 token at every hidden state and position of one text",
+        description="Run one text unmasked through the model and print a grid: one row per hidden "
+                    "state (h0 = embedding output), one column per input token, each cell the MLM "
+                    "head's top-1 token (or its probability, or the input token's rank).")
+    lens.add_argument("--model", required=True, help="zoo name, local folder or Hub id")
+    lens.add_argument("--text", required=True, help="the input sequence, e.g. a reaction SMILES")
+    lens.add_argument("--k", type=int, default=5, help="guesses kept per cell in --out (default 5)")
+    lens.add_argument("--value", default="token", choices=["token", "probability", "input_rank"],
+                      help="what each cell shows (default: the top-1 token)")
+    lens.add_argument("--special", action="store_true", help="also show CLS/SEP positions")
+    lens.add_argument("--max-length", type=int, default=512)
+    lens.add_argument("--device", default="cpu")
+    lens.add_argument("--out", default=None, help="CSV file for the tidy top-k lens frame")
+    lens.set_defaults(func=_lens)
 
     finetune = commands.add_parser(
         "finetune", help="RQ3: fine-tune baseline and duplicated configurations over seeds",

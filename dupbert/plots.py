@@ -570,3 +570,136 @@ def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -
 
 
 __all__ += ["plot_paired_seeds", "plot_gain_grid"]
+
+
+# --------------------------------------------------------------------------------------------------
+# RQ1 beyond the paper: the per-sequence lens (dupbert.lens) and masked prediction per layer
+
+
+def plot_lens(frame: pd.DataFrame, value: str = "probability", include_special: bool = False,
+              max_positions: int | None = 48, title: str = "", ax=None) -> Figure:
+    """The lens of one sequence as a heat map: hidden states (rows, 0 = embedding output at the
+    bottom) x positions (columns, labelled with the input tokens), each cell the MLM head's
+    top-1 token, coloured by its probability or by the input token's rank; a bold cell text
+    marks a top-1 token equal to the input token.
+
+    Parameters
+    ----------
+    frame
+        :func:`dupbert.lens` output for one text (columns ``layer``, ``position``,
+        ``input_token``, ``special``, ``guess``, ``token``, ``probability``, ``input_rank``).
+    value
+        ``"probability"`` (of the top-1 token, 0 to 1) or ``"input_rank"`` (rank of the input
+        token among all V logits, 1 = top-1, on a log scale).
+    include_special
+        Also show CLS/SEP (special-token) positions.
+    max_positions
+        Show only the first this many positions (the title says how many there are); ``None``:
+        all.
+    title
+        Axes title (the shown range of positions is appended when positions are cut).
+    ax
+        An existing axes to draw into; a new figure (width grows with the positions) otherwise.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    KeyError
+        A required column is missing.
+    ValueError
+        ``value`` is neither ``"probability"`` nor ``"input_rank"``, or no position is left.
+    """
+    import numpy as np
+    from matplotlib.colors import LogNorm
+
+    _require(frame, ["layer", "position", "input_token", "special", "guess", "token",
+                     "probability", "input_rank"], "plot_lens")
+    if value not in ("probability", "input_rank"):
+        raise ValueError(f"value must be 'probability' or 'input_rank', got {value!r}")
+    top1 = frame[frame["guess"] == 1]
+    if not include_special:
+        top1 = top1[~top1["special"].astype(bool)]
+    positions = sorted(top1["position"].unique())
+    if not positions:
+        raise ValueError("plot_lens: no position to show (only special tokens)")
+    shown = positions if max_positions is None else positions[:max_positions]
+    top1 = top1[top1["position"].isin(shown)]
+    tokens = top1.pivot(index="layer", columns="position", values="token")
+    values = top1.pivot(index="layer", columns="position", values=value).to_numpy(dtype=float)
+    hits = (top1.pivot(index="layer", columns="position", values="token")
+            == top1.pivot(index="layer", columns="position", values="input_token")).to_numpy()
+    inputs = top1.drop_duplicates("position").set_index("position")["input_token"]
+    n_layers, n_positions = values.shape
+    if ax is None:
+        fig = Figure(figsize=(1.6 + 0.32 * n_positions, 1.2 + 0.3 * n_layers), dpi=100,
+                     layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+    if value == "probability":
+        image = ax.imshow(values, cmap="viridis", vmin=0, vmax=1, origin="lower", aspect="auto",
+                          interpolation="nearest")
+        label, bright = "probability of the top-1 token", values > 0.5
+    else:
+        image = ax.imshow(values, cmap="viridis_r", norm=LogNorm(vmin=1, vmax=max(10, values.max())),
+                          origin="lower", aspect="auto", interpolation="nearest")
+        label, bright = "rank of the input token (1 = top-1)", values <= np.sqrt(max(10, values.max()))
+    for i in range(n_layers):
+        for j in range(n_positions):
+            ax.text(j, i, str(tokens.iat[i, j]), ha="center", va="center", fontsize=6,
+                    fontweight="bold" if hits[i, j] else "normal",
+                    color="black" if bright[i, j] else "white")
+    ax.set_xticks(range(n_positions), [str(inputs[p]) for p in tokens.columns], fontsize=6.5,
+                  rotation=90 if max(len(str(t)) for t in inputs) > 2 else 0)
+    ax.set_yticks(range(n_layers), [str(layer) for layer in tokens.index], fontsize="small")
+    ax.set_xlabel("input token (position)")
+    ax.set_ylabel("hidden state")
+    if len(shown) < len(positions):
+        title = f"{title} (first {len(shown)} of {len(positions)} positions)".strip()
+    if title:
+        ax.set_title(title, fontsize="medium")
+    fig.colorbar(image, ax=ax, shrink=0.9, pad=0.01, label=label)
+    return fig
+
+
+def plot_masked_and_reconstruction(reconstruction: pd.DataFrame, masked: pd.DataFrame,
+                                   metric: str = "top1") -> Figure:
+    """RQ1's two curves side by side: reconstruction of unmasked input tokens (left) and
+    prediction of masked tokens (right), per hidden state, one line per model and duplication
+    (as :func:`plot_reconstruction`, which draws each panel).
+
+    Parameters
+    ----------
+    reconstruction
+        :func:`dupbert.probe_models` output (reconstruction); control rows are dropped.
+    masked
+        :func:`dupbert.probe_models` output with ``masking=...``.
+    metric
+        ``"top1"``, ``"top5"`` or ``"top1_macro"`` (fractions in [0, 1]).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    KeyError, ValueError
+        As :func:`plot_reconstruction` (missing columns, empty frames).
+    """
+    fig = Figure(figsize=(11, 5), dpi=100, layout="constrained")
+    left, right = fig.subplots(1, 2, sharey=True)
+    for ax, frame, name in ((left, reconstruction, "unmasked input tokens (reconstruction)"),
+                            (right, masked, "masked tokens (prediction)")):
+        if "variant" in frame.columns:
+            frame = frame[frame["variant"] == _PRETRAINED]
+        plot_reconstruction(frame, metric=metric, ax=ax)
+        ax.set_title(name, fontsize="medium")
+        ax.set_ylabel(f"{metric.replace('top', 'top-').replace('_macro', ' (macro)')} accuracy")
+    left.get_legend().remove()
+    return fig
+
+
+__all__ += ["plot_lens", "plot_masked_and_reconstruction"]

@@ -5,14 +5,26 @@ import pandas as pd
 import pytest
 import torch
 
-from dupbert import probe_models, random_init_control, reconstruction_accuracy
-from dupbert.probe import PROBE_COLUMNS, length_batches
+from transformers import BertConfig, BertForMaskedLM
+
+from dupbert import (masked_prediction_accuracy, probe_models, random_init_control,
+                     reconstruction_accuracy)
+from dupbert.probe import (PROBE_COLUMNS, length_batches, mask_for_probe, paper_duplications,
+                           tokenize_for_probe)
 
 # Measured once on the first 64 reactions of USPTO-50k test (6,371 counted tokens), then pinned.
 RXNMAPPER_TOP1 = [0.1114, 0.8694, 0.9798, 0.9914, 0.9956, 0.9962, 0.9969, 0.9976, 0.9983,
                   0.9987, 0.9981, 0.9978, 0.9976]
 RXNMAPPER_TOP5 = [0.3431, 0.9859, 0.9989, 0.9995, 0.9995, 0.9995, 0.9997, 0.9997, 0.9997,
                   0.9997, 0.9997, 0.9997, 0.9997]
+
+
+@pytest.fixture(scope="module")
+def rxnfp_like_bert():
+    """A tiny random 4-block BERT (plumbing only)."""
+    torch.manual_seed(0)
+    return BertForMaskedLM(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=4,
+                                      num_attention_heads=2, intermediate_size=32)).eval()
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +136,91 @@ def test_probe_models_caches_and_labels_the_control(tmp_path, monkeypatch, share
     pd.testing.assert_frame_equal(first, again)
     with pytest.raises(ValueError, match="models is empty"):
         probe_models([], progress=False)
+
+
+# ----------------------------------------------------------------------------- masked prediction
+# Measured once on the same 64 reactions, 15% of each reaction's tokens (960) all masked, seed 0.
+RXNMAPPER_MASKED_TOP1 = [0.0885, 0.5792, 0.7406, 0.8594, 0.9229, 0.9552, 0.9698, 0.9802, 0.9844,
+                         0.9854, 0.9875, 0.9885, 0.9865]
+
+
+@pytest.fixture(scope="module")
+def masked_frame(rxnmapper, uspto_first_64):
+    model, tokenizer = rxnmapper
+    return masked_prediction_accuracy(model, tokenizer, uspto_first_64, progress=False)
+
+
+def test_pinned_masked_prediction_per_layer(masked_frame, pretrained_frame):
+    assert list(masked_frame.columns) == PROBE_COLUMNS
+    assert (masked_frame["n_tokens"] == 960).all()
+    np.testing.assert_allclose(masked_frame["top1"], RXNMAPPER_MASKED_TOP1, atol=6e-4)
+    # an intermediate hidden state copies unmasked tokens far better than it predicts masked ones
+    assert pretrained_frame["top1"][2] - masked_frame["top1"][2] > 0.2
+
+
+def test_masks_are_seeded_per_sequence_and_skip_special_tokens(rxnmapper, uspto_first_64):
+    _, tokenizer = rxnmapper
+    examples = tokenize_for_probe(tokenizer, uspto_first_64[:20])
+    masked = mask_for_probe(examples, tokenizer, seed=0)
+    again = mask_for_probe(examples[:5], tokenizer, seed=0)
+    assert [m["labels"] for m in masked[:5]] == [m["labels"] for m in again]
+    assert mask_for_probe(examples, tokenizer, seed=1)[0]["labels"] != masked[0]["labels"]
+    for example, result in zip(examples, masked):
+        chosen = [p for p, label in enumerate(result["labels"]) if label != -100]
+        n_real = len(example["input_ids"]) - 2
+        assert len(chosen) == max(1, round(0.15 * n_real))
+        assert 0 not in chosen and len(example["input_ids"]) - 1 not in chosen  # CLS, SEP
+        for p in range(len(example["input_ids"])):
+            if p in chosen:
+                assert result["labels"][p] == example["input_ids"][p]
+                assert result["input_ids"][p] == tokenizer.mask_token_id
+            else:
+                assert result["input_ids"][p] == example["input_ids"][p]
+
+
+def test_bert_rule_masks_80_replaces_10_keeps_10(rxnmapper, uspto_first_64):
+    _, tokenizer = rxnmapper
+    examples = tokenize_for_probe(tokenizer, uspto_first_64)
+    kinds = {"mask": 0, "random": 0, "kept": 0}
+    for example, result in zip(examples, mask_for_probe(examples, tokenizer, rule="80-10-10")):
+        for p, label in enumerate(result["labels"]):
+            if label == -100:
+                continue
+            token = result["input_ids"][p]
+            kinds["mask" if token == tokenizer.mask_token_id else
+                  "kept" if token == example["input_ids"][p] else "random"] += 1
+    n = sum(kinds.values())
+    assert n == 960
+    assert abs(kinds["mask"] / n - 0.8) < 0.04
+    assert abs(kinds["random"] / n - 0.1) < 0.03 and abs(kinds["kept"] / n - 0.1) < 0.03
+
+
+def test_masked_accuracy_of_the_last_layer_equals_the_model_logits(rxnmapper, uspto_first_64):
+    model, tokenizer = rxnmapper
+    texts = uspto_first_64[:10]
+    frame = masked_prediction_accuracy(model, tokenizer, texts, batch_size=4, progress=False)
+    hits = 0
+    for result in mask_for_probe(tokenize_for_probe(tokenizer, texts), tokenizer):
+        ids, labels = torch.tensor([result["input_ids"]]), torch.tensor(result["labels"])
+        with torch.inference_mode():
+            guesses = model(input_ids=ids).logits[0].argmax(-1)
+        hits += int(((guesses == labels) & (labels != -100)).sum())
+    assert int(np.rint(frame["top1"].iloc[-1] * frame["n_tokens"].iloc[-1])) == hits
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(mask_rate=0), "mask_rate must be in"),
+    (dict(rule="all"), "unknown masking rule 'all'"),
+])
+def test_bad_masking_is_refused(rxnmapper, uspto_first_64, kwargs, message):
+    model, tokenizer = rxnmapper
+    with pytest.raises(ValueError, match=message):
+        masked_prediction_accuracy(model, tokenizer, uspto_first_64[:2], progress=False, **kwargs)
+
+
+def test_paper_duplications_are_the_primary_configurations(rxnmapper, rxnfp_like_bert):
+    model, _ = rxnmapper
+    assert paper_duplications(model) == {"baseline": list(range(12)),
+                                         "15 repeats": list(range(12)) + [11, 11, 11]}
+    assert paper_duplications(rxnfp_like_bert) == {
+        "baseline": [0, 1, 2, 3], "first 3 copied": [0, 0, 1, 1, 2, 2, 3]}
