@@ -63,6 +63,49 @@ def uspto_first_64(shared_data_dir) -> list[str]:
     return load_texts("uspto50k-test", 64, data_dir=shared_data_dir)
 
 
+# The tiny fine-tuning study of tests that need real runs with stored outputs (RQ5 ensembles): it
+# is run, not read from results/cpu, whose rows belong to the study being run and keep changing.
+TINY_STUDY = (
+    dict(models=["rxnmapper-albert"], tasks=["uspto50k"],
+         duplications=["baseline", "repeat shared +3", "copy last"], seeds=[0, 1, 2],
+         hyperparameters={"classification": {"max_steps": 2, "batch_size": 8, "learning_rate": 5e-4}},
+         max_train_samples=16, max_eval_samples=32),
+    dict(models=["all-MiniLM-L6-v2"], tasks=["squad2"], duplications=["baseline", "copy first 3"],
+         seeds=[0, 1], hyperparameters={"qa": {"max_steps": 1, "batch_size": 4}},
+         max_train_samples=8, max_eval_samples=16),
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_study(tmp_path_factory, shared_data_dir, zoo_cache):
+    """A tiny RQ3 sweep really run once per session (:data:`TINY_STUDY`: 9 rxnmapper-albert runs on
+    USPTO-50k, 3 configurations x seeds 0-2, and 4 MiniLM runs on SQuAD 2.0, 2 configurations x
+    seeds 0-1; 1-2 optimisation steps each), with per-example outputs: a namespace with
+    ``results`` (the JSON-lines file), ``outputs`` (its outputs folder), ``sweeps``
+    (:data:`TINY_STUDY`, the arguments of each ``sweep`` call) and ``runs``
+    (:func:`dupbert.ensemble.read_runs` of it). One torch thread: on the shared 2-core machine,
+    intra-op threads of a 0.7M-parameter model only wait for each other (7x slower)."""
+    import types
+
+    import torch
+
+    from dupbert.ensemble import read_runs
+    from dupbert.finetune import sweep
+
+    folder = tmp_path_factory.mktemp("tiny_study")
+    results, outputs = folder / "rq3.jsonl", folder / "rq3-outputs"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for part in TINY_STUDY:
+            sweep(**part, results_path=results, data_dir=shared_data_dir, outputs_dir=outputs,
+                  progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    return types.SimpleNamespace(results=results, outputs=outputs, sweeps=TINY_STUDY,
+                                 runs=read_runs(results, outputs))
+
+
 def _jupyter_book() -> list[str]:
     """The jupyter-book command of the running environment (the venv's, when pytest runs from it)."""
     beside = Path(sys.executable).with_name("jupyter-book")
