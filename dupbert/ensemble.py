@@ -31,18 +31,29 @@ The combination rule (summing probabilities = averaging them; the argmax is the 
 The RQ5 comparison (:func:`rq5_ensembles`, :func:`rq5_summary`, :func:`rq5_differences`), per
 model and task, on the same runs: (a) single models, and the *best single* configuration (best
 mean over seeds of the task's primary metric, chosen on the evaluation data itself, which favours
-it); (b) *cross-configuration* ensembles: ``k`` different configurations at one seed; (c) the
-*same-configuration* control: one configuration at ``k`` different seeds, the same size ``k``, so
-that (b) − (c) isolates what the diversity of configurations adds beyond ensembling as such.
-``k = min(number of configurations, number of seeds)``; every size-``k`` subset is used
-(``itertools.combinations``, in order), nothing is picked.
+it); (b) *cross-configuration* ensembles: ``k`` different configurations, each member from a
+different seed; (c) the *same-configuration* control: one configuration at the same ``k`` seeds.
+Both arms draw their members from the same ``k`` different seeds, have the same size and the
+same number of ensembles, so that (b) − (c) isolates what the diversity of configurations adds
+beyond ensembling runs of different seeds (issue 10, item 4: a cross ensemble of one seed against
+a control of several seeds confounds configuration diversity with seed diversity).
+
+The membership rule (:func:`matched_ensembles`): with the seeds sorted ``s_0 .. s_{n-1}`` and
+``k = min(configurations, seeds)`` unless given, for every seed offset ``j = 0 .. n-1`` and every
+``k``-subset ``S = (c_1 .. c_k)`` of the configurations (``itertools.combinations`` in order of
+first appearance), the cross-configuration ensemble takes member ``i`` from configuration
+``c_i`` at seed ``s_{(j+i) mod n}`` (``i = 0 .. k-1``, ``c`` 0-based here); its matched control
+takes configuration ``S[j mod k]`` at the same seeds. Nothing is picked. Ensembles of nearby
+offsets share runs, so they are dependent: each cross ensemble is compared with its own control
+(a paired difference), and the tests use only the *disjoint seed blocks*, offsets ``j = 0, k,
+2k, ...`` with ``j + k <= n`` (one unit per block: the mean paired difference of its
+ensembles); every ensemble is shown descriptively.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -539,41 +550,92 @@ def evaluate_ensemble(rows: Sequence[Mapping] | pd.DataFrame,
 
 def ensemble_size(n_configurations: int, n_seeds: int) -> int:
     """``k = min(configurations, seeds)``: the size of both the cross-configuration ensembles and
-    the same-configuration control, so that they compare ensembles of equal size."""
+    the same-configuration control, each member from a different seed."""
     return min(n_configurations, n_seeds)
+
+
+def matched_ensembles(configurations: Sequence[str], seeds: Sequence[int], k: int) -> list[dict]:
+    """The RQ5 membership rule (module notes; Kao et al. 2020, ensemble experiment; issue 10,
+    item 4): every cross-configuration ensemble with its matched same-configuration control.
+
+    With ``s_0 .. s_{n-1}`` the seeds sorted, for every offset ``j = 0 .. n-1`` (outer loop) and
+    every ``k``-subset ``S`` of ``configurations`` (``itertools.combinations``, in the order
+    given): the cross ensemble is ``[(S[i], s_{(j+i) mod n}) for i in 0 .. k-1]``, the control
+    ``[(S[j mod k], s_{(j+i) mod n}) for i in 0 .. k-1]``: the same ``k`` different seeds.
+
+    Args:
+        configurations: distinct configuration names, in order of first appearance.
+        seeds: distinct seeds (any order; sorted here).
+        k: ensemble size, ``2 <= k <= min(len(configurations), len(seeds))``.
+
+    Returns:
+        One dict per pair, ``n * C(len(configurations), k)`` in all: ``pair`` (0-based, in
+        order), ``offset`` (``j``), ``seeds`` (tuple, ``s_{(j+i) mod n}`` for ``i = 0..k-1``),
+        ``disjoint`` (``j % k == 0 and j + k <= n``: the blocks whose seed sets do not overlap,
+        used by the tests), ``cross`` and ``control`` (lists of ``(configuration, seed)``),
+        ``control_configuration`` (``S[j mod k]``).
+
+    Raises:
+        ValueError: ``k < 2``; ``k`` above the number of configurations or of seeds (members
+            must differ in configuration, and in seed); repeated configurations or seeds.
+    """
+    configurations, ordered = list(configurations), sorted(int(s) for s in seeds)
+    if len(set(configurations)) != len(configurations) or len(set(ordered)) != len(ordered):
+        raise ValueError(f"configurations and seeds must be distinct: {configurations}, {ordered}")
+    if not 2 <= k <= min(len(configurations), len(ordered)):
+        raise ValueError(f"an ensemble needs 2 <= k <= min({len(configurations)} configurations, "
+                         f"{len(ordered)} seeds), got k={k}")
+    n, pairs = len(ordered), []
+    for offset in range(n):
+        chosen = tuple(ordered[(offset + i) % n] for i in range(k))
+        for subset in itertools.combinations(configurations, k):
+            control = subset[offset % k]
+            pairs.append({"pair": len(pairs), "offset": offset, "seeds": chosen,
+                          "disjoint": offset % k == 0 and offset + k <= n,
+                          "cross": list(zip(subset, chosen)),
+                          "control": [(control, s) for s in chosen],
+                          "control_configuration": control})
+    return pairs
 
 
 def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
                   k: int | None = None) -> pd.DataFrame:
     """Every single run and every RQ5 ensemble of the runs, per model and task, scored.
 
-    Rule, per (model, task), over its configurations ``C`` and seeds ``S``:
+    Rule, per (model, task), over its configurations (order of first appearance) and seeds:
 
     - ``single``: every run alone (scored through the ensemble code, i.e. from the stored
       outputs, so that it is comparable with the ensembles);
-    - ``cross-configuration``: for each seed, every ``k``-subset of the configurations run at
-      that seed (``itertools.combinations`` in order of first appearance), one ensemble each;
-    - ``same-configuration`` (the control): for each configuration, every ``k``-subset of its
-      seeds, one ensemble each;
-    - ``k`` = :func:`ensemble_size` (``len(C)``, ``len(S)``) unless given; no ensembles when
-      ``k < 2``.
+    - ``cross-configuration`` and ``same-configuration`` (the control): the pairs of
+      :func:`matched_ensembles`: member ``i`` of a cross ensemble is configuration ``c_i`` at
+      seed ``s_{(j+i) mod n}``, its control configuration ``S[j mod k]`` at the same seeds;
+      both arms have the same size, the same seeds and the same number of ensembles;
+    - ``k`` = :func:`ensemble_size` unless given; no ensembles for a model and task with fewer
+      than ``k`` configurations or seeds (or ``k < 2``). A pair is left out, both arms
+      together, when one of its runs is missing.
 
     Args:
-        runs: :func:`read_runs` rows (``outputs_dir`` column, or pass rows whose outputs are in
-            one folder with that column set). Runs of one model and task must share one setting
-            (hyper-parameters, subset sizes): filter first.
+        runs: :func:`read_runs` rows (``run_key``, ``model``, ``task``, ``duplication``,
+            ``seed``, ``outputs_dir``, settings; ``reference``/``role`` are carried but not
+            used). Runs of one model and task must share one setting (hyper-parameters, subset
+            sizes): filter first.
         data_dir: overrides ``$DUPBERT_DATA_DIR``.
         k: ensemble size (>= 2), default the rule above.
 
     Returns:
-        One row per single run or ensemble: ``model, task, kind, k`` (members), ``seed`` (NA for
-        the control), ``configuration`` (None for cross-configuration), ``members`` (their
-        configurations, or seeds, joined by ``" + "``), ``run_keys`` (space-separated), and
-        ``metrics.<name>`` in the units of the results rows (fractions; SQuAD percent).
+        One row per single run or ensemble: ``model, task, kind, k`` (members), ``pair`` (Int64:
+        the index of a cross ensemble and its control within the model and task; NA for single
+        runs), ``offset`` (Int64, ``j``), ``disjoint`` (boolean: in a disjoint seed block),
+        ``seed`` (Int64, single runs only), ``seeds`` (the members' seeds, ``"0 + 1"``),
+        ``configuration`` (of a single run or control; None for cross ensembles), ``members``
+        (``"baseline (seed 0) + copy last (seed 1)"``), ``run_keys`` (space-separated, member
+        order), and ``metrics.<name>`` in the units of the results rows (fractions; SQuAD
+        percent).
 
     Raises:
         OutputsNotFound, OutputsMismatch: as :func:`evaluate_ensemble`; OutputsMismatch also
-            when one model and task has runs of several settings.
+            when one model and task has runs of several settings, or two runs of one
+            configuration and seed.
         ValueError: ``k < 2``.
     """
     if k is not None and k < 2:
@@ -586,17 +648,34 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
         if len(settings) > 1:
             raise OutputsMismatch(f"{model} on {task}: runs of {len(settings)} settings "
                                   "(hyper-parameters or subset sizes); keep one")
-        for kind, members, seed, configuration, label in _memberships(rows, k):
+        for record in _memberships(rows, k):
+            members = record.pop("members")
             metrics = evaluate(members)
-            records.append({
-                "model": model, "task": task, "kind": kind, "k": len(members), "seed": seed,
-                "configuration": configuration, "members": label,
-                "run_keys": " ".join(m["run_key"] for m in members),
-                **{f"metrics.{name}": value for name, value in metrics.items()}})
-    frame = pd.DataFrame(records)
-    if not frame.empty:
-        frame["seed"] = frame["seed"].astype("Int64")
+            records.append({"model": model, "task": task, **record, "k": len(members),
+                            "members": " + ".join(_member_label(m) for m in members),
+                            "run_keys": " ".join(m["run_key"] for m in members),
+                            **{f"metrics.{name}": value for name, value in metrics.items()}})
+    return _typed(pd.DataFrame(records))
+
+
+_ENSEMBLE_COLUMNS = ["model", "task", "kind", "k", "pair", "offset", "disjoint", "seed", "seeds",
+                     "configuration", "members", "run_keys"]
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`rq5_ensembles` columns in order, nullable integer and boolean types."""
+    if frame.empty:
+        return pd.DataFrame(columns=_ENSEMBLE_COLUMNS)
+    metrics = [c for c in frame.columns if c.startswith("metrics.")]
+    frame = frame[_ENSEMBLE_COLUMNS + metrics].copy()
+    for column in ("pair", "offset", "seed"):
+        frame[column] = frame[column].astype("Int64")
+    frame["disjoint"] = frame["disjoint"].astype("boolean")
     return frame
+
+
+def _member_label(row: Mapping) -> str:
+    return f"{row['duplication']} (seed {int(row['seed'])})"
 
 
 def _run_setting(row: Mapping) -> tuple:
@@ -609,28 +688,46 @@ def _run_setting(row: Mapping) -> tuple:
 
 
 def _memberships(rows: Sequence[Mapping], k: int | None):
-    """``(kind, member rows, seed, configuration, label)`` of every single run and RQ5
-    ensemble of one model and task (the rule of :func:`rq5_ensembles`), in a fixed order."""
+    """One dict per single run and RQ5 ensemble of one model and task (the rule of
+    :func:`rq5_ensembles`), in a fixed order: singles by seed then configuration, then each
+    pair's cross ensemble followed by its control. Keys: ``kind, pair, offset, disjoint, seed,
+    seeds, configuration, members`` (the member rows)."""
     configurations = list(dict.fromkeys(r["duplication"] for r in rows))
     seeds = sorted({int(r["seed"]) for r in rows})
-    run = {(r["duplication"], int(r["seed"])): r for r in rows}
-    size = k if k is not None else ensemble_size(len(configurations), len(seeds))
+    run = _run_index(rows)
     for seed in seeds:
         for configuration in configurations:
             if (configuration, seed) in run:
-                yield "single", [run[configuration, seed]], seed, configuration, configuration
-    if size < 2:
+                yield {"kind": "single", "pair": None, "offset": None, "disjoint": None,
+                       "seed": seed, "seeds": str(seed), "configuration": configuration,
+                       "members": [run[configuration, seed]]}
+    size = k if k is not None else ensemble_size(len(configurations), len(seeds))
+    if not 2 <= size <= min(len(configurations), len(seeds)):
         return
-    for seed in seeds:
-        present = [c for c in configurations if (c, seed) in run]
-        for subset in itertools.combinations(present, size):
-            yield ("cross-configuration", [run[c, seed] for c in subset], seed, None,
-                   " + ".join(subset))
-    for configuration in configurations:
-        present = [s for s in seeds if (configuration, s) in run]
-        for subset in itertools.combinations(present, size):
-            yield ("same-configuration", [run[configuration, s] for s in subset], None,
-                   configuration, "seeds " + " + ".join(map(str, subset)))
+    number = 0
+    for pair in matched_ensembles(configurations, seeds, size):
+        if not all(member in run for member in pair["cross"] + pair["control"]):
+            continue
+        common = {"pair": number, "offset": pair["offset"], "disjoint": pair["disjoint"],
+                  "seed": None, "seeds": " + ".join(map(str, pair["seeds"]))}
+        yield {"kind": "cross-configuration", **common, "configuration": None,
+               "members": [run[m] for m in pair["cross"]]}
+        yield {"kind": "same-configuration", **common,
+               "configuration": pair["control_configuration"],
+               "members": [run[m] for m in pair["control"]]}
+        number += 1
+
+
+def _run_index(rows: Sequence[Mapping]) -> dict[tuple[str, int], Mapping]:
+    """``{(configuration, seed): row}``; two runs of one configuration and seed are refused."""
+    run = {}
+    for row in rows:
+        key = (row["duplication"], int(row["seed"]))
+        if key in run:
+            raise OutputsMismatch(f"{row['model']} on {row['task']}: two runs of {key[0]!r} at "
+                                  f"seed {key[1]} ({run[key]['run_key']}, {row['run_key']})")
+        run[key] = row
+    return run
 
 
 def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
@@ -638,17 +735,19 @@ def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
     points (accuracy × 100; SQuAD as it is), the task's metrics in order (primary first).
 
     Returns:
-        Columns ``model, task, kind, k, seed, configuration, members, metric, value``.
+        Columns ``model, task, kind, k, pair, offset, disjoint, seed, seeds, configuration,
+        members, metric, value``.
     """
     from .paper import in_points, task_metrics
 
+    columns = [c for c in _ENSEMBLE_COLUMNS if c != "run_keys"]
     parts = []
     for (_, task), group in ensembles.groupby(["model", "task"], sort=False):
         for metric in task_metrics(task):
             column = f"metrics.{metric}"
             if column not in group:
                 continue
-            part = group[["model", "task", "kind", "k", "seed", "configuration", "members"]].copy()
+            part = group[columns].copy()
             part["metric"] = metric
             part["value"] = in_points(metric, group[column].astype(float))
             parts.append(part)
@@ -677,139 +776,136 @@ def best_single(ensembles: pd.DataFrame) -> pd.DataFrame:
 SUMMARY_KINDS = ("single", "baseline", "best single", "cross-configuration", "same-configuration")
 
 
-def _units(points: pd.DataFrame, best: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
-    """One value per replication unit and kind, in points (:func:`rq5_summary`)."""
-    keys = ["model", "task", "metric"]
+def _single_units(points: pd.DataFrame, best: pd.DataFrame, baseline: str | None) -> list:
+    """Single runs, the best single configuration and the baseline, one unit per run."""
     single = points[points["kind"] == "single"]
     chosen = single.merge(best, on=["model", "task", "configuration"])
-    parts = [single.assign(unit=single["members"] + " / seed " + single["seed"].astype(str)),
-             chosen.assign(kind="best single", unit="seed " + chosen["seed"].astype(str))]
+    parts = [single, chosen.assign(kind="best single")]
     if baseline is not None:
-        base = single[single["configuration"] == baseline]
-        parts.append(base.assign(kind="baseline", unit="seed " + base["seed"].astype(str)))
-    cross = points[points["kind"] == "cross-configuration"]
-    if len(cross):
-        parts.append(cross.groupby([*keys, "seed"], sort=False)["value"].mean().reset_index()
-                     .assign(kind="cross-configuration",
-                             unit=lambda f: "seed " + f["seed"].astype(str)))
-    same = points[points["kind"] == "same-configuration"]
-    if len(same):
-        parts.append(same.groupby([*keys, "configuration"], sort=False)["value"].mean()
-                     .reset_index().assign(kind="same-configuration",
-                                           unit=lambda f: f["configuration"]))
-    return pd.concat(parts, ignore_index=True)[[*keys, "kind", "unit", "seed", "configuration",
-                                                 "value"]]
+        parts.append(single[single["configuration"] == baseline].assign(kind="baseline"))
+    return [part.assign(all_value=part["value"]) for part in parts]
+
+
+def _block_units(points: pd.DataFrame) -> list:
+    """Ensembles, one unit per disjoint seed block (the mean of its ensembles of the kind)."""
+    keys = ["model", "task", "metric", "kind"]
+    ensembles = points[points["kind"] != "single"]
+    if ensembles.empty:
+        return []
+    blocks = (ensembles[ensembles["disjoint"].fillna(False).astype(bool)]
+              .groupby([*keys, "offset"], sort=False)["value"].mean().reset_index())
+    return [blocks, ensembles[keys].assign(all_value=ensembles["value"])]
 
 
 def rq5_summary(ensembles: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
     """Mean and 95% CI (:func:`dupbert.significance.mean_ci`, Student t) per model, task, metric
     and kind, in points (accuracy × 100; SQuAD as it is).
 
-    Units of the mean (the independent replications of each kind): ``single``: every run;
-    ``baseline`` (only when ``baseline`` names a configuration) and ``best single``
-    (:func:`best_single`): that configuration's run at each seed; ``cross-configuration``: each
-    seed (the mean over its ``k``-subsets of configurations); ``same-configuration``: each
-    configuration (the mean over its ``k``-subsets of seeds).
+    Units of the mean (independent replications): ``single``: every run; ``baseline`` (only when
+    ``baseline`` names a configuration) and ``best single`` (:func:`best_single`): that
+    configuration's run at each seed; ``cross-configuration`` and ``same-configuration``: each
+    disjoint seed block (offsets ``0, k, 2k, ...`` with ``j + k <= n``; the mean of the block's
+    ensembles of the kind), since ensembles of overlapping seeds share runs. ``n_all`` and
+    ``mean_all`` describe every run or ensemble of the kind, overlapping ones included.
 
     Args:
         ensembles: :func:`rq5_ensembles` output.
         baseline: the configuration to report on its own as ``baseline`` (e.g. ``"baseline"``).
 
     Returns:
-        ``model, task, metric, kind, k, n, mean, std, ci_low, ci_high, configuration`` (the
-        configuration of a ``baseline``/``best single`` row, else None); kinds in the order of
-        :data:`SUMMARY_KINDS`, metrics in the task's order (primary first).
+        ``model, task, metric, kind, k, n`` (units), ``mean, std, ci_low, ci_high`` (points;
+        NaN where there are no units, std and CI NaN with one unit), ``configuration`` (of a
+        ``baseline``/``best single`` row, else None), ``n_all``, ``mean_all``; kinds in the order
+        of :data:`SUMMARY_KINDS`, metrics in the task's order (primary first).
     """
     from .significance import mean_ci
 
     points = ensemble_points(ensembles)
-    units = _units(points, best_single(ensembles), baseline)
+    parts = _single_units(points, best_single(ensembles), baseline) + _block_units(points)
+    units = pd.concat(parts, ignore_index=True)
     sizes = points.groupby(["model", "task", "kind"], sort=False)["k"].max()
+    empty = {"n": 0, "mean": np.nan, "std": np.nan, "ci_low": np.nan, "ci_high": np.nan}
     rows = []
     for (model, task, metric), group in units.groupby(["model", "task", "metric"], sort=False):
         for kind in SUMMARY_KINDS:
             chosen = group[group["kind"] == kind]
             if chosen.empty:
                 continue
+            values, described = chosen["value"].dropna(), chosen["all_value"].dropna()
             single = kind in ("single", "baseline", "best single")
             rows.append({"model": model, "task": task, "metric": metric, "kind": kind,
                          "k": 1 if single else int(sizes[model, task, kind]),
-                         **mean_ci(chosen["value"]),
+                         **(mean_ci(values) if len(values) else empty),
                          "configuration": chosen["configuration"].iloc[0]
-                         if kind in ("baseline", "best single") else None})
+                         if kind in ("baseline", "best single") else None,
+                         "n_all": int(len(described)), "mean_all": float(described.mean())})
     return pd.DataFrame(rows)
+
+
+DIFFERENCE_COLUMNS = ["model", "task", "metric", "comparison", "n_pairs", "mean_all", "n_units",
+                      "difference", "ci_low", "ci_high", "p_value", "test"]
 
 
 def rq5_differences(ensembles: pd.DataFrame) -> pd.DataFrame:
     """The RQ5 comparisons per model, task and metric, in points, with 95% CIs and p-values.
 
-    - ``cross-configuration − best single``: paired by seed (the cross-configuration value of a
-      seed, averaged over its subsets, minus the best single configuration's run at that seed);
-      mean and Student-t CI of the differences, two-sided paired t-test (``ttest_rel``; NaN when
-      the differences do not vary).
-    - ``cross-configuration − same-configuration``: unpaired (per-seed against per-configuration
-      values, :func:`rq5_summary` units); difference of means with Welch's CI and Welch's t-test
-      (``ttest_ind(equal_var=False)``).
+    Both are paired per cross-configuration ensemble, then tested over independent units:
 
-    The best single configuration is chosen on the evaluation data (optimistic for it). No
-    correction for multiple comparisons: read the p-values as descriptive.
+    - ``cross-configuration − same-configuration``: each cross ensemble minus its matched
+      control (same seeds, same size; :func:`matched_ensembles`);
+    - ``cross-configuration − best single``: each cross ensemble minus the mean of the best
+      single configuration's runs at the ensemble's seeds (chosen on the evaluation data:
+      optimistic for it); an ensemble with a seed lacking that run is left out.
+
+    ``n_pairs`` and ``mean_all``: every such paired difference (overlapping seed sets, so
+    dependent: descriptive only). The test uses the disjoint seed blocks (offsets ``0, k, 2k,
+    ...`` with ``j + k <= n``): one unit per block, the mean of its paired differences;
+    ``n_units`` of them; ``difference`` is their mean with a Student-t 95% CI, ``p_value`` the
+    two-sided paired t-test (:func:`dupbert.significance.paired_p_value`: NaN with fewer than 2
+    units; zero spread decided as 1 or 0). No correction for multiple comparisons.
 
     Returns:
-        ``model, task, metric, comparison, n_a, n_b, difference, ci_low, ci_high, p_value, test``.
+        :data:`DIFFERENCE_COLUMNS`: ``model, task, metric, comparison, n_pairs, mean_all,
+        n_units, difference, ci_low, ci_high, p_value, test`` (points; rows only for model and
+        task with cross-configuration ensembles).
     """
-    from scipy import stats
-
-    from .significance import mean_ci
-
     points = ensemble_points(ensembles)
-    units = _units(points, best_single(ensembles))
+    best = best_single(ensembles)
     rows = []
-    for (model, task, metric), group in units.groupby(["model", "task", "metric"], sort=False):
-        cross = group[group["kind"] == "cross-configuration"].set_index("seed")["value"]
+    for (model, task, metric), group in points.groupby(["model", "task", "metric"], sort=False):
+        cross = group[group["kind"] == "cross-configuration"].set_index("pair")
         if cross.empty:
             continue
-        best = group[group["kind"] == "best single"].set_index("seed")["value"]
-        common = cross.index.intersection(best.index)
-        difference = (cross[common] - best[common]).to_numpy(float)
-        summary = mean_ci(difference)
-        p_value = _quiet(stats.ttest_rel, cross[common], best[common]) \
-            if difference.size >= 2 and np.ptp(difference) > 0 else np.nan
         base = {"model": model, "task": task, "metric": metric}
+        control = group[group["kind"] == "same-configuration"].set_index("pair")["value"]
+        rows.append({**base, "comparison": "cross-configuration − same-configuration",
+                     **_paired_test(cross.assign(other=control))})
+        chosen = best.loc[(best["model"] == model) & (best["task"] == task), "configuration"]
+        runs = group[(group["kind"] == "single") & (group["configuration"] == chosen.iloc[0])]
         rows.append({**base, "comparison": "cross-configuration − best single",
-                     "n_a": int(difference.size), "n_b": int(difference.size),
-                     "difference": summary["mean"], "ci_low": summary["ci_low"],
-                     "ci_high": summary["ci_high"], "p_value": p_value, "test": "paired t (seeds)"})
-        same = group.loc[group["kind"] == "same-configuration", "value"].to_numpy(float)
-        if same.size:
-            rows.append({**base, "comparison": "cross-configuration − same-configuration",
-                         "n_a": int(cross.size), "n_b": int(same.size),
-                         **_welch(cross.to_numpy(float), same), "test": "Welch t"})
-    return pd.DataFrame(rows, columns=["model", "task", "metric", "comparison", "n_a", "n_b",
-                                       "difference", "ci_low", "ci_high", "p_value", "test"])
+                     **_paired_test(cross.assign(other=_at_seeds(cross["seeds"], runs)))})
+    return pd.DataFrame(rows, columns=DIFFERENCE_COLUMNS)
 
 
-def _quiet(test, *args, **kwargs) -> float:
-    """A scipy test's p-value, without its precision warning for nearly constant samples (the
-    sample where every ensemble scores the same is a real outcome here, not an error)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(test(*args, **kwargs).pvalue)
+def _at_seeds(seeds: pd.Series, runs: pd.DataFrame) -> pd.Series:
+    """The mean value of ``runs`` (one per seed) at each entry's seeds (``"0 + 1"``); NaN where
+    a seed has no run."""
+    by_seed = runs.set_index(runs["seed"].astype(int))["value"]
+    return seeds.map(lambda text: by_seed.reindex([int(s) for s in text.split(" + ")]).mean(
+        skipna=False))
 
 
-def _welch(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> dict:
-    """Difference of means ``a - b`` with Welch's t interval and two-sided p-value (NaN where a
-    side has fewer than 2 values or both have no spread)."""
-    from scipy import stats
+def _paired_test(pairs: pd.DataFrame) -> dict:
+    """``value - other`` per pair (rows with ``offset``, ``disjoint``), described over all pairs
+    and tested over the disjoint seed blocks (:func:`rq5_differences`)."""
+    from .significance import mean_ci, paired_p_value
 
-    difference = float(a.mean() - b.mean())
-    nan = {"difference": difference, "ci_low": np.nan, "ci_high": np.nan, "p_value": np.nan}
-    if a.size < 2 or b.size < 2:
-        return nan
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    if va + vb == 0:
-        return nan
-    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
-    half = stats.t.ppf(0.5 + confidence / 2, df) * np.sqrt(va + vb)
-    p_value = _quiet(stats.ttest_ind, a, b, equal_var=False)
-    return {"difference": difference, "ci_low": difference - half, "ci_high": difference + half,
-            "p_value": p_value}
+    pairs = pairs.assign(difference=pairs["value"] - pairs["other"]).dropna(subset=["difference"])
+    blocks = (pairs[pairs["disjoint"].fillna(False).astype(bool)]
+              .groupby("offset", sort=True)["difference"].mean().to_numpy(float))
+    summary = mean_ci(blocks) if blocks.size else {"mean": np.nan, "ci_low": np.nan,
+                                                    "ci_high": np.nan}
+    return {"n_pairs": int(len(pairs)), "mean_all": float(pairs["difference"].mean()),
+            "n_units": int(blocks.size), "difference": summary["mean"],
+            "ci_low": summary["ci_low"], "ci_high": summary["ci_high"],
+            "p_value": paired_p_value(blocks), "test": "paired t over disjoint seed blocks"}

@@ -1,6 +1,8 @@
 """RQ5 ensembles from stored outputs: the combination rule on hand-made cases, the reproduction of
-single runs from the committed CPU outputs (results/cpu/rq3*), the RQ5 membership rule, errors."""
+single runs from the stored outputs of a tiny study run for the session (conftest ``tiny_study``),
+the RQ5 membership rule against hand-listed members, errors."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -8,22 +10,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from dupbert import ensemble as E
 from dupbert import qa
 from dupbert.ensemble import OutputsMismatch, OutputsNotFound
 from dupbert.errors import DupbertError
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-RESULTS = REPO_ROOT / "results" / "cpu" / "rq3.jsonl"
-OUTPUTS = REPO_ROOT / "results" / "cpu" / "rq3-outputs"
+from dupbert.finetune import HyperParameters, run_key
 
 
 @pytest.fixture(scope="module")
-def cpu_runs():
-    if not RESULTS.is_file():
-        pytest.skip("results/cpu/rq3.jsonl is not in this checkout")
-    return E.read_runs(RESULTS)
+def study_runs(tiny_study):
+    return tiny_study.runs
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +49,13 @@ def test_the_outputs_folder_follows_the_rq3_convention():
     assert E.default_outputs_dir("results/cpu/rq3.jsonl").as_posix() == "results/cpu/rq3-outputs"
 
 
-def test_read_runs_attaches_each_runs_outputs_folder(cpu_runs):
-    assert len(cpu_runs) == 63 and cpu_runs["run_key"].is_unique
-    assert set(cpu_runs["outputs_dir"]) == {str(OUTPUTS)}
+def test_read_runs_attaches_each_runs_outputs_folder(tiny_study):
+    runs = tiny_study.runs
+    assert len(runs) == 13 and runs["run_key"].is_unique
+    assert set(runs["outputs_dir"]) == {str(tiny_study.outputs)}
+    # without a folder, the convention: <results stem>-outputs beside the results file
+    assert set(E.read_runs(tiny_study.results)["outputs_dir"]) == {str(tiny_study.outputs)}
+    assert sorted(p.stem for p in tiny_study.outputs.glob("*.npz")) == sorted(runs["run_key"])
 
 
 def test_a_missing_outputs_file_names_the_file_and_how_to_make_it(tmp_path):
@@ -98,10 +100,10 @@ def test_runs_of_different_tasks_are_refused(tmp_path):
         E.evaluate_ensemble(rows)
 
 
-def test_one_classifier_alone_reproduces_its_stored_metrics(cpu_runs, evaluator):
+def test_one_classifier_alone_reproduces_its_stored_metrics(study_runs, evaluator):
     """Exactly where fp16 storage leaves no close call; elsewhere at most one prediction per
     close call (top-2 probabilities within one fp16 step) can flip."""
-    rows = cpu_runs[cpu_runs["task"] != "squad2"].to_dict("records")
+    rows = study_runs[study_runs["task"] != "squad2"].to_dict("records")
     exact = 0
     for row in rows:
         metrics = evaluator([row])
@@ -114,7 +116,8 @@ def test_one_classifier_alone_reproduces_its_stored_metrics(cpu_runs, evaluator)
             assert metrics == {"accuracy": row["metrics.accuracy"],
                                "macro_f1": pytest.approx(row["metrics.macro_f1"], abs=1e-12)}
             exact += 1
-    assert len(rows) == 51 and exact >= 10
+    # measured on the tiny study: 8 of its 9 USPTO-50k runs have no close call (all 9 reproduce)
+    assert len(rows) == 9 and exact == 8
 
 
 # ----------------------------------------------------------------------------- SQuAD 2.0
@@ -179,7 +182,7 @@ def test_the_summed_probabilities_pick_the_span_and_the_null():
         "q0": "gamma delta", "q1": ""}
 
 
-def test_a_model_twice_is_the_model_once(cpu_runs, evaluator):
+def test_a_model_twice_is_the_model_once(study_runs, evaluator):
     """Two identical members (the probability-matrix path) give the one-member scores (the log
     path) back, on the toy models and on a real run."""
     for model in (MODEL_A, MODEL_B):
@@ -188,8 +191,9 @@ def test_a_model_twice_is_the_model_once(cpu_runs, evaluator):
         for key in ("start_index", "end_index"):
             np.testing.assert_array_equal(once[key], twice[key])
         np.testing.assert_allclose(once["start_logit"], twice["start_logit"], atol=1e-6)
-    row = cpu_runs[cpu_runs["task"] == "squad2"].iloc[0].to_dict()
-    assert evaluator([row, row]) == evaluator([row])
+    for task in ("squad2", "uspto50k"):
+        row = study_runs[study_runs["task"] == task].iloc[0].to_dict()
+        assert evaluator([row, row]) == evaluator([row])
 
 
 def test_spans_are_context_only_ordered_and_at_most_max_answer_length():
@@ -207,11 +211,11 @@ def test_mismatched_example_ids_are_refused():
         E.ensemble_squad_predictions([MODEL_A, other], EXAMPLES, FEATURES)
 
 
-def test_one_squad_run_alone_reproduces_its_stored_metrics(cpu_runs, evaluator):
+def test_one_squad_run_alone_reproduces_its_stored_metrics(study_runs, evaluator):
     """The ensemble code on one run's stored fp16 candidates gives the run's own metrics: within
     one question's worth for every run, exactly for most."""
-    rows = cpu_runs[cpu_runs["task"] == "squad2"].to_dict("records")
-    assert len(rows) == 12
+    rows = study_runs[study_runs["task"] == "squad2"].to_dict("records")
+    assert len(rows) == 4
     exact = 0
     for row in rows:
         metrics = evaluator([row])
@@ -220,22 +224,24 @@ def test_one_squad_run_alone_reproduces_its_stored_metrics(cpu_runs, evaluator):
             assert abs(metrics[key] - row[f"metrics.{key}"]) <= one_question + 1e-9, key
         exact += all(metrics[k] == pytest.approx(row[f"metrics.{k}"], abs=1e-9)
                      for k in ("exact", "f1"))
-    assert exact >= 10
+    assert exact == 4  # measured: every run of the tiny study (one window per question)
 
 
-def test_one_squad_run_alone_answers_as_its_own_candidates_do(cpu_runs, evaluator):
-    row = cpu_runs[cpu_runs["task"] == "squad2"].iloc[1].to_dict()
+def test_one_squad_run_alone_answers_as_its_own_candidates_do(study_runs, evaluator):
+    row = study_runs[study_runs["task"] == "squad2"].iloc[1].to_dict()
     examples, features = evaluator.eval_set(row)
     stored = evaluator.outputs(row)
     ours = E.ensemble_squad_predictions([stored], examples, features)
     theirs = qa.select_answers(examples, features, stored)
     same = sum(ours[i] == theirs[i] for i in theirs)
-    assert len(theirs) == 64 and same >= 62
+    # one window per question (16 features for 16 questions): the windows are never compared,
+    # so the ensemble of one run answers exactly as the run's own selection
+    assert len(theirs) == 16 and len(features["example_id"]) == 16 and same == 16
 
 
-def test_a_squad_run_with_other_example_ids_is_refused(cpu_runs, evaluator, tmp_path):
-    row = cpu_runs[cpu_runs["task"] == "squad2"].iloc[0].to_dict()
-    stored = dict(np.load(OUTPUTS / f"{row['run_key']}.npz"))
+def test_a_squad_run_with_other_example_ids_is_refused(study_runs, evaluator, tmp_path):
+    row = study_runs[study_runs["task"] == "squad2"].iloc[0].to_dict()
+    stored = dict(np.load(Path(row["outputs_dir"]) / f"{row['run_key']}.npz"))
     stored["example_id"] = stored["example_id"][::-1]
     doctored = _save(tmp_path, row, **stored)
     fresh = E._Evaluator(data_dir=evaluator.data_dir)
@@ -246,67 +252,176 @@ def test_a_squad_run_with_other_example_ids_is_refused(cpu_runs, evaluator, tmp_
 
 # ----------------------------------------------------------------------------- RQ5 rule
 
+TOY_SETTING = {"model": "toy", "task": "sst2", "hyperparameters": {"max_length": 128, "doc_stride": 128},
+               "max_train_samples": 8, "max_eval_samples": 3, "train_subset_seed": 0}
 
-def _toy_grid(folder, configurations=("baseline", "copy first 3", "copy last"), seeds=(0, 1)):
-    """A 3-configuration x 2-seed grid of classifiers on 4 examples, labels [0, 1, 0, 1]."""
+
+def _toy_key(configuration, seed):
+    """The run key of a toy run, by dupbert.finetune.run_key: independent of the RQ5 code."""
+    return run_key({**TOY_SETTING, "duplication": configuration, "seed": seed})
+
+
+def _keys(members):
+    """Run keys of hand-listed ``[(configuration, seed), ...]`` members."""
+    return " ".join(_toy_key(c, s) for c, s in members)
+
+
+def _toy_grid(folder, configurations=("baseline", "copy first 3", "copy last"), seeds=(0, 1),
+              missing=()):
+    """Classifiers on 4 examples, labels [0, 1, 0, 1], one per configuration and seed (except
+    ``missing``), with RQ3's row fields (reference, role, train_subset_seed, run_key)."""
     labels = np.array([0, 1, 0, 1])
     rows = []
     rng = np.random.default_rng(0)
     for seed in seeds:
-        for c, configuration in enumerate(configurations):
+        for configuration in configurations:
             p = rng.dirichlet([1, 1], size=4).astype(np.float16)
-            row = _row(f"{c}{seed}" * 4, duplication=configuration, seed=seed,
-                       metrics={"accuracy": 0.0})
+            if (configuration, seed) in missing:
+                continue
+            first = configuration == configurations[0]
+            row = {**TOY_SETTING, "duplication": configuration, "seed": seed,
+                   "reference": None if first else configurations[0],
+                   "role": "reference" if first else "secondary", "metrics": {"accuracy": 0.0},
+                   "run_key": _toy_key(configuration, seed)}
             rows.append(_save(folder, row, probabilities=p, labels=labels))
     return pd.json_normalize(rows, sep=".")
 
 
-def test_the_rq5_rule_uses_every_subset_of_size_k(tmp_path):
-    runs = _toy_grid(tmp_path)
+def _score(runs, members):
+    """Accuracy in points of the ensemble of hand-listed members, straight from the rows."""
+    chosen = runs.set_index("run_key").loc[_keys(members).split()].reset_index()
+    return 100 * E.evaluate_ensemble(chosen)["accuracy"]
+
+
+BASE, LAST = "baseline", "copy last"
+
+
+def test_the_membership_rule_of_three_seeds_and_two_configurations():
+    pairs = E.matched_ensembles([BASE, LAST], [2, 0, 1], k=2)
+    assert [p["cross"] for p in pairs] == [[(BASE, 0), (LAST, 1)], [(BASE, 1), (LAST, 2)], [(BASE, 2), (LAST, 0)]]
+    assert [p["control"] for p in pairs] == [[(BASE, 0), (BASE, 1)], [(LAST, 1), (LAST, 2)], [(BASE, 2), (BASE, 0)]]
+    assert [p["seeds"] for p in pairs] == [(0, 1), (1, 2), (2, 0)]
+    assert [p["disjoint"] for p in pairs] == [True, False, False]
+    assert [p["offset"] for p in pairs] == [0, 1, 2] and [p["pair"] for p in pairs] == [0, 1, 2]
+
+
+def test_three_configurations_at_k_two_use_every_subset_at_every_offset():
+    pairs = E.matched_ensembles(["a", "b", "c"], [0, 1, 2, 3], k=2)
+    assert len(pairs) == 4 * 3
+    assert [p["cross"] for p in pairs[3:6]] == [[("a", 1), ("b", 2)], [("a", 1), ("c", 2)],
+                                                [("b", 1), ("c", 2)]]
+    assert [p["control_configuration"] for p in pairs[3:6]] == ["b", "c", "c"]  # S[1 % 2]
+    assert [p["offset"] for p in pairs if p["disjoint"]] == [0, 0, 0, 2, 2, 2]
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_k_must_leave_every_member_its_own_seed_and_configuration(k):
+    with pytest.raises(ValueError, match="k <= min"):
+        E.matched_ensembles([BASE, LAST, "copy first 3"], [0, 1], k)
+
+
+def test_rq5_ensembles_have_the_hand_listed_members(tmp_path):
+    runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2))
     ensembles = E.rq5_ensembles(runs)
-    counts = ensembles["kind"].value_counts().to_dict()
-    # k = min(3 configurations, 2 seeds) = 2: C(3, 2) = 3 per seed; C(2, 2) = 1 per configuration
-    assert counts == {"single": 6, "cross-configuration": 6, "same-configuration": 3}
     cross = ensembles[ensembles["kind"] == "cross-configuration"]
-    assert cross["members"].tolist()[:3] == ["baseline + copy first 3", "baseline + copy last",
-                                            "copy first 3 + copy last"]
-    assert cross["seed"].tolist() == [0, 0, 0, 1, 1, 1] and set(cross["k"]) == {2}
     same = ensembles[ensembles["kind"] == "same-configuration"]
-    assert same["configuration"].tolist() == ["baseline", "copy first 3", "copy last"]
-    assert same["members"].tolist() == ["seeds 0 + 1"] * 3 and same["seed"].isna().all()
-    # every ensemble's metric is the ensemble of its members
-    first = cross.iloc[0]
-    members = runs[runs["run_key"].isin(first["run_keys"].split())]
-    assert first["metrics.accuracy"] == E.evaluate_ensemble(members)["accuracy"]
+    assert cross["run_keys"].tolist() == [_keys([(BASE, 0), (LAST, 1)]), _keys([(BASE, 1), (LAST, 2)]),
+                                          _keys([(BASE, 2), (LAST, 0)])]
+    assert same["run_keys"].tolist() == [_keys([(BASE, 0), (BASE, 1)]), _keys([(LAST, 1), (LAST, 2)]),
+                                         _keys([(BASE, 2), (BASE, 0)])]
+    assert same["configuration"].tolist() == [BASE, LAST, BASE] and cross["configuration"].isna().all()
+    assert cross["members"].iloc[2] == "baseline (seed 2) + copy last (seed 0)"
+    for kind in (cross, same):
+        assert kind["pair"].tolist() == [0, 1, 2] and kind["offset"].tolist() == [0, 1, 2]
+        assert kind["seeds"].tolist() == ["0 + 1", "1 + 2", "2 + 0"]
+        assert kind["disjoint"].tolist() == [True, False, False] and set(kind["k"]) == {2}
+    singles = ensembles[ensembles["kind"] == "single"]
+    assert singles["run_keys"].tolist() == [_toy_key(c, s) for s in (0, 1, 2) for c in (BASE, LAST)]
+    assert singles["seed"].tolist() == [0, 0, 1, 1, 2, 2]
+    # every ensemble's metric is the ensemble of its hand-listed members
+    assert 100 * cross["metrics.accuracy"].iloc[2] == _score(runs, [(BASE, 2), (LAST, 0)])
+    assert 100 * same["metrics.accuracy"].iloc[1] == _score(runs, [(LAST, 1), (LAST, 2)])
     assert E.rq5_ensembles(runs).equals(ensembles)  # deterministic
 
 
-def test_summary_and_differences_follow_their_units(tmp_path):
-    ensembles = E.rq5_ensembles(_toy_grid(tmp_path))
-    summary = E.rq5_summary(ensembles)
+def test_a_missing_run_drops_its_pair_from_both_arms(tmp_path):
+    runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2), missing=[(LAST, 2)])
+    ensembles = E.rq5_ensembles(runs)
+    # (LAST, 2) is in pair 1 (cross B1 + C2, control C1 + C2): both go; pairs renumbered
+    assert ensembles.loc[ensembles["kind"] == "cross-configuration", "run_keys"].tolist() == [
+        _keys([(BASE, 0), (LAST, 1)]), _keys([(BASE, 2), (LAST, 0)])]
+    assert ensembles.loc[ensembles["kind"] == "same-configuration", "run_keys"].tolist() == [
+        _keys([(BASE, 0), (BASE, 1)]), _keys([(BASE, 2), (BASE, 0)])]
+    assert ensembles["pair"].dropna().tolist() == [0, 0, 1, 1]
+
+
+def test_two_runs_of_one_configuration_and_seed_are_refused(tmp_path):
+    runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1))
+    twice = pd.concat([runs, runs.iloc[[0]].assign(run_key="feedfacefeedface")])
+    with pytest.raises(OutputsMismatch, match="two runs of 'baseline' at seed 0"):
+        E.rq5_ensembles(twice)
+
+
+def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
+    """3 configurations x 4 seeds, k = 2: 4 offsets x 3 subsets = 12 pairs; blocks j = 0
+    (seeds 0, 1) and j = 2 (seeds 2, 3); controls S[0] at both."""
+    a, b, c = "baseline", "copy first 3", "copy last"
+    runs = _toy_grid(tmp_path, configurations=(a, b, c), seeds=(0, 1, 2, 3))
+    ensembles = E.rq5_ensembles(runs, k=2)
+    assert ensembles["kind"].value_counts().to_dict() == {
+        "single": 12, "cross-configuration": 12, "same-configuration": 12}
+
+    def block(s, t):
+        cross = [_score(runs, [(x, s), (y, t)]) for x, y in ((a, b), (a, c), (b, c))]
+        control = [_score(runs, [(x, s), (x, t)]) for x in (a, a, b)]
+        return np.array(cross), np.array(control)
+
+    (cross0, control0), (cross2, control2) = block(0, 1), block(2, 3)
+    summary = E.rq5_summary(ensembles, baseline=a)
     accuracy = summary[summary["metric"] == "accuracy"].set_index("kind")
-    assert accuracy["n"].to_dict() == {"single": 6, "best single": 2, "cross-configuration": 2,
-                                       "same-configuration": 3}
+    assert accuracy["n"].to_dict() == {"single": 12, "baseline": 4, "best single": 4,
+                                       "cross-configuration": 2, "same-configuration": 2}
+    assert accuracy.loc["cross-configuration", "mean"] == pytest.approx(
+        (cross0.mean() + cross2.mean()) / 2)
+    assert accuracy.loc["same-configuration", "mean"] == pytest.approx(
+        (control0.mean() + control2.mean()) / 2)
+    all_cross = 100 * ensembles.loc[ensembles["kind"] == "cross-configuration", "metrics.accuracy"]
+    assert accuracy.loc["cross-configuration", "n_all"] == 12
+    assert accuracy.loc["cross-configuration", "mean_all"] == pytest.approx(all_cross.mean())
     single = ensembles[ensembles["kind"] == "single"]
     means = single.groupby("configuration", sort=False)["metrics.accuracy"].mean()
     assert accuracy.loc["best single", "configuration"] == means.idxmax()
-    with_baseline = E.rq5_summary(ensembles, baseline="copy last").set_index(["metric", "kind"])
-    assert with_baseline.loc[("accuracy", "baseline"), "mean"] == pytest.approx(
-        100 * single.loc[single["configuration"] == "copy last", "metrics.accuracy"].mean())
-    assert with_baseline.loc[("accuracy", "baseline"), "n"] == 2
+    assert accuracy.loc["baseline", "mean"] == pytest.approx(100 * means[a])
     assert accuracy.loc["single", "mean"] == pytest.approx(100 * single["metrics.accuracy"].mean())
-    cross = ensembles[ensembles["kind"] == "cross-configuration"]
-    per_seed = 100 * cross.groupby("seed")["metrics.accuracy"].mean()
-    assert accuracy.loc["cross-configuration", "mean"] == pytest.approx(per_seed.mean())
-    differences = E.rq5_differences(ensembles).set_index(["metric", "comparison"])
-    best_runs = 100 * single[single["configuration"] == means.idxmax()].set_index("seed")[
-        "metrics.accuracy"]
-    paired = differences.loc[("accuracy", "cross-configuration − best single")]
-    assert paired["difference"] == pytest.approx((per_seed - best_runs).mean())
-    assert paired["n_a"] == 2 and paired["test"] == "paired t (seeds)"
-    welch = differences.loc[("accuracy", "cross-configuration − same-configuration")]
-    assert welch["difference"] == pytest.approx(
-        accuracy.loc["cross-configuration", "mean"] - accuracy.loc["same-configuration", "mean"])
+
+    differences = E.rq5_differences(ensembles)
+    differences = differences[differences["metric"] == "accuracy"].set_index("comparison")
+    matched = differences.loc["cross-configuration − same-configuration"]
+    units = np.array([(cross0 - control0).mean(), (cross2 - control2).mean()])
+    assert (matched["n_pairs"], matched["n_units"]) == (12, 2)
+    assert matched["difference"] == pytest.approx(units.mean())
+    assert matched["test"] == "paired t over disjoint seed blocks"
+    expected_p = (float(stats.ttest_1samp(units, 0.0).pvalue) if np.ptp(units) > 0
+                  else (1.0 if units[0] == 0 else 0.0))
+    assert matched["p_value"] == pytest.approx(expected_p)
+    best = single[single["configuration"] == means.idxmax()].set_index("seed")["metrics.accuracy"]
+    versus_best = differences.loc["cross-configuration − best single"]
+    best_units = [cross0.mean() - 100 * best[[0, 1]].mean(), cross2.mean() - 100 * best[[2, 3]].mean()]
+    assert versus_best["difference"] == pytest.approx(np.mean(best_units))
+    assert (versus_best["n_pairs"], versus_best["n_units"]) == (12, 2)
+
+
+def test_one_disjoint_block_gives_no_test_but_every_pair_described(tmp_path):
+    runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2))
+    differences = E.rq5_differences(E.rq5_ensembles(runs)).set_index(["metric", "comparison"])
+    matched = differences.loc[("accuracy", "cross-configuration − same-configuration")]
+    pairs = [([(BASE, 0), (LAST, 1)], [(BASE, 0), (BASE, 1)]), ([(BASE, 1), (LAST, 2)], [(LAST, 1), (LAST, 2)]),
+             ([(BASE, 2), (LAST, 0)], [(BASE, 2), (BASE, 0)])]
+    each = [_score(runs, x) - _score(runs, y) for x, y in pairs]
+    assert (matched["n_pairs"], matched["n_units"]) == (3, 1)
+    assert matched["mean_all"] == pytest.approx(np.mean(each))
+    assert matched["difference"] == pytest.approx(each[0])
+    assert np.isnan(matched["p_value"]) and np.isnan(matched["ci_low"])
 
 
 def test_one_seed_gives_single_runs_only_and_k_below_2_is_refused(tmp_path):
@@ -323,16 +438,69 @@ def test_runs_of_two_settings_are_refused(tmp_path):
         E.rq5_ensembles(runs)
 
 
-def test_rq5_on_the_committed_cpu_runs(cpu_runs):
-    """The classification cells of results/cpu (SQuAD is covered above): k = 3 everywhere."""
-    runs = cpu_runs[cpu_runs["task"].isin(["sst2", "uspto50k"])]
-    ensembles = E.rq5_ensembles(runs)
-    counts = ensembles.groupby(["model", "task", "kind"]).size().to_dict()
-    assert counts[("all-MiniLM-L6-v2", "sst2", "cross-configuration")] == 3 * 4  # C(4, 3) a seed
-    assert counts[("all-MiniLM-L6-v2", "sst2", "same-configuration")] == 4
-    assert counts[("rxnmapper-albert", "uspto50k", "cross-configuration")] == 3 * 10  # C(5, 3)
-    assert counts[("rxnmapper-albert", "uspto50k", "same-configuration")] == 5
-    assert set(ensembles.loc[ensembles["kind"] != "single", "k"]) == {3}
-    summary = E.rq5_summary(ensembles)
-    assert len(summary) == 3 * 2 * 4  # cells x metrics x kinds
+def _study_key(sweeps, model, task, configuration, seed):
+    """The run key the tiny study's sweep gives a run, rebuilt from its arguments by
+    dupbert.finetune.run_key: independent of the RQ5 code."""
+    part = next(p for p in sweeps if p["models"] == [model] and p["tasks"] == [task])
+    kind = "qa" if task == "squad2" else "classification"
+    hp = HyperParameters.for_task(kind, **part["hyperparameters"][kind])
+    return run_key({"model": model, "task": task, "duplication": configuration, "seed": seed,
+                    "hyperparameters": dataclasses.asdict(hp),
+                    "max_train_samples": part["max_train_samples"],
+                    "max_eval_samples": part["max_eval_samples"], "train_subset_seed": 0})
+
+
+def test_rq5_on_the_tiny_study(tiny_study):
+    """USPTO-50k: 3 configurations x 3 seeds, k = 3; SQuAD 2.0: 2 x 2, k = 2."""
+    study_runs = tiny_study.runs
+
+    def key(*run):
+        return _study_key(tiny_study.sweeps, *run)
+
+    ensembles = E.rq5_ensembles(study_runs)
+    counts = ensembles.groupby(["model", "task", "kind"], sort=False).size().to_dict()
+    albert, minilm = ("rxnmapper-albert", "uspto50k"), ("all-MiniLM-L6-v2", "squad2")
+    assert counts == {(*albert, "single"): 9, (*albert, "cross-configuration"): 3,
+                      (*albert, "same-configuration"): 3, (*minilm, "single"): 4,
+                      (*minilm, "cross-configuration"): 2, (*minilm, "same-configuration"): 2}
+    r, s, c = "baseline", "repeat shared +3", "copy last"
+    expected = {  # (kind, offset): members, by the rule written out by hand
+        ("cross-configuration", 0): [(r, 0), (s, 1), (c, 2)],
+        ("same-configuration", 0): [(r, 0), (r, 1), (r, 2)],
+        ("cross-configuration", 1): [(r, 1), (s, 2), (c, 0)],
+        ("same-configuration", 1): [(s, 1), (s, 2), (s, 0)],
+        ("cross-configuration", 2): [(r, 2), (s, 0), (c, 1)],
+        ("same-configuration", 2): [(c, 2), (c, 0), (c, 1)]}
+    found = ensembles[(ensembles["model"] == albert[0]) & (ensembles["kind"] != "single")]
+    assert {(kind, o): keys.split() for kind, o, keys in
+            zip(found["kind"], found["offset"], found["run_keys"])} == {
+        slot: [key(*albert, x, seed) for x, seed in members]
+        for slot, members in expected.items()}
+    squad = ensembles[(ensembles["model"] == minilm[0]) & (ensembles["kind"] != "single")]
+    d = "copy first 3"
+    assert squad["run_keys"].str.split().tolist() == [
+        [key(*minilm, x, seed) for x, seed in members]
+        for members in ([(r, 0), (d, 1)], [(r, 0), (r, 1)], [(r, 1), (d, 0)], [(d, 1), (d, 0)])]
+    assert squad["disjoint"].tolist() == [True, True, False, False]
+    # a single run scores as its row says (the one-model ensemble reproduces the run)
+    singles = ensembles[ensembles["kind"] == "single"].set_index("run_keys")
+    stored = study_runs.set_index("run_key")
+    for metric in ("accuracy", "f1"):
+        rows = singles[f"metrics.{metric}"].dropna()
+        assert rows.to_dict() == stored.loc[rows.index, f"metrics.{metric}"].to_dict()
+
+    summary = E.rq5_summary(ensembles, baseline="baseline")
+    assert len(summary) == 2 * 5 + 4 * 5  # (USPTO 2 metrics + SQuAD 4) x 5 kinds
+    cell = summary[(summary["task"] == "uspto50k") & (summary["metric"] == "accuracy")]
+    cell = cell.set_index("kind")
+    assert cell["n"].to_dict() == {"single": 9, "baseline": 3, "best single": 3,
+                                   "cross-configuration": 1, "same-configuration": 1}
+    assert cell.loc["baseline", "mean"] == pytest.approx(
+        100 * stored.loc[[key(*albert, r, x) for x in (0, 1, 2)], "metrics.accuracy"].mean())
+    block = found[(found["kind"] == "cross-configuration") & (found["offset"] == 0)]
+    assert cell.loc["cross-configuration", "mean"] == pytest.approx(
+        100 * block["metrics.accuracy"].iloc[0])
     assert json.loads(summary.to_json())  # plain values
+    differences = E.rq5_differences(ensembles)
+    assert set(differences["n_units"]) == {1} and differences["p_value"].isna().all()
+    assert set(differences.loc[differences["task"] == "uspto50k", "n_pairs"]) == {3}
