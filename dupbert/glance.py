@@ -217,8 +217,8 @@ def rq3_rq4_rows(results: pd.DataFrame) -> list[dict]:
     that learned agrees -> that verdict, else ``undecided``; no model learned -> ``did not
     learn``. ``rq3-squad2-exact`` (no size stated): ``reproduced`` when the primary gain is
     significantly positive, ``refuted`` when significantly negative, else ``undecided``.
-    ``rq3-method``: ``reproduced`` when every claimed gain is, ``refuted`` when one is, else
-    ``undecided``. ``rq4``: ``reproduced`` when every task claim is reproduced by every model that
+    ``rq3-method``, over the claimed gains that had runs: ``reproduced`` when every one is,
+    ``refuted`` when one is, ``did not learn`` when none learned, else ``undecided``. ``rq4``: ``reproduced`` when every task claim is reproduced by every model that
     learned it, ``refuted`` when one is refuted, else ``undecided``.
     """
     table = paper.comparison(results) if not results.empty else pd.DataFrame()
@@ -257,13 +257,16 @@ def rq3_rq4_rows(results: pd.DataFrame) -> list[dict]:
                          "the pre-registered primary comparison (paper's configuration vs baseline, "
                          "paired seeds, dupbert.significance.verdict); a baseline below its floor "
                          "decides nothing"))
-    gains = [v for cid, v in per_claim.items() if paper.claim(cid).claimed_gain not in (None, 0.0)]
-    method = ("reproduced" if gains and all(v == "reproduced" for v in gains)
-              else "refuted" if "refuted" in gains else
-              paper.DID_NOT_LEARN if gains and all(v == paper.DID_NOT_LEARN for v in gains)
+    gains = [v for cid, v in per_claim.items()
+             if paper.claim(cid).claimed_gain not in (None, 0.0) and v != "not testable here"]
+    method = ("not testable here" if not gains
+              else "reproduced" if all(v == "reproduced" for v in gains)
+              else "refuted" if "refuted" in gains
+              else paper.DID_NOT_LEARN if all(v == paper.DID_NOT_LEARN for v in gains)
               else "undecided")
     rows.insert(0, _row("rq3-method", "; ".join(f"{cid}: {v}" for cid, v in per_claim.items()),
-                        method, "reproduced when every claimed gain is; refuted when one is"))
+                        method, "over the claimed gains that could be tested: reproduced when every "
+                                "one is; refuted when one is"))
     tested = [v for v in per_claim.values() if v != "not testable here"]
     consistent = ("reproduced" if tested and all(v == "reproduced" for v in tested)
                   else "refuted" if "refuted" in tested else
