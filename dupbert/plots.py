@@ -703,3 +703,44 @@ def plot_masked_and_reconstruction(reconstruction: pd.DataFrame, masked: pd.Data
 
 
 __all__ += ["plot_lens", "plot_masked_and_reconstruction"]
+
+
+def plot_lens_panels(frames: dict[str, pd.DataFrame], value: str = "probability",
+                     max_positions: int | None = 48) -> Figure:
+    """Several lens heat maps (:func:`plot_lens`) stacked in one figure, one panel per model.
+
+    Parameters
+    ----------
+    frames
+        ``{title: dupbert.lens(...) frame}``, e.g. one real sequence per model.
+    value, max_positions
+        As :func:`plot_lens`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        ``frames`` is empty; as :func:`plot_lens`.
+    """
+    if not frames:
+        raise ValueError("plot_lens_panels needs at least one lens frame")
+    sizes = []
+    for frame in frames.values():
+        shown = frame.loc[(frame["guess"] == 1) & ~frame["special"].astype(bool), "position"]
+        n_positions = shown.nunique() if max_positions is None else min(max_positions,
+                                                                         shown.nunique())
+        sizes.append((n_positions, frame["layer"].nunique()))
+    width = 1.6 + 0.32 * max(n for n, _ in sizes)
+    fig = Figure(figsize=(width, sum(1.2 + 0.3 * layers for _, layers in sizes)), dpi=100,
+                 layout="constrained")
+    axes = fig.subplots(len(frames), 1, squeeze=False,
+                        gridspec_kw={"height_ratios": [1.2 + 0.3 * layers for _, layers in sizes]})
+    for ax, (title, frame) in zip(axes[:, 0], frames.items()):
+        plot_lens(frame, value=value, max_positions=max_positions, title=title, ax=ax)
+    return fig
+
+
+__all__ += ["plot_lens_panels"]
