@@ -395,7 +395,8 @@ class Parameter:
     ``per_model_task`` (a value, ``{task: value}`` or ``{task: {model: value}}``, each value cast
     by ``cast``), ``orders`` (``{label: [block, ...]}``). ``none``: ``None`` (and ``""``, and the
     string ``"None"``) is allowed. ``choices``: allowed strings (besides a mapping for
-    ``orders``). ``minimum``: the smallest number allowed. ``check``: called with the value (after
+    ``orders``). ``minimum``, ``maximum``: the smallest and largest number allowed. Kind
+    ``mappings``: a list of mappings (e.g. RQ5's ``smoke_sweeps``), passed on as they are. ``check``: called with the value (after
     parsing; not for ``None``), may raise a :class:`~dupbert.errors.DupbertError`.
     """
 
@@ -403,6 +404,7 @@ class Parameter:
     none: bool = False
     choices: tuple = ()
     minimum: float | None = None
+    maximum: float | None = None
     check: Callable[[Any], Any] | None = None
     cast: type | None = None
 
@@ -449,7 +451,10 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     "rq1": dict(models=_MODELS, model=_MODEL, corpus=_CORPUS, n_sequences=_POSITIVE,
                 batch_size=_POSITIVE, device=_DEVICE, seed=_SEED, max_length=Parameter("int", minimum=3),
                 duplications=Parameter("orders", none=True, choices=("standard",)),
-                n_sequences_duplicated=_POSITIVE, tables_dir=_FOLDER),
+                n_sequences_duplicated=_POSITIVE, n_sequences_masked=_POSITIVE,
+                masking=Parameter("str", choices=("mask", "80-10-10")),
+                mask_rate=Parameter("float", minimum=0.0, maximum=1.0),
+                lens_positions=_POSITIVE, tables_dir=_FOLDER),
     "rq2": dict(models=_MODELS, model=_MODEL, corpus=_CORPUS, n_sequences=_POSITIVE,
                 max_tokens=Parameter("int", minimum=2), batch_size=_POSITIVE, device=_DEVICE,
                 seed=_SEED, max_length=Parameter("int", minimum=3),
@@ -470,10 +475,10 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 run_missing=Parameter("bool"), profile=_PROFILE),
     "rq4": dict(results_paths=Parameter("names", check=_files_exist), baseline=Parameter("str"),
                 profile=_PROFILE),
-    "rq5": dict(results_paths=Parameter("names", check=_files_exist),
+    "rq5": dict(results_paths=Parameter("names", none=True, check=_files_exist),
                 outputs_dirs=Parameter("names", none=True), baseline=Parameter("str"),
-                ensemble_size=Parameter("int", none=True, minimum=1), tables_dir=_FOLDER,
-                profile=_PROFILE),
+                ensemble_size=Parameter("int", none=True, minimum=1),
+                smoke_sweeps=Parameter("mappings"), tables_dir=_FOLDER, profile=_PROFILE),
     "glance": dict(tables_dir=Parameter("str"), results_paths=Parameter("names"), profile=_PROFILE),
 }
 """The parameters of each chapter notebook (``notebooks/<name>.ipynb``) and how each is read."""
@@ -493,6 +498,7 @@ _EXAMPLES = {
     "bool": ("-p {name} True", "-p {name} False"),
     "device": ("-p {name} cpu", "-p {name} cuda:0"),
     "str": ("-p {name} VALUE",),
+    "mappings": ("-y '{name}: [{{KEY: VALUE}}, ...]'", "-f FILE.yaml"),
 }
 
 
@@ -550,6 +556,8 @@ def _number(value: Any, cast: type, spec: Parameter) -> int | float | bool:
         raise _Bad(f"{value!r} is not {'an integer' if cast is int else 'a number'}") from None
     if spec.minimum is not None and number < spec.minimum:
         raise _Bad(f"{number!r} is below the smallest allowed value, {spec.minimum:g}")
+    if spec.maximum is not None and number > spec.maximum:
+        raise _Bad(f"{number!r} is above the largest allowed value, {spec.maximum:g}")
     return number
 
 
@@ -604,6 +612,12 @@ def _read(name: str, value: Any, spec: Parameter) -> Any:
             else:
                 out[task] = None if _is_none(inner) else _number(inner, cast, spec)
         return out
+    if kind == "mappings":
+        value = _structured(value.strip()) if isinstance(value, str) else value
+        if not isinstance(value, (list, tuple)) or not value \
+                or not all(isinstance(item, Mapping) for item in value):
+            raise _Bad(f"{value!r} is not a list of mappings")
+        return list(value)
     if kind == "orders":
         value = _mapping(value)
         if not isinstance(value, Mapping) or not value:
@@ -697,7 +711,7 @@ def notebook_parameters(notebook: str | Mapping[str, Parameter], values: Mapping
             used["models"] = [used["model"]]
         for model in used["models"]:
             check_model(model, mlm_head=_MODEL_NOTEBOOKS.get(key, False))
-    if key == "rq5" and used["outputs_dirs"] is not None \
+    if key == "rq5" and used["outputs_dirs"] is not None and used["results_paths"] is not None \
             and len(used["outputs_dirs"]) != len(used["results_paths"]):
         raise ParameterError(
             f"outputs_dirs = {values['outputs_dirs']!r} names {len(used['outputs_dirs'])} "

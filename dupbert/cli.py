@@ -164,9 +164,8 @@ def _finetune_profile(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.profile} names no results_path: give --results FILE")
     outputs_dir = args.outputs_dir or (parameters.get("outputs_dir")
                                        and repository_path(parameters["outputs_dir"]))
-    frame = profiles.run_plan(plan, profiles.seeds_list(parameters.get("seeds", [0])), results,
-                              device=device, outputs_dir=outputs_dir, shard=args.shard,
-                              progress=args.progress)
+    frame = profiles.run_plan(plan, results, device=device, outputs_dir=outputs_dir,
+                              shard=args.shard, progress=args.progress)
     _print_runs(frame, results)
     return 0
 
@@ -220,6 +219,9 @@ def _rerun(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
+    missing = [path for path in args.inputs if not os.path.isfile(path)]
+    if missing:  # merge_results would read a missing file as empty and write a short file
+        raise FileNotFoundError(f"no results file {', '.join(missing)}; nothing was written")
     from .finetune import merge_results
 
     frame = merge_results(args.inputs, args.out)

@@ -667,7 +667,9 @@ def layer_similarity_report(
 
     Raises:
         ValueError: empty ``model_names``, an unknown ``duplications`` string, a bad order,
-            ``max_tokens`` < 1. Errors of ``load_mlm`` and ``dupbert.data``.
+            ``max_tokens`` < 1. DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing,
+            UnknownCorpus: before anything is loaded (``dupbert.checks``). Errors of
+            ``load_mlm`` and ``dupbert.data``.
     """
     from .data import default_corpus, load_texts
     from .models import load_mlm
@@ -684,6 +686,15 @@ def layer_similarity_report(
             f"reconstruction must be None, 'sample' or 'probe', got {reconstruction!r}")
     if isinstance(max_tokens, bool) or int(max_tokens) < 1:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    from .checks import check_corpus, check_device, check_model
+
+    # every input before the first model is loaded: a bad last model fails in seconds, not after
+    # the others have run
+    check_device(device)
+    if corpus:
+        check_corpus(corpus)
+    for name in model_names:
+        check_model(name, mlm_head=True)
     layer_frames, pair_frames = [], []
     for name in model_names:
         corpus_name = corpus or default_corpus(name)

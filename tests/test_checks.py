@@ -212,11 +212,22 @@ def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():
     ("rq3", "seeds", 3, [3]),
     ("rq5", "outputs_dirs", "a,b", ["a", "b"]),
     ("rq5", "ensemble_size", "None", None),
+    ("rq5", "smoke_sweeps", "[{models: [m]}]", [{"models": ["m"]}]),
+    ("rq1", "mask_rate", "0.15", 0.15),
+    ("rq1", "masking", "80-10-10", "80-10-10"),
     ("glance", "results_paths", "results/cpu/rq3.jsonl", ["results/cpu/rq3.jsonl"]),
 ])
 def test_every_kind_of_notebook_parameter(notebook, name, typed, used):
     spec = {name: checks.NOTEBOOK_PARAMETERS[notebook][name]}
     assert checks.notebook_parameters(spec, {name: typed}, show=False) == {name: used}
+
+
+def test_a_rate_above_one():
+    spec = {"mask_rate": checks.NOTEBOOK_PARAMETERS["rq1"]["mask_rate"]}
+    with pytest.raises(ParameterError) as error:
+        checks.notebook_parameters(spec, {"mask_rate": 15}, show=False)  # a percentage
+    assert str(error.value) == ("1 parameter cannot be used:\n  mask_rate = 15: 15.0 is above the "
+                                "largest allowed value, 1. Forms that work: -p mask_rate 0.5")
 
 
 def test_a_misspelled_choice_lists_the_choices():

@@ -177,6 +177,14 @@ def test_finetune_bad_configuration_is_one_clear_line(tmp_path, monkeypatch, sha
     assert not results.exists()
 
 
+def test_merge_refuses_a_missing_input(tmp_path, capsys):
+    out = tmp_path / "merged.jsonl"
+    assert main(["merge", str(out), str(tmp_path / "missing.jsonl")]) == 2  # was 0, "0 runs"
+    assert capsys.readouterr().err == (f"dupbert: error: no results file "
+                                       f"{tmp_path / 'missing.jsonl'}; nothing was written\n")
+    assert not out.exists()
+
+
 def test_finetune_and_merge_parse(tmp_path):
     from dupbert.cli import build_parser
 

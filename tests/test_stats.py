@@ -299,6 +299,11 @@ def test_bad_input_gives_clear_errors(rxnmapper, uspto_32):
         layer_similarity_report(["rxnmapper-albert"], duplications="all")
     with pytest.raises(ValueError, match="reconstruction must be"):
         layer_similarity_report(["rxnmapper-albert"], reconstruction=True)
+    # issue 11: the second model is checked before the first one runs
+    from dupbert.errors import ModelNotAvailable
+
+    with pytest.raises(ModelNotAvailable, match=r"^could not load model 'rxnfp-bret'\."):
+        layer_similarity_report(["rxnmapper-albert", "rxnfp-bret"], progress=False, cache=False)
 
 
 def test_similarity_duplication_of_bert_like_models():
