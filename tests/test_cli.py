@@ -3,12 +3,8 @@
 import pandas as pd
 import pytest
 
-from pathlib import Path
-
 from dupbert.cli import main
 from dupbert.zoo import ZOO
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -132,24 +128,25 @@ def test_debug_shows_the_traceback(monkeypatch):
 @pytest.mark.parametrize("argv", [
     ["probe", "--model", "rxnmapper-albert", "--device", "cuda"],
     ["finetune", "--model", "rxnmapper-albert", "--task", "uspto50k", "--device", "cuda",
-     "--results", "never-written.jsonl"],
-    ["finetune", "--profile", "notebooks/params/gpu/rq3.yaml"],  # its device is cuda
-    ["rerun", "results/cpu/rq3.jsonl", "some-key", "--device", "cuda"],
+     "--results", "{tmp}/never-written.jsonl"],
+    ["finetune", "--profile", "{tmp}/gpu.yaml"],  # a profile whose device is cuda
+    ["rerun", "{tmp}/never-written.jsonl", "some-key", "--device", "cuda"],
 ])
-def test_a_device_that_is_not_there_fails_at_once(argv, monkeypatch, zoo_cache, capsys):
+def test_a_device_that_is_not_there_fails_at_once(argv, tmp_path, monkeypatch, zoo_cache, capsys):
     import torch
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
-    monkeypatch.chdir(REPO)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.version, "cuda", None)
-    assert main(argv) == 2
+    (tmp_path / "gpu.yaml").write_text(f"models: [rxnmapper-albert]\ndevice: cuda\n"
+                                       f"results_path: {tmp_path}/never-written.jsonl\n")
+    assert main([arg.format(tmp=tmp_path) for arg in argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("dupbert: error: ") and err.count("\n") <= 2
     assert ("device 'cuda' is not available: torch " + torch.__version__ + " reports "
             "torch.cuda.is_available() = False (this torch was built without CUDA); available "
             "devices: cpu.") in err
-    assert not (REPO / "never-written.jsonl").exists()
+    assert not (tmp_path / "never-written.jsonl").exists()
 
 
 def test_finetune_a_configuration_a_two_block_model_does_not_have(tmp_path, monkeypatch,
