@@ -5,7 +5,8 @@ by one is resumed by the others.
 
 Parameters (papermill YAML profiles, ``notebooks/params/{cpu,gpu}/rq3.yaml``, or the notebook's
 defaults): ``models`` (or ``model``), ``tasks``, ``duplications``, ``seeds``, ``max_train_samples``,
-``max_eval_samples`` (an int, ``None`` or ``{task: int}``), ``epochs``, ``max_steps``,
+``max_eval_samples`` (an int, ``None`` or ``{task: int}``), ``seeds`` (a list, or per task or
+model and task as the hyper-parameters), ``epochs``, ``max_steps``,
 ``learning_rate``, ``batch_size``, ``group_by_length`` (each a value, ``None`` for the
 run_glue/run_qa default, ``{task: value}`` or ``{task: {model: value}}``: one value per model and
 task, the same for all its configurations), ``device``, ``results_path``, ``outputs_dir``,
@@ -44,6 +45,7 @@ class PlannedSweep:
     max_eval_samples: int | None
     overrides: tuple[tuple[str, float | int | bool], ...] = ()
     primary: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = (0,)
 
     @property
     def hyperparameters(self):
@@ -212,10 +214,15 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
                 raise ValueError(f"unknown task {task!r}; tasks are {sorted(TASKS)}")
             overrides = hyperparameter_overrides(parameters, model, task)
             primary = tuple(d for d in chosen if specs[d]["role"] in ("reference", "primary"))
+            seeds = per_model_task(parameters.get("seeds", [0]), model, task)
+            if seeds is None:
+                raise ValueError(f"seeds gives no seeds for {model} on {task}: give a list, or "
+                                 "{task: list} / {task: {model: list}} covering every model and task")
+            seeds = seeds_list(seeds)
             plan.append(PlannedSweep(model, task, chosen,
                                      per_task(parameters.get("max_train_samples"), task),
                                      per_task(parameters.get("max_eval_samples"), task),
-                                     tuple(sorted(overrides.items())), primary))
+                                     tuple(sorted(overrides.items())), primary, tuple(seeds)))
     order = names(parameters.get("tasks")) or list(TASK_PRIORITY)
     plan.sort(key=lambda entry: order.index(entry.task) if entry.task in order else len(order))
     return plan, notes
@@ -232,7 +239,7 @@ def hyperparameter_overrides(parameters: Mapping[str, Any], model: str | None = 
     return {name: casts[name](value) for name, value in values.items() if value is not None}
 
 
-def planned_run_keys(plan: Sequence[PlannedSweep], seeds: Sequence[int]) -> set[str]:
+def planned_run_keys(plan: Sequence[PlannedSweep]) -> set[str]:
     """The ``run_key`` of every run of the plan (to select this plan's rows from a results file
     that also holds other runs)."""
     from .finetune import TRAIN_SUBSET_SEED, run_key
@@ -243,7 +250,7 @@ def planned_run_keys(plan: Sequence[PlannedSweep], seeds: Sequence[int]) -> set[
     for entry in plan:
         hp = dataclasses.asdict(entry.hyperparameters)
         for duplication in entry.duplications:
-            for seed in seeds:
+            for seed in entry.seeds:
                 keys.add(run_key(dict(model=entry.model, task=entry.task, duplication=duplication,
                                       seed=seed, hyperparameters=hp,
                                       max_train_samples=entry.max_train_samples,
@@ -264,25 +271,24 @@ def run_order(plan: Sequence[PlannedSweep]) -> list[tuple[PlannedSweep, tuple[st
     return [(entry, duplications) for entry, duplications in [*first, *rest] if duplications]
 
 
-def read_plan_rows(plan: Sequence[PlannedSweep], seeds: Sequence[int],
-                   results_path: str | os.PathLike) -> pd.DataFrame:
+def read_plan_rows(plan: Sequence[PlannedSweep], results_path: str | os.PathLike) -> pd.DataFrame:
     """This plan's rows of the results file (other runs in the file are left out)."""
     from .finetune import ResultsFile
 
     results = ResultsFile(results_path).frame()
     if results.empty:
         return results
-    keys = planned_run_keys(plan, seeds)
+    keys = planned_run_keys(plan)
     return results[results["run_key"].isin(keys)].reset_index(drop=True)
 
 
-def plan_progress(plan: Sequence[PlannedSweep], seeds: Sequence[int],
-                  rows: pd.DataFrame) -> pd.DataFrame:
+def plan_progress(plan: Sequence[PlannedSweep], rows: pd.DataFrame) -> pd.DataFrame:
     """How far a plan's queue got: per (model, task), the primary and secondary runs planned and
     landed in ``rows`` (:func:`read_plan_rows`), and the measured cost per run.
 
     Returns:
-        Index ``(model, task)``; columns ``primary`` and ``secondary`` (``"landed/planned"``),
+        Index ``(model, task)``; columns ``seeds``, ``primary`` and ``secondary``
+        (``"landed/planned"``),
         ``planned`` and ``landed`` (counts), ``train_min`` and ``eval_min`` (mean minutes per
         landed run; NaN before any has landed).
     """
@@ -294,8 +300,9 @@ def plan_progress(plan: Sequence[PlannedSweep], seeds: Sequence[int],
         primary = sum(int(landed.get(d, 0)) for d in entry.primary)
         secondary = sum(int(landed.get(d, 0)) for d in entry.duplications if d not in entry.primary)
         n_secondary = len(entry.duplications) - len(entry.primary)
+        seeds = entry.seeds
         records.append({
-            "model": entry.model, "task": entry.task,
+            "model": entry.model, "task": entry.task, "seeds": len(seeds),
             "primary": f"{primary}/{len(entry.primary) * len(seeds)}",
             "secondary": f"{secondary}/{n_secondary * len(seeds)}",
             "planned": len(entry.duplications) * len(seeds), "landed": primary + secondary,
@@ -305,8 +312,7 @@ def plan_progress(plan: Sequence[PlannedSweep], seeds: Sequence[int],
     return pd.DataFrame(records).set_index(["model", "task"])
 
 
-def run_plan(plan: Sequence[PlannedSweep], seeds: Sequence[int], results_path: str | os.PathLike,
-             device: str = "cpu", outputs_dir: str | os.PathLike | None = None,
+def run_plan(plan: Sequence[PlannedSweep], results_path: str | os.PathLike, device: str = "cpu", outputs_dir: str | os.PathLike | None = None,
              shard: str | None = None, progress: bool = False) -> pd.DataFrame:
     """Run every planned sweep with ``dupbert.finetune.sweep`` (resumable: runs already in
     ``results_path`` are skipped; rows are appended as each run finishes), in :func:`run_order`.
@@ -322,12 +328,12 @@ def run_plan(plan: Sequence[PlannedSweep], seeds: Sequence[int], results_path: s
 
     for entry, duplications in run_order(plan):
         overrides = dict(entry.overrides)
-        sweep([entry.model], [entry.task], list(duplications), list(seeds), results_path,
+        sweep([entry.model], [entry.task], list(duplications), list(entry.seeds), results_path,
               hyperparameters={TASKS[entry.task].kind: overrides},
               max_train_samples=entry.max_train_samples,
               max_eval_samples=entry.max_eval_samples, device=device, outputs_dir=outputs_dir,
               shard=shard, progress=progress)
-    return read_plan_rows(plan, seeds, results_path)
+    return read_plan_rows(plan, results_path)
 
 
 PROFILE_NOTES = {

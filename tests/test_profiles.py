@@ -28,8 +28,7 @@ def test_cpu_profile_is_the_preregistered_study(zoo_env):
     one learning rate per model and task; every committed row is one of its runs."""
     parameters = profiles.load_profile(PARAMS / "cpu" / "rq3.yaml")
     plan, notes = profiles.plan_sweep(parameters)
-    seeds = profiles.seeds_list(parameters["seeds"])
-    assert seeds == list(range(8)) and parameters["run_missing"] is False
+    assert parameters["run_missing"] is False
     assert [(e.model, e.task) for e in plan] == [
         ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"),
         ("rxnmapper-albert", "uspto50k"), ("rxnfp-bert", "uspto50k"), ("all-MiniLM-L6-v2", "squad2")]
@@ -49,8 +48,11 @@ def test_cpu_profile_is_the_preregistered_study(zoo_env):
     assert [d for _, d in order[:5]] == [("baseline", "copy first 3")] * 2 + [
         ("baseline", "repeat shared +3")] + [("baseline", "copy first 3")] * 2
     assert all("primary" not in str(d) for _, d in order[5:])
-    keys = profiles.planned_run_keys(plan, seeds)
-    assert len(keys) == 8 * (4 + 4 + 6 + 4 + 4)
+    seeds = {(e.model, e.task): e.seeds for e in plan}
+    assert seeds["all-MiniLM-L6-v2", "snli"] == seeds["rxnmapper-albert", "uspto50k"] == tuple(range(8))
+    assert seeds["rxnfp-bert", "uspto50k"] == seeds["all-MiniLM-L6-v2", "squad2"] == (0, 1, 2, 3)
+    keys = profiles.planned_run_keys(plan)
+    assert len(keys) == 8 * (4 + 4 + 6) + 4 * (4 + 4)
     committed = ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").keys()
     assert committed <= keys  # only this study's runs; none of the old 4-step rows
 
@@ -67,11 +69,12 @@ def test_gpu_profile_runs_the_claimed_gains_first(zoo_env):
     assert len(plan[0].duplications) == 5
 
 
-def test_every_profile_parses_and_names_known_parameters():
+def test_every_profile_parses_and_names_known_parameters(zoo_env):
     for path in sorted(PARAMS.glob("*/rq3.yaml")):
         parameters = profiles.load_profile(path)
         assert profiles.profile_models(parameters), path
-        assert profiles.seeds_list(parameters["seeds"]), path
+        plan_seeds = [entry.seeds for entry in profiles.plan_sweep(parameters)[0]]
+        assert plan_seeds and all(plan_seeds), path
 
 
 def test_bad_profiles_and_parameters_are_named(tmp_path, zoo_env):
@@ -89,6 +92,11 @@ def test_bad_profiles_and_parameters_are_named(tmp_path, zoo_env):
         profiles.seeds_list("0,one")
     assert profiles.seeds_list("[0, 1, 2]") == [0, 1, 2] == profiles.seeds_list([0, 1, 2])
     assert profiles.per_task({"sst2": 8000}, "snli") is None
+    with pytest.raises(ValueError, match="seeds gives no seeds for rxnmapper-albert on uspto50k"):
+        profiles.plan_sweep({"models": ["rxnmapper-albert"], "seeds": {"snli": [0]}})
+    assert profiles.per_model_task({"uspto50k": {"rxnfp-bert": [0, 1]}}, "rxnfp-bert", "uspto50k") == [0, 1]
+    assert profiles.per_model_task({"uspto50k": {"rxnfp-bert": 1e-4}}, "other", "uspto50k") is None
+    assert profiles.per_model_task(3e-5, "any", "snli") == 3e-5
 
 
 def test_cli_profile_runs_the_notebook_runs_and_resumes(tmp_path, zoo_env, capsys):
@@ -102,7 +110,7 @@ def test_cli_profile_runs_the_notebook_runs_and_resumes(tmp_path, zoo_env, capsy
     assert main(args) == 0
     parameters = profiles.restrict_models(profiles.load_profile(profile), ["rxnmapper-albert"])
     plan, _ = profiles.plan_sweep(parameters)
-    expected = profiles.planned_run_keys(plan, [0])
+    expected = profiles.planned_run_keys(plan)
     rows = ResultsFile(tmp_path / "r.jsonl").rows()
     assert {r["run_key"] for r in rows} == expected and len(rows) == 2
     assert main(args) == 0  # resumed: nothing new, nothing doubled
