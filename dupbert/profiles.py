@@ -339,11 +339,11 @@ def run_plan(plan: Sequence[PlannedSweep], results_path: str | os.PathLike, devi
 PROFILE_NOTES = {
     "smoke": ("the notebook's own defaults: a few optimisation steps on tiny subsets, for "
               "`pytest --nbval`; these numbers test the code, not the paper"),
-    "cpu": ("the `cpu` profile: real models and data, but subsets and run lengths sized for about "
-            "30 minutes on 2 CPU cores (about 4 optimisation steps per run), too short for the "
-            "models to learn the tasks; the numbers test the pipeline and the statistics, and decide "
-            "nothing about the paper's fine-tuning claims. The `gpu` profile is the real test; no "
-            "GPU run has been made for this book yet"),
+    "cpu": ("the `cpu` profile: for RQ3-RQ5 the pre-registered CPU study (real models and data, "
+            "subsets and learning rates sized in pilots so that the baselines learn, 8 seeds, 4 for "
+            "the dearest cells), which runs in the background across sessions: the chapters read "
+            "the runs committed so far and say how far the queue got, and a model and task is "
+            "judged only once its baseline reaches its floor"),
     "gpu": ("the `gpu` profile: the training sets available offline (SST-2 cut to 8,000), full "
             "evaluation sets, 5 seeds, run_glue/run_qa hyper-parameters, on one GPU"),
 }
