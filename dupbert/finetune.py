@@ -317,9 +317,25 @@ def _losses(trainer: transformers.Trainer) -> list[float]:
             if "loss" in entry]
 
 
+class _PairedTrainer(transformers.Trainer):
+    """``Trainer`` whose length-grouped sampler draws from its own generator seeded by
+    ``data_seed``. Trainer's ``LengthGroupedSampler`` for training takes no generator and so
+    draws from torch's global random state, which dropout and initialisation consume differently
+    at different depths: paired configurations would see different batches from the second epoch
+    on. With its own generator every configuration sees the same batches in every epoch."""
+
+    def _get_train_sampler(self, *args, **kwargs):
+        sampler = super()._get_train_sampler(*args, **kwargs)
+        if isinstance(sampler, transformers.trainer_pt_utils.LengthGroupedSampler) \
+                and sampler.generator is None:
+            seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+            sampler.generator = torch.Generator().manual_seed(seed)
+        return sampler
+
+
 def _train(model, tokenizer, train_features, hp, seed, device, progress, workdir):
     args = training_arguments(hp, seed, workdir, device, progress)
-    trainer = transformers.Trainer(
+    trainer = _PairedTrainer(
         model=model, args=args, train_dataset=train_features,
         data_collator=transformers.DataCollatorWithPadding(tokenizer),
     )
