@@ -174,7 +174,8 @@ def _git_commit() -> str | None:
 
 
 def environment_fields(device: str) -> dict:
-    """Versions, device, world size and commit recorded with every row."""
+    """Versions, device, torch's intra-op thread count, world size and commit recorded with every
+    row."""
     import datasets
 
     from . import __version__
@@ -183,6 +184,7 @@ def environment_fields(device: str) -> dict:
     return {
         "device": device,
         "device_name": name or platform.machine(),
+        "torch_threads": torch.get_num_threads(),  # CPU results are bit-identical per thread count
         "world_size": world_size(),
         "versions": {"dupbert": __version__, "torch": torch.__version__,
                      "transformers": transformers.__version__, "datasets": datasets.__version__,

@@ -8,7 +8,9 @@
 #   nohup bash scripts/cpu_study.sh > .cache/cpu-study.log 2>&1 &
 #
 # Environment: PROFILE_FILE (notebooks/params/cpu/rq3.yaml), POLL_S (20), NICE (19),
-# COMMIT (1; 0 only runs), DUPBERT (.venv/bin/dupbert).
+# COMMIT (1; 0 only runs), DUPBERT (.venv/bin/dupbert), THREADS (1: torch's intra-op threads; on
+# cores shared with other work, two spinning threads made a run several times slower than one;
+# every row records its thread count, and runs are bit-identical for a given count).
 # Stop it with `kill <pid>`: the run in progress is lost, every finished one is committed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -19,6 +21,7 @@ NICE="${NICE:-19}"
 COMMIT="${COMMIT:-1}"
 DUPBERT="${DUPBERT:-.venv/bin/dupbert}"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export OMP_NUM_THREADS="${THREADS:-1}" MKL_NUM_THREADS="${THREADS:-1}"
 if [ -z "${DUPBERT_DATA_DIR:-}" ] && [ -d ../shared/data ]; then
   DUPBERT_DATA_DIR="$(cd ../shared/data && pwd)"
   export DUPBERT_DATA_DIR
@@ -29,7 +32,7 @@ import sys, yaml
 p = yaml.safe_load(open(sys.argv[1]))
 print(p['results_path'], p['outputs_dir'])" "$PROFILE")
 
-rows() { [ -f "$results" ] && grep -c . "$results" || echo 0; }
+rows() { local n=0; [ -f "$results" ] && n=$(grep -c . "$results"); echo "${n:-0}"; }
 
 commit_new_rows() {
   [ "$COMMIT" = 1 ] || return 0
