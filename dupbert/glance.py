@@ -181,9 +181,10 @@ def rq2_row(spearman: pd.DataFrame, measure: str | None = None) -> dict:
     else:
         verdict = "undecided"
     name = "debiased CKA" if measure == "cka_debiased_to_last" else "CKA"
-    statistic = "partial Spearman rho given depth" if partial else "Spearman rho"
-    rule = (f"{statistic}({name} with the last hidden state, RQ1 top-1) > 0 with p < 0.05 for "
-            f"every model -> reproduced; < 0 with p < 0.05 for some model -> refuted")
+    statistic = "partial Spearman rho" if partial else "Spearman rho"
+    given = " | depth" if partial else ""
+    rule = (f"{statistic}({name} with the last hidden state, RQ1 top-1{given}) > 0 with p < 0.05 "
+            f"for every model -> reproduced; < 0 with p < 0.05 for some model -> refuted")
     return _row("rq2-layers-distributed-similarly", "; ".join(texts) or "no correlations", verdict, rule)
 
 

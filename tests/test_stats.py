@@ -365,3 +365,23 @@ def test_rq2_plots_draw_synthetic_frames():
     assert len(plot_similarity_vs_reconstruction(layers).axes[0].collections) == 1
     with pytest.raises(KeyError, match="needs columns"):
         plot_layer_statistics(layers.drop(columns="q50"))
+
+
+def test_the_glance_rule_reads_debiased_cka_given_depth():
+    """Issue 11: the RQ2 verdict uses the partial correlation given depth, so a model whose CKA
+    is monotone in depth (rho with CKA = rho with depth) decides nothing."""
+    from dupbert import glance
+
+    def table(partial):
+        return pd.DataFrame([
+            dict(model="a", similarity="cka_debiased_to_last", rho=0.97, p_value=1e-7,
+                 n_layers=12, rho_given_depth=partial, p_value_given_depth=0.01),
+            dict(model="a", similarity="cka_to_last", rho=0.97, p_value=1e-7, n_layers=12,
+                 rho_given_depth=-0.9, p_value_given_depth=0.001)])  # the biased row is not read
+
+    row = glance.rq2_row(table(float("nan")))
+    assert row["verdict"] == "undecided"
+    assert row["ours"] == ("a: rho +0.97 (p 1e-07, 12 hidden states), given depth: none "
+                           "(monotone in depth)")
+    assert glance.rq2_row(table(0.6))["verdict"] == "reproduced"
+    assert glance.rq2_row(table(-0.6))["verdict"] == "refuted"
