@@ -391,7 +391,8 @@ class Parameter:
     """How one notebook parameter is read (:func:`notebook_parameters`).
 
     ``kind`` is one of ``str``, ``int``, ``float``, ``bool``, ``device``, ``names`` (a list of
-    strings), ``ints`` (a list of integers), ``per_task_int`` (an int or ``{task: int}``),
+    strings), ``ints`` (a list of integers), ``ints_per_model_task`` (such a list, or
+    ``{task: list}`` / ``{task: {model: list}}``), ``per_task_int`` (an int or ``{task: int}``),
     ``per_model_task`` (a value, ``{task: value}`` or ``{task: {model: value}}``, each value cast
     by ``cast``), ``orders`` (``{label: [block, ...]}``). ``none``: ``None`` (and ``""``, and the
     string ``"None"``) is allowed. ``choices``: allowed strings (besides a mapping for
@@ -463,7 +464,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 tables_dir=_FOLDER),
     "rq3": dict(models=_MODELS, model=_MODEL, tasks=Parameter("names", none=True, check=_task_check),
                 duplications=Parameter("names", choices=("all",)),
-                seeds=Parameter("ints", minimum=0),
+                seeds=Parameter("ints_per_model_task", minimum=0),
                 max_train_samples=Parameter("per_task_int", none=True, minimum=1),
                 max_eval_samples=Parameter("per_task_int", none=True, minimum=1),
                 epochs=Parameter("per_model_task", none=True, cast=float, minimum=0),
@@ -489,6 +490,8 @@ _MODEL_NOTEBOOKS = {"rq1": True, "rq2": True, "rq3": False}
 _EXAMPLES = {
     "names": ("-p {name} a,b", "-p {name} '[\"a\", \"b\"]'", "-y '{name}: [a, b]'"),
     "ints": ("-p {name} 0,1,2", "-p {name} '[0, 1, 2]'", "-y '{name}: [0, 1, 2]'"),
+    "ints_per_model_task": ("-p {name} 0,1,2", "-p {name} '[0, 1, 2]'", "-y '{name}: [0, 1, 2]'",
+                            "-y '{name}: {{snli: [0, 1], squad2: {{MODEL: [0]}}}}'"),
     "per_task_int": ("-p {name} 32", "-y '{name}: {{snli: 32, sst2: 64}}'"),
     "per_model_task": ("-p {name} VALUE", "-y '{name}: {{snli: VALUE}}'",
                        "-y '{name}: {{snli: {{MODEL: VALUE}}}}'"),
@@ -594,10 +597,15 @@ def _read(name: str, value: Any, spec: Parameter) -> Any:
             return names[0]
         return names
     if kind == "ints":
-        items = [value] if isinstance(value, int) and not isinstance(value, bool) else _names(value)
-        if not items:
-            raise _Bad("the list is empty")
-        return [_number(item, int, spec) for item in items]
+        return _ints(value, spec)
+    if kind == "ints_per_model_task":
+        value = _mapping(value)
+        if not isinstance(value, Mapping):
+            return _ints(value, spec)
+        _task_keys(value)
+        return {task: ({str(m): _ints(v, spec) for m, v in inner.items()}
+                       if isinstance(inner, Mapping) else _ints(inner, spec))
+                for task, inner in value.items()}
     if kind in ("per_task_int", "per_model_task"):
         value = _mapping(value)
         cast = int if kind == "per_task_int" else spec.cast
@@ -631,6 +639,13 @@ def _read(name: str, value: Any, spec: Parameter) -> Any:
             orders[str(label)] = [_number(block, int, Parameter("int", minimum=0)) for block in order]
         return orders
     raise ValueError(f"unknown parameter kind {kind!r}")  # a defect in NOTEBOOK_PARAMETERS
+
+
+def _ints(value: Any, spec: Parameter) -> list[int]:
+    items = [value] if isinstance(value, int) and not isinstance(value, bool) else _names(value)
+    if not items:
+        raise _Bad("the list is empty")
+    return [_number(item, int, spec) for item in items]
 
 
 def _task_keys(mapping: Mapping) -> None:

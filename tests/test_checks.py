@@ -188,7 +188,8 @@ def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():
     assert str(error.value) == (
         "3 parameters cannot be used:\n"
         "  seeds = '0 1 2': '0 1 2' is not an integer. Forms that work: -p seeds 0,1,2; "
-        "-p seeds '[0, 1, 2]'; -y 'seeds: [0, 1, 2]'\n"
+        "-p seeds '[0, 1, 2]'; -y 'seeds: [0, 1, 2]'; "
+        "-y 'seeds: {snli: [0, 1], squad2: {MODEL: [0]}}'\n"
         "  tasks = '[\"snli\", \"sst-2\"]': unknown task 'sst-2'; tasks are sst2, snli, squad2, "
         "uspto50k\n"
         "  max_train_samples = {'snl': 32}: unknown task 'snl' as a key; tasks are sst2, snli, "
@@ -210,6 +211,8 @@ def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():
     ("rq3", "duplications", "all", "all"),
     ("rq3", "duplications", '["baseline", "copy first 3"]', ["baseline", "copy first 3"]),
     ("rq3", "seeds", 3, [3]),
+    ("rq3", "seeds", "{snli: [0, 1], uspto50k: {rxnfp-bert: 0}}",
+     {"snli": [0, 1], "uspto50k": {"rxnfp-bert": [0]}}),
     ("rq5", "outputs_dirs", "a,b", ["a", "b"]),
     ("rq5", "ensemble_size", "None", None),
     ("rq5", "smoke_sweeps", "[{models: [m]}]", [{"models": ["m"]}]),
@@ -260,6 +263,18 @@ def _defaults(notebook):
 @pytest.mark.parametrize("notebook", ["rq1", "rq2", "rq3", "rq4", "rq5", "glance"])
 def test_the_checks_know_every_parameter_of_every_notebook(notebook):
     assert list(_parameters_cell(notebook)) == list(checks.NOTEBOOK_PARAMETERS[notebook])
+
+
+def test_every_rq3_profile_passes_the_checks_the_command_line_applies(zoo_env):
+    """The cpu study's profile (seeds per model and task, hyper-parameters per task) is read by
+    `dupbert finetune --profile` through these checks: a check that refuses it stops the study."""
+    from dupbert import profiles
+
+    for path in sorted((REPO / "notebooks" / "params").glob("*/rq3.yaml")):
+        used = checks.profile_parameters(profiles.load_profile(path), device="cpu")
+        assert used["seeds"], path
+    cpu = checks.profile_parameters(profiles.load_profile(REPO / "notebooks/params/cpu/rq3.yaml"))
+    assert cpu["seeds"]["uspto50k"] == {"rxnmapper-albert": list(range(8)), "rxnfp-bert": [0, 1, 2, 3]}
 
 
 def test_task_names_are_the_tasks():
