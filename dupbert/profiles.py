@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .errors import DupbertError
+from .errors import ConfigurationNotAvailable, DupbertError
 
 SWEEP_PARAMETERS = ("models", "model", "tasks", "duplications", "seeds", "max_train_samples",
                     "max_eval_samples", "epochs", "max_steps", "learning_rate", "batch_size",
@@ -189,6 +189,7 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
 
     Raises:
         ValueError: no models, an unknown task, or ``duplications`` empty.
+        ConfigurationNotAvailable: a model has none of the configurations asked for.
         ModelNotAvailable: a model that cannot be found (from ``resolve_model_path``).
     """
     from .tasks import TASKS
@@ -209,6 +210,9 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
         if skipped:
             notes.append(f"{model}: skipping {', '.join(skipped)} (not a configuration of this model; "
                          f"it has {', '.join(available)})")
+        if not chosen:
+            raise ConfigurationNotAvailable(f"{model} has none of the configurations asked for ({', '.join(wanted)}); "
+                             f"it has {', '.join(available)}: nothing would run")
         for task in names(parameters.get("tasks")) or default_tasks(model):
             if task not in TASKS:
                 raise ValueError(f"unknown task {task!r}; tasks are {sorted(TASKS)}")

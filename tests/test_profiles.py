@@ -92,6 +92,10 @@ def test_bad_profiles_and_parameters_are_named(tmp_path, zoo_env):
         profiles.seeds_list("0,one")
     assert profiles.seeds_list("[0, 1, 2]") == [0, 1, 2] == profiles.seeds_list([0, 1, 2])
     assert profiles.per_task({"sst2": 8000}, "snli") is None
+    with pytest.raises(ValueError, match="splade-tiny-en has none of the configurations asked for "
+                                         r"\(copy first 3\); it has baseline, copy first 1, copy first 2, "
+                                         "copy middle, copy last, depth control: nothing would run"):
+        profiles.plan_sweep({"models": ["splade-tiny-en"], "duplications": ["copy first 3"]})
     with pytest.raises(ValueError, match="seeds gives no seeds for rxnmapper-albert on uspto50k"):
         profiles.plan_sweep({"models": ["rxnmapper-albert"], "seeds": {"snli": [0]}})
     assert profiles.per_model_task({"uspto50k": {"rxnfp-bert": [0, 1]}}, "rxnfp-bert", "uspto50k") == [0, 1]
