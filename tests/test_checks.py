@@ -283,7 +283,7 @@ def test_task_names_are_the_tasks():
     assert checks.TASK_NAMES == tuple(ALL)
 
 
-@pytest.mark.parametrize("notebook", ["rq2", "rq3", "rq4", "rq5", "glance"])
+@pytest.mark.parametrize("notebook", ["rq1", "rq2", "rq3", "rq4", "rq5", "glance"])
 def test_notebooks_validate_their_parameters_first(notebook):
     """The first code cell after the parameters cell is the check (before any heavy import)."""
     import json

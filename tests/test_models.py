@@ -1,7 +1,6 @@
 """Model loading: the offline zoo, the MLM-head check and clear errors for bad names."""
 
 import json
-import time
 
 import numpy as np
 
@@ -81,13 +80,11 @@ def test_zoo_cache_is_reused_without_pip(zoo_cache, monkeypatch):
         raise AssertionError("pip must not run when the zoo folder is cached")
 
     monkeypatch.setattr("dupbert.zoo.subprocess.run", no_pip)
-    started = time.perf_counter()
     assert zoo_folder("rxnmapper-albert", zoo_cache) == folder
     assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
     # the wheel itself is also reused, and checked again
     assert sha256_of(fetch_wheel(ZOO["rxnmapper-albert"], zoo_cache)) == \
         ZOO["rxnmapper-albert"].wheel_sha256
-    assert time.perf_counter() - started < 30
 
 
 def test_checksum_mismatch_names_the_file_and_keeps_it(tmp_path):
@@ -114,11 +111,15 @@ def test_unknown_name_says_what_was_tried(tmp_path):
     assert "local folder" in message and "Hub" in message
 
 
-def test_offline_hub_id_fails_fast_with_advice(tmp_path):
-    started = time.perf_counter()
+def test_offline_hub_id_fails_with_advice_and_no_network(tmp_path, monkeypatch):
+    import socket
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("an offline Hub id must not open a connection")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)  # how the time would be lost
     with pytest.raises(ModelNotAvailable) as error:
         load_mlm("bert-base-uncased", cache=tmp_path)
-    assert time.perf_counter() - started < 20
     assert "HF_HUB_OFFLINE is set" in str(error.value)
 
 
