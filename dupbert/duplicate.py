@@ -36,7 +36,9 @@ _LAYER_LISTS = ("encoder.layer", "encoder.albert_layer_groups", "transformer.lay
 _PER_BLOCK_CONFIG = ("layer_types",)
 
 
-def _get(module: torch.nn.Module, path: str):
+def get_submodule_or_none(module: torch.nn.Module, path: str):
+    """The submodule at dotted ``path`` (e.g. ``"encoder.layer"``), or ``None`` when any part is
+    missing (``torch.nn.Module.get_submodule`` raises instead)."""
     for part in path.split("."):
         module = getattr(module, part, None)
         if module is None:
@@ -46,7 +48,7 @@ def _get(module: torch.nn.Module, path: str):
 
 def is_albert(model: transformers.PreTrainedModel) -> bool:
     """True when the model's encoder is ALBERT's (shared layer groups)."""
-    return _get(model.base_model, "encoder.albert_layer_groups") is not None
+    return get_submodule_or_none(model.base_model, "encoder.albert_layer_groups") is not None
 
 
 def encoder_blocks(model: transformers.PreTrainedModel) -> tuple[str, torch.nn.ModuleList]:
@@ -59,7 +61,7 @@ def encoder_blocks(model: transformers.PreTrainedModel) -> tuple[str, torch.nn.M
             the model has, with its length.
     """
     for path in _LAYER_LISTS:
-        found = _get(model.base_model, path)
+        found = get_submodule_or_none(model.base_model, path)
         if isinstance(found, torch.nn.ModuleList):
             return path, found
     lists = ", ".join(f"{name or '<root>'}: {len(m)}" for name, m in model.base_model.named_modules()
@@ -203,7 +205,7 @@ def duplicate_layers(
             if hasattr(module, "layer_idx"):
                 module.layer_idx = position
     parent_path, _, attribute = path.rpartition(".")
-    parent = _get(new.base_model, parent_path) if parent_path else new.base_model
+    parent = get_submodule_or_none(new.base_model, parent_path) if parent_path else new.base_model
     setattr(parent, attribute, torch.nn.ModuleList(blocks))
     for name in _PER_BLOCK_CONFIG:
         values = getattr(new.config, name, None)

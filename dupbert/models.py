@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -17,33 +16,12 @@ import transformers
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from .errors import MLMHeadMissing, ModelNotAvailable
-from .zoo import ZOO, zoo_entry, zoo_folder
+from .duplicate import get_submodule_or_none
+from .errors import MLMHeadMissing
+from .zoo import ZOO, resolve_model_path, zoo_entry  # noqa: F401 (resolve_model_path re-exported)
 
 # Top-level children of a *ForMaskedLM that are not its MLM head.
 _NOT_HEAD = {"loss_fct", "dropout", "mlm_loss_fct"}
-
-
-def resolve_model_path(name: str, cache: str | os.PathLike | None = None) -> str:
-    """Where ``name`` loads from: a zoo name's cached folder, a local folder, or a Hub id.
-
-    Zoo names are tried first, then an existing local folder; anything else is passed to
-    transformers as a Hub id.
-
-    Raises:
-        ModelNotAvailable, ChecksumMismatch: from building a zoo folder.
-    """
-    if not isinstance(name, (str, os.PathLike)) or not str(name).strip():
-        raise ModelNotAvailable(
-            f"model name must be a zoo name, a local folder or a Hub id, got {name!r}; "
-            f"zoo names are {sorted(ZOO)}"
-        )
-    name = str(name)
-    if name in ZOO:
-        return str(zoo_folder(name, cache))
-    if Path(name).expanduser().is_dir():
-        return str(Path(name).expanduser())
-    return name
 
 
 def _load(auto_class, name: str, cache, **kwargs):
@@ -54,16 +32,9 @@ def _load(auto_class, name: str, cache, **kwargs):
         tokenizer = AutoTokenizer.from_pretrained(path)
         model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
     except (OSError, ValueError) as error:
-        offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
-        raise ModelNotAvailable(
-            f"could not load model {name!r}.\nTried: zoo names {sorted(ZOO)} (no match); "
-            f"a local folder {name!r} ({'exists' if Path(name).exists() else 'does not exist'}); "
-            f"the Hugging Face Hub id {name!r} "
-            f"({'HF_HUB_OFFLINE is set' if offline else 'Hub not reachable or no such model'}).\n"
-            f"transformers said: {str(error).splitlines()[0] if str(error) else type(error).__name__}\n"
-            f"Fix: use a zoo name, a folder with config.json and weights, or a Hub id on a machine "
-            f"with access to the Hub."
-        ) from error
+        from .checks import model_not_available
+
+        raise model_not_available(name, error) from error
     finally:
         if bar_was_enabled:
             hf_logging.enable_progress_bar()
@@ -157,14 +128,6 @@ REFUSED_FAMILIES: dict[str, str] = {
 }
 
 
-def _get_path(module: torch.nn.Module, path: str):
-    for part in path.split("."):
-        module = getattr(module, part, None)
-        if module is None:
-            return None
-    return module
-
-
 def _supported() -> str:
     return ", ".join(sorted(MLM_FAMILIES))
 
@@ -202,7 +165,7 @@ def mlm_head_modules(model: transformers.PreTrainedModel) -> tuple[str, ...]:
         paths = family.head
         if model_type in ("deberta", "deberta-v2") and not model.config.legacy:
             paths = _DEBERTA_NON_LEGACY_HEAD
-        missing = [path for path in paths if _get_path(model, path) is None]
+        missing = [path for path in paths if get_submodule_or_none(model, path) is None]
         if missing:
             raise MLMHeadMissing(
                 f"{name} ({model_type}) lacks the head modules {missing} that dupbert applies "
@@ -243,7 +206,7 @@ def mlm_head(model: transformers.PreTrainedModel) -> torch.nn.Module:
         MLMHeadMissing: as ``mlm_head_modules``.
     """
     paths = mlm_head_modules(model)
-    modules = [_get_path(model, path) for path in paths]
+    modules = [get_submodule_or_none(model, path) for path in paths]
     if paths == _DEBERTA_NON_LEGACY_HEAD:
         return _HeadWithInputEmbeddings(modules[0], model.get_input_embeddings())
     return modules[0] if len(modules) == 1 else torch.nn.Sequential(*modules)

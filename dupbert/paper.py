@@ -18,7 +18,6 @@ against the baseline, the paper's claim and the verdict of :func:`dupbert.signif
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

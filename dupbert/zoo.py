@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -347,3 +346,25 @@ def _write_tokenizer(entry: ZooEntry, out: Path) -> None:
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
         (out / name).unlink(missing_ok=True)
     fast.save_pretrained(out)
+
+
+def resolve_model_path(name: str, cache: str | os.PathLike | None = None) -> str:
+    """Where model ``name`` loads from: a zoo name's cached folder, a local folder, or a Hub id.
+
+    Zoo names are tried first, then an existing local folder; anything else is passed to
+    transformers as a Hub id. Imports no torch, so input checks can call it cheaply.
+
+    Raises:
+        ModelNotAvailable: ``name`` is not a non-empty string or path (lists the zoo names).
+        ChecksumMismatch: from building a zoo folder.
+    """
+    if not isinstance(name, (str, os.PathLike)) or not str(name).strip():
+        raise ModelNotAvailable(
+            f"model name must be a zoo name, a local folder or a Hub id, got {name!r}; "
+            f"zoo names are {sorted(ZOO)}")
+    name = str(name)
+    if name in ZOO:
+        return str(zoo_folder(name, cache))
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser())
+    return name

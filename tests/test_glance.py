@@ -6,7 +6,6 @@ import pandas as pd
 import pytest
 
 from dupbert import glance, paper
-from dupbert.finetune import ResultsFile
 
 CPU = Path(__file__).resolve().parents[1] / "results" / "cpu"
 
