@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from .duplicate import block_is_copy, block_sources, duplicate_layers, standard_duplications
 from .models import encoder_hidden_states, mlm_head, random_init_control
-from .results import cached_frame
+from .results import cached_frame, input_fingerprint, source_fingerprint
 
 # The head's logits are computed for at most this many (position, vocabulary) entries at once
 # (64 MB in fp32): BERT-base's 30,522-token head then takes 549 positions per call, enough to
@@ -336,8 +336,8 @@ def _per_sequence(hits: torch.Tensor, columns: torch.Tensor, n: int) -> np.ndarr
     return torch.bincount(columns, weights=hits.double(), minlength=n).long().cpu().numpy()
 
 
-# Bump when a change to the probe changes its numbers: cached results are keyed on it.
-PROBE_VERSION = 2
+# The modules whose code determines a probe result: cached results are keyed on their source.
+PROBE_CODE = ("probe", "models", "duplicate", "data", "zoo")
 BASELINE = "baseline"
 PRETRAINED = "pretrained"
 CONTROL = "random-init control"
@@ -420,6 +420,7 @@ def probe_models(
     if masking is not None and masking not in MASKING_RULES:
         raise ValueError(f"masking must be None or one of {list(MASKING_RULES)}, got {masking!r}")
     frames = []
+    code = source_fingerprint(*PROBE_CODE)
     for name in models:
         corpus_name = corpus or default_corpus(name)
         loaded: dict = {}
@@ -446,9 +447,11 @@ def probe_models(
                 order = None  # the model as loaded: share its cached result
             variants = [PRETRAINED, CONTROL] if include_control and label == BASELINE else [PRETRAINED]
             for variant in variants:
+                # keyed on what determines the result: the code, the inputs and the settings
                 fields = dict(model=name, duplication=label, order=order, variant=variant,
                               corpus=corpus_name, n_sequences=n_sequences, max_length=max_length,
-                              seed=seed if variant == CONTROL else None, version=PROBE_VERSION)
+                              seed=seed if variant == CONTROL else None, code=code,
+                              **input_fingerprint(name, corpus_name))
                 if masking is not None:  # reconstruction keeps its earlier cache keys
                     fields.update(masking=masking, mask_rate=mask_rate, mask_seed=seed)
 

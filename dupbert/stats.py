@@ -43,7 +43,7 @@ from tqdm import tqdm
 from .duplicate import (block_is_copy, block_sources, duplicate_layers, is_albert,
                         order_copy_after, standard_duplications)
 from .probe import _pad, batch_hidden_states, length_batches, probe_models, tokenize_for_probe
-from .results import cached_frame
+from .results import cached_frame, input_fingerprint, source_fingerprint
 
 __all__ = [
     "collect_hidden_states", "layer_statistics", "cosine_across_layers", "linear_cka",
@@ -594,9 +594,8 @@ class SimilarityReport(NamedTuple):
     ``cka_debiased``, ``cosine``."""
 
 
-# Bump when a change here changes the numbers: cached results are keyed on it.
-# 2: debiased CKA columns (cka_debiased_to_last, cka_debiased).
-STATS_VERSION = 2
+# The modules whose code determines the statistics: cached results are keyed on their source.
+STATS_CODE = ("stats", "probe", "models", "duplicate", "data", "zoo")
 
 
 def _layer_rows(model, states, cka: pd.DataFrame, cka_debiased: pd.DataFrame,
@@ -713,7 +712,8 @@ def layer_similarity_report(
             order = None if list(order) == identity else list(order)
             fields = dict(model=name, duplication=label, order=order, corpus=corpus_name,
                           n_sequences=n_sequences, max_tokens=int(max_tokens), seed=seed,
-                          max_length=max_length, version=STATS_VERSION,
+                          max_length=max_length, code=source_fingerprint(*STATS_CODE),
+                          **input_fingerprint(name, corpus_name),
                           sampled_reconstruction=reconstruction == "sample")
             memo = {}
 

@@ -7,6 +7,7 @@ import torch
 
 from transformers import BertConfig, BertForMaskedLM
 
+import dupbert.probe as probe_module
 from dupbert import (masked_prediction_accuracy, probe_models, random_init_control,
                      reconstruction_accuracy)
 from dupbert.probe import (PROBE_COLUMNS, length_batches, mask_for_probe, paper_duplications,
@@ -136,6 +137,33 @@ def test_probe_models_caches_and_labels_the_control(tmp_path, monkeypatch, share
     pd.testing.assert_frame_equal(first, again)
     with pytest.raises(ValueError, match="models is empty"):
         probe_models([], progress=False)
+
+    # anything that determines the result misses the cache: count what is computed
+    monkeypatch.undo()
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+    computed = []
+    real = probe_module.reconstruction_accuracy
+
+    def counting(*args, **kwargs):
+        computed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("dupbert.probe.reconstruction_accuracy", counting)
+    for kwargs in (dict(n_sequences=9), dict(n_sequences=8, corpus="uspto50k-valid"),
+                   dict(n_sequences=8, seed=1)):
+        computed.clear()
+        probe_models(["rxnmapper-albert"], progress=False, **kwargs)
+        # another size or corpus: both variants again; another seed: only the seeded control
+        assert len(computed) == (1 if "seed" in kwargs else 2), kwargs
+    computed.clear()
+    probe_models(["rxnmapper-albert"], n_sequences=8, progress=False,
+                 duplications={"first copied": [0, 0] + list(range(1, 12))}, include_control=False)
+    assert len(computed) == 1  # the new order (only it was asked for)
+    computed.clear()
+    monkeypatch.setattr("dupbert.probe.source_fingerprint", lambda *names: "other code")
+    probe_models(["rxnmapper-albert"], n_sequences=8, progress=False)
+    assert len(computed) == 2  # changed code: nothing cached is reused
 
 
 # ----------------------------------------------------------------------------- masked prediction
