@@ -109,9 +109,13 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
                      f"{float(embedding.iloc[0]):.3f})")
         checks.append((low, high, control_best[model]))
     rule = ("worst hidden state 1..L per model: Wilson 95% lower bound >= 0.5 and >= 0.1 above "
-            "the random-init control -> reproduced; upper bound within 0.1 of the control -> refuted")
+            "the random-init control -> reproduced; upper bound within 0.1 of the control -> refuted. "
+            "The claim is judged on the block outputs (hidden states 1..L) of the models with a "
+            "pretrained head; hidden state 0, the embedding output (for ALBERT after its E -> H "
+            "projection), is shown, not judged")
     rows = [_row("rq1-head-decodes-every-layer",
-                 "top-1 at the worst hidden state 1..L: " + "; ".join(texts),
+                 f"hidden states 1..L of {', '.join(judged)}; top-1 at the worst one: "
+                 + "; ".join(texts),
                  _rq1_verdict(checks), rule)]
     if duplicated is None or duplicated.empty:
         rows.append(_row("rq1-holds-with-duplicated-layers", "no duplicated models probed",
