@@ -208,6 +208,7 @@ def _rerun(args: argparse.Namespace) -> int:
     if missing:
         raise ValueError(f"run keys {missing} are not in {args.results}; it has {len(rows)} runs, "
                          f"e.g. {list(rows)[:3]}")
+    _quiet_loading(args.progress)
     table = rerun_table([rows[key] for key in args.run_keys], device=args.device,
                         progress=args.progress)
     print(table.to_string(index=False))
