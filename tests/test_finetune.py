@@ -142,6 +142,7 @@ def test_rerun_command_prints_committed_and_rerun_metrics(tmp_path, capsys):
     assert main(["rerun", str(results), row["run_key"]]) == 0
     out, err = capsys.readouterr()
     assert row["run_key"] in out and "agrees within 0.5 points" in err
+    assert "Loading weights" not in err and "it/s" not in err  # no progress bars
     ResultsFile(results).path.write_text(json.dumps(
         {**row, "metrics": {**row["metrics"], "accuracy": row["metrics"]["accuracy"] + 0.01}}) + "\n")
     assert main(["rerun", str(results), row["run_key"]]) == 1  # 1 point off: disagrees
