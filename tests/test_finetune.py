@@ -139,6 +139,7 @@ def test_rerun_command_prints_committed_and_rerun_metrics(tmp_path, capsys):
                    max_train_samples=8, max_eval_samples=16, progress=False)
     results = tmp_path / "r.jsonl"
     ResultsFile(results).append(row)
+    capsys.readouterr()  # what the direct finetune call printed
     assert main(["rerun", str(results), row["run_key"]]) == 0
     out, err = capsys.readouterr()
     assert row["run_key"] in out and "agrees within 0.5 points" in err
