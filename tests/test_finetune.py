@@ -172,13 +172,21 @@ def test_sweep_resumes_without_losing_or_doubling_rows(tmp_path, monkeypatch):
         sweep(**arguments)
     first = ResultsFile(results).rows()
     assert [r["duplication"] for r in first] == ["baseline"]
-    monkeypatch.setattr(ft, "finetune", real)
+    trained = []
+
+    def counting(*args, **kwargs):  # a spy: the append's own duplicate guard would hide a rerun
+        trained.append(args[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ft, "finetune", counting)
     frame = sweep(**arguments)
     rows = ResultsFile(results).rows()
     assert [r["duplication"] for r in rows] == ["baseline", "copy last"]
-    assert rows[0] == first[0]  # the finished row was not rerun
+    assert trained == ["copy last"]  # the finished run was not trained again
+    assert rows[0] == first[0]
     assert frame["run_key"].is_unique and len(frame) == 2
-    assert sweep(**arguments)["run_key"].tolist() == frame["run_key"].tolist()  # nothing to do
+    assert sweep(**arguments)["run_key"].tolist() == frame["run_key"].tolist()
+    assert trained == ["copy last"]  # nothing to do: nothing trained
 
 
 def test_two_shards_merged_equal_one_run(tmp_path):
