@@ -228,6 +228,7 @@ def rq3_rq4_rows(results: pd.DataFrame) -> list[dict]:
     """
     table = paper.comparison(results) if not results.empty else pd.DataFrame()
     summary = paper.overall(table) if not table.empty else pd.DataFrame()
+    status = paper.learning_status(results) if not results.empty else pd.DataFrame()
     rows, per_claim = [], {}
     for c in paper.CLAIMS:
         if c.rq != 3 or c.task is None:
@@ -237,7 +238,6 @@ def rq3_rq4_rows(results: pd.DataFrame) -> list[dict]:
         texts, verdicts = [], []
         for cell in cells.itertuples() if not cells.empty else []:
             if not cell.learned:
-                status = paper.learning_status(results)
                 base = status[(status["model"] == cell.model) & (status["task"] == c.task)].iloc[0]
                 texts.append(f"{cell.model}: did not learn (baseline {base.floor_metric} "
                              f"{base.baseline_mean:.2f} < floor {base.floor:.0f})")

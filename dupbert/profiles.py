@@ -150,11 +150,6 @@ def configuration_specs(model: str) -> dict[str, dict]:
     return finetune_variants(skeleton)
 
 
-def model_configurations(model: str) -> list[str]:
-    """The names of ``dupbert.duplicate.finetune_variants`` for ``model`` (config only)."""
-    return list(configuration_specs(model))
-
-
 def per_task(value: int | None | Mapping[str, int | None], task: str) -> int | None:
     """A subset size for ``task`` from an int, ``None`` or ``{task: int}`` (missing task = all)."""
     size = value.get(task) if isinstance(value, Mapping) else value
@@ -316,8 +311,9 @@ def plan_progress(plan: Sequence[PlannedSweep], rows: pd.DataFrame) -> pd.DataFr
     return pd.DataFrame(records).set_index(["model", "task"])
 
 
-def run_plan(plan: Sequence[PlannedSweep], results_path: str | os.PathLike, device: str = "cpu", outputs_dir: str | os.PathLike | None = None,
-             shard: str | None = None, progress: bool = False) -> pd.DataFrame:
+def run_plan(plan: Sequence[PlannedSweep], results_path: str | os.PathLike, device: str = "cpu",
+             outputs_dir: str | os.PathLike | None = None, shard: str | None = None,
+             progress: bool = False) -> pd.DataFrame:
     """Run every planned sweep with ``dupbert.finetune.sweep`` (resumable: runs already in
     ``results_path`` are skipped; rows are appended as each run finishes), in :func:`run_order`.
 
