@@ -21,7 +21,9 @@ writes result rows, per-example outputs and models.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import inspect
 import json
@@ -109,11 +111,26 @@ def run_key(row: dict) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def _folder_lock(folder: Path):
+    """An exclusive advisory lock on ``folder`` (no lock file to leave behind: the file itself
+    is replaced on every write, so it cannot carry the lock)."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing releases the lock
+
+
 class ResultsFile:
     """Rows of results, one JSON object per line, appended atomically.
 
     Each append rewrites the file through a temporary file and ``os.replace``, so a reader or
-    an interrupted run never sees half a row. Rows are identified by ``run_key``.
+    an interrupted run never sees half a row. Rows are identified by ``run_key``. An append
+    holds an exclusive ``flock`` on the file's folder while it reads and rewrites, so processes
+    that share one results file (the shards of ``scripts/cpu_study.sh``) never drop each
+    other's rows.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -130,11 +147,13 @@ class ResultsFile:
 
     def append(self, row: dict) -> None:
         """Add ``row`` (must hold ``run_key``) unless a row with that key is already there."""
-        rows = self.rows()
-        if any(existing["run_key"] == row["run_key"] for existing in rows):
-            return
-        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in [*rows, row])
-        atomic_write_text(self.path, text)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with _folder_lock(self.path.parent):
+            rows = self.rows()
+            if any(existing["run_key"] == row["run_key"] for existing in rows):
+                return
+            text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in [*rows, row])
+            atomic_write_text(self.path, text)
 
     def frame(self) -> pd.DataFrame:
         """The rows as a flat frame: hyper-parameters and metrics become columns."""
@@ -550,8 +569,9 @@ def sweep(
     Args:
         hyperparameters: overrides per task kind, e.g. ``{"classification": {"epochs": 1}}``;
             the same for every configuration.
-        shard: ``"i/n"``: run only configurations ``i, i+n, i+2n, ...``; write each shard to its
-            own results file and combine them with ``merge_results``.
+        shard: ``"i/n"``: run only configurations ``i, i+n, i+2n, ...``; shards on one machine
+            may share ``results_path`` (appends are locked); on several machines, write each to
+            its own results file and combine them with ``merge_results``.
 
     Returns:
         The results file as a frame (all rows in it, not just this call's).

@@ -10,8 +10,11 @@
 # Environment: PROFILE_FILE (notebooks/params/cpu/rq3.yaml), POLL_S (20), NICE (19),
 # COMMIT (1; 0 only runs), DUPBERT (.venv/bin/dupbert), THREADS (1: torch's intra-op threads; on
 # cores shared with other work, two spinning threads made a run several times slower than one;
-# every row records its thread count, and runs are bit-identical for a given count).
-# Stop it with `kill <pid>`: the run in progress is lost, every finished one is committed.
+# every row records its thread count, and runs are bit-identical for a given count),
+# WORKERS (2: processes of one thread each, shards i/WORKERS of every model and task, appending
+# to the one results file under its lock; niced, they take the cores only while nothing else
+# wants them). A run's key does not depend on WORKERS, so a resume may use another count.
+# Stop it with `kill <pid>`: the runs in progress are lost, every finished one is committed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -51,11 +54,16 @@ commit_new_rows() {
 }
 
 echo "$(date -u +%FT%TZ) study $PROFILE: $(rows) runs so far in $results"
-nice -n "$NICE" "$DUPBERT" finetune --profile "$PROFILE" &
-worker=$!
-trap 'kill "$worker" 2>/dev/null; commit_new_rows; exit 143' INT TERM
+WORKERS="${WORKERS:-2}"
+workers=()
+for ((i = 0; i < WORKERS; i++)); do
+  nice -n "$NICE" "$DUPBERT" finetune --profile "$PROFILE" --shard "$i/$WORKERS" &
+  workers+=($!)
+done
+trap 'kill "${workers[@]}" 2>/dev/null; commit_new_rows; exit 143' INT TERM
+running() { local w; for w in "${workers[@]}"; do kill -0 "$w" 2>/dev/null && return 0; done; return 1; }
 seen=$(rows)
-while kill -0 "$worker" 2>/dev/null; do
+while running; do
   sleep "$POLL_S"
   now=$(rows)
   if [ "$now" != "$seen" ]; then
@@ -63,8 +71,8 @@ while kill -0 "$worker" 2>/dev/null; do
     seen=$now
   fi
 done
-wait "$worker"
-status=$?
+status=0
+for w in "${workers[@]}"; do wait "$w" || status=$?; done
 commit_new_rows
 echo "$(date -u +%FT%TZ) study finished with status $status: $(rows) runs in $results"
 exit "$status"

@@ -249,3 +249,30 @@ def test_length_grouping_gives_paired_runs_the_same_batches_in_every_epoch(tmp_p
     a, b = epochs(1), epochs(1000)
     assert a == b  # the same batches in both epochs, whatever the global state consumed
     assert a[0] != a[1]  # and the epochs are reshuffled, not repeated
+
+
+def _append_many(path: str, prefix: str, count: int, start) -> None:
+    results = ResultsFile(path)
+    start.wait()  # a barrier: both append at once (spawn's imports take seconds, unevenly)
+    for i in range(count):
+        results.append({"run_key": f"{prefix}{i}", "value": i})
+
+
+def test_processes_sharing_one_results_file_lose_no_rows(tmp_path):
+    """Shards of one study append to one file (scripts/cpu_study.sh): every read-and-rewrite
+    holds the folder's lock, so no process overwrites another's row (without the lock, two
+    processes appending 200 rows each at once lose some every time)."""
+    import multiprocessing
+
+    path = str(tmp_path / "shared.jsonl")
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(2)
+    workers = [context.Process(target=_append_many, args=(path, prefix, 200, start))
+               for prefix in "ab"]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    keys = [row["run_key"] for row in ResultsFile(path).rows()]
+    assert sorted(keys) == sorted(f"{p}{i}" for p in "ab" for i in range(200))
