@@ -433,6 +433,9 @@ _SEED = Parameter("int", minimum=0)
 _DEVICE = Parameter("device")
 _FOLDER = Parameter("str", none=True)
 _PROFILE = Parameter("str")
+# The RQ3 parameter file of the pre-registered study whose runs a chapter reads: its planned seeds
+# per model and task (verdicts wait for them); None: judge every comparison at the size it has.
+_STUDY = Parameter("str", none=True, check=lambda path: _files_exist([path]))
 
 NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     "rq1": dict(models=_MODELS, model=_MODEL, corpus=_CORPUS, n_sequences=_POSITIVE,
@@ -461,12 +464,13 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 device=_DEVICE, results_path=_FOLDER, outputs_dir=_FOLDER,
                 run_missing=Parameter("bool"), profile=_PROFILE),
     "rq4": dict(results_paths=Parameter("names", check=_files_exist), baseline=Parameter("str"),
-                profile=_PROFILE),
+                study_profile=_STUDY, profile=_PROFILE),
     "rq5": dict(results_paths=Parameter("names", none=True, check=_files_exist),
                 outputs_dirs=Parameter("names", none=True), baseline=Parameter("str"),
                 ensemble_size=Parameter("int", none=True, minimum=1),
                 smoke_sweeps=Parameter("mappings"), tables_dir=_FOLDER, profile=_PROFILE),
-    "glance": dict(tables_dir=Parameter("str"), results_paths=Parameter("names"), profile=_PROFILE),
+    "glance": dict(tables_dir=Parameter("str"), results_paths=Parameter("names"),
+                   study_profile=_STUDY, profile=_PROFILE),
 }
 """The parameters of each chapter notebook (``notebooks/<name>.ipynb``) and how each is read."""
 

@@ -12,7 +12,8 @@ is written in the function that decides it, fixed before the runs, and printed o
 - RQ3/RQ4 (:func:`rq3_rq4_rows`): the pre-registered primary comparison of each model and task
   (:func:`dupbert.paper.overall`, paired seeds, :func:`dupbert.significance.verdict`); a model
   whose baseline misses its pre-registered floor (:func:`dupbert.paper.learning_status`) did not
-  learn the task: "did not learn", deciding nothing.
+  learn the task: "did not learn", deciding nothing; a model and task whose planned seeds have not
+  all landed is ``undecided`` (pending), whatever the runs so far say.
 - RQ5 (:func:`rq5_rows`): the paper's numbers are ALBERT ensembles on the full SQuAD 2.0 task; no
   ALBERT or BERT English weights load offline, so they are ``not testable here``; our nearest
   numbers (the cross-configuration ensembles of :mod:`dupbert.ensemble`) are shown beside them.
@@ -211,7 +212,8 @@ def _combine(verdicts: Sequence[str]) -> str:
     return "undecided"
 
 
-def rq3_rq4_rows(results: pd.DataFrame) -> list[dict]:
+def rq3_rq4_rows(results: pd.DataFrame,
+                 planned_seeds: Mapping[tuple[str, str], int] | None = None) -> list[dict]:
     """The RQ3 and RQ4 claims from the fine-tuning runs (``ResultsFile.frame()`` rows of one
     setting).
 
@@ -225,8 +227,14 @@ def rq3_rq4_rows(results: pd.DataFrame) -> list[dict]:
     ``rq3-method``, over the claimed gains that had runs: ``reproduced`` when every one is,
     ``refuted`` when one is, ``did not learn`` when none learned, else ``undecided``. ``rq4``: ``reproduced`` when every task claim is reproduced by every model that
     learned it, ``refuted`` when one is refuted, else ``undecided``.
+
+    ``planned_seeds`` (``{(model, task): seeds}`` of the pre-registered study,
+    ``dupbert.profiles.planned_seeds``): a model and task with fewer seed pairs than planned is
+    ``undecided`` ("pending (k/n seeds)"), before its floor is checked, and so is every claim it
+    bears on: nothing is judged before the study reaches its planned size.
     """
-    table = paper.comparison(results) if not results.empty else pd.DataFrame()
+    table = paper.comparison(results, planned_seeds=planned_seeds) if not results.empty \
+        else pd.DataFrame()
     summary = paper.overall(table) if not table.empty else pd.DataFrame()
     status = paper.learning_status(results) if not results.empty else pd.DataFrame()
     rows, per_claim = [], {}
@@ -237,6 +245,12 @@ def rq3_rq4_rows(results: pd.DataFrame) -> list[dict]:
             if not summary.empty else summary
         texts, verdicts = [], []
         for cell in cells.itertuples() if not cells.empty else []:
+            if isinstance(cell.verdict, str) and cell.verdict.startswith("pending"):
+                so_far = (f", {cell.primary} {_interval(cell.gain, cell.gain_ci_low, cell.gain_ci_high)}"
+                          " points so far" if cell.primary is not None and pd.notna(cell.gain) else "")
+                texts.append(f"{cell.model}: {cell.verdict}{so_far}")
+                verdicts.append("undecided")
+                continue
             if not cell.learned:
                 base = status[(status["model"] == cell.model) & (status["task"] == c.task)].iloc[0]
                 texts.append(f"{cell.model}: did not learn (baseline {base.floor_metric} "
@@ -318,13 +332,15 @@ def rq5_rows(summary: pd.DataFrame | None) -> list[dict]:
 
 def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.DataFrame | None,
                         spearman: pd.DataFrame | None, results: pd.DataFrame | None,
-                        ensembles: pd.DataFrame | None) -> pd.DataFrame:
+                        ensembles: pd.DataFrame | None,
+                        planned_seeds: Mapping[tuple[str, str], int] | None = None) -> pd.DataFrame:
     """One row per claim of :data:`dupbert.paper.CLAIMS`, in that order.
 
     Returns:
         Columns ``id, rq, claim, paper, ours, verdict, rule, evidence`` (``evidence`` = the
         chapter's page name, e.g. ``rq3``). Claims whose inputs are ``None`` are
-        ``not testable here`` with "not run" as ours.
+        ``not testable here`` with "not run" as ours. ``planned_seeds``: as
+        :func:`rq3_rq4_rows`.
 
     Raises:
         AssertionError: a claim of ``dupbert.paper`` got no row, or one got two (a bug).
@@ -335,7 +351,7 @@ def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.Data
     if spearman is not None:
         rows.append(rq2_row(spearman))
     if results is not None:
-        rows += rq3_rq4_rows(results)
+        rows += rq3_rq4_rows(results, planned_seeds)
     rows += rq5_rows(ensembles)
     by_id = {}
     for row in rows:

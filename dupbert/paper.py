@@ -18,6 +18,7 @@ against the baseline, the paper's claim and the verdict of :func:`dupbert.signif
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -312,13 +313,25 @@ def points_frame(results: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)[columns]
 
 
-def comparison(results: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
+def pending(n_pairs: int, planned: int) -> str:
+    """The verdict of a comparison whose pre-registered seeds have not all landed."""
+    return f"pending ({n_pairs}/{planned} seeds)"
+
+
+def comparison(results: pd.DataFrame, baseline: str = "baseline",
+               planned_seeds: Mapping[tuple[str, str], int] | None = None) -> pd.DataFrame:
     """Every configuration against its reference, per model, task and metric, with the paper's
     claim beside it and the verdict of :func:`dupbert.significance.verdict`.
 
     Args:
         results: ``ResultsFile.frame()`` rows of one setting (any number of models, tasks,
             seeds; two runs of one configuration and seed are refused).
+        planned_seeds: ``{(model, task): seeds}`` of a pre-registered study
+            (``dupbert.profiles.planned_seeds``). A comparison with fewer seed pairs than planned
+            gets the verdict :func:`pending` (``"pending (k/n seeds)"``) instead of one read off
+            part of the data: a study that ran in the background is judged once, at its planned
+            size, never at whichever size it had reached when the book was built (no optional
+            stopping). ``None``: every comparison is judged at the size it has.
 
     Returns:
         One row per (model, task, metric, duplication), the baseline included: ``n``, ``mean``,
@@ -329,7 +342,8 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline") -> pd.DataFram
         ``learned`` (the baseline beat its floor, :func:`learning_status`); ``claim_id``,
         ``claimed_gain``, ``paper_value``; ``verdict`` (``"did not learn"`` for every
         configuration of a model and task whose baseline did not learn; ``"baseline"``,
-        ``"control"``, ... for configurations no claim applies to).
+        ``"control"``, ... for configurations no claim applies to; ``"pending (k/n seeds)"``
+        before the planned seeds have landed).
 
     Raises:
         ValueError: two runs of one configuration and seed (different settings pooled).
@@ -357,19 +371,27 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline") -> pd.DataFram
     table["claim_id"] = [c.id if c else None for c in claims_]
     table["claimed_gain"] = [c.claimed_gain if c else None for c in claims_]
     table["paper_value"] = [c.paper_value if c else NOT_STATED for c in claims_]
-    table["verdict"] = [_verdict(row, c) for row, c in zip(table.to_dict("records"), claims_)]
+    table["verdict"] = [_verdict(row, c, planned_seeds)
+                        for row, c in zip(table.to_dict("records"), claims_)]
     return table
 
 
-def _verdict(row: dict, c: Claim | None) -> str:
+def _verdict(row: dict, c: Claim | None,
+             planned_seeds: Mapping[tuple[str, str], int] | None = None) -> str:
     from .significance import verdict
 
     labels = {**NOT_THE_METHOD, **CONTROLS}
     if row["duplication"] in labels:
         return labels[row["duplication"]]
+    has_pairs = row.get("n_pairs") is not None and bool(row["n_pairs"]) \
+        and not np.isnan(row["n_pairs"])
+    planned = (planned_seeds or {}).get((row["model"], row["task"]))
+    landed = int(row["n_pairs"]) if has_pairs else int(row["n"])  # without pairs: its own runs
+    if planned is not None and landed < planned:
+        return pending(landed, int(planned))  # before the floor, too
     if not row["learned"]:
         return DID_NOT_LEARN
-    if row.get("n_pairs") is None or not row["n_pairs"] or np.isnan(row["n_pairs"]):
+    if not has_pairs:
         return "no reference run"
     p = row["p_adjusted"]
     return verdict(row["gain"], row["gain_ci_low"], row["gain_ci_high"],
@@ -378,7 +400,8 @@ def _verdict(row: dict, c: Claim | None) -> str:
 
 def overall(table: pd.DataFrame) -> pd.DataFrame:
     """Per model, task and metric of a :func:`comparison` table: the pre-registered primary
-    comparison decides (``verdict`` is its verdict; ``no primary run`` without one), and the
+    comparison decides (``verdict`` is its verdict, ``pending (k/n seeds)`` included; ``no
+    primary run`` without one), and the
     secondary configurations are counted beside it (significant after Holm).
 
     Returns:
@@ -400,7 +423,8 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
             verdict = first["verdict"]
         else:
             verdict = DID_NOT_LEARN if not bool(group["learned"].iloc[0]) else "no primary run"
-        if claimed is None and verdict not in (DID_NOT_LEARN, "no primary run"):
+        if claimed is None and verdict not in (DID_NOT_LEARN, "no primary run") \
+                and not verdict.startswith("pending"):
             verdict = NOT_STATED
         rows.append({
             "model": model, "task": task, "metric": metric,

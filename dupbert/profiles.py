@@ -238,6 +238,19 @@ def hyperparameter_overrides(parameters: Mapping[str, Any], model: str | None = 
     return {name: casts[name](value) for name, value in values.items() if value is not None}
 
 
+def planned_seeds(plan: Sequence[PlannedSweep] | str | os.PathLike) -> dict[tuple[str, str], int]:
+    """``{(model, task): number of seeds}`` of a plan, or of the RQ3 profile file that plans it
+    (e.g. ``notebooks/params/cpu/rq3.yaml``): the sizes at which ``dupbert.paper.comparison``
+    may judge a comparison (before them: ``pending``).
+
+    Raises:
+        FileNotFoundError: a profile path that does not exist; as :func:`plan_sweep`.
+    """
+    if isinstance(plan, (str, os.PathLike)):
+        plan = plan_sweep(load_profile(plan))[0]
+    return {(entry.model, entry.task): len(entry.seeds) for entry in plan}
+
+
 def planned_run_keys(plan: Sequence[PlannedSweep]) -> set[str]:
     """The ``run_key`` of every run of the plan (to select this plan's rows from a results file
     that also holds other runs)."""

@@ -219,6 +219,8 @@ def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():
     ("rq1", "mask_rate", "0.15", 0.15),
     ("rq1", "masking", "80-10-10", "80-10-10"),
     ("glance", "results_paths", "results/cpu/rq3.jsonl", ["results/cpu/rq3.jsonl"]),
+    ("glance", "study_profile", "None", None),
+    ("rq4", "study_profile", "notebooks/params/cpu/rq3.yaml", "notebooks/params/cpu/rq3.yaml"),
 ])
 def test_every_kind_of_notebook_parameter(notebook, name, typed, used):
     spec = {name: checks.NOTEBOOK_PARAMETERS[notebook][name]}
@@ -231,6 +233,14 @@ def test_a_rate_above_one():
         checks.notebook_parameters(spec, {"mask_rate": 15}, show=False)  # a percentage
     assert str(error.value) == ("1 parameter cannot be used:\n  mask_rate = 15: 15.0 is above the "
                                 "largest allowed value, 1. Forms that work: -p mask_rate 0.5")
+
+
+def test_a_study_profile_that_does_not_exist():
+    spec = {"study_profile": checks.NOTEBOOK_PARAMETERS["rq4"]["study_profile"]}
+    with pytest.raises(ParameterError, match=r"study_profile = 'notebooks/params/cpu/rq9.yaml': "
+                                             r"no file notebooks/params/cpu/rq9.yaml"):
+        checks.notebook_parameters(spec, {"study_profile": "notebooks/params/cpu/rq9.yaml"},
+                                   show=False)
 
 
 def test_a_misspelled_choice_lists_the_choices():

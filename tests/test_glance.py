@@ -88,6 +88,23 @@ def test_a_model_that_did_not_learn_is_not_counted_and_none_learning_says_so():
     assert rows["rq4-consistent-across-models"]["verdict"] == "did not learn"
 
 
+def test_a_model_short_of_its_planned_seeds_is_pending_not_judged():
+    reproduce = _runs("a", "snli", "accuracy", 0.70, +0.010)  # 6 seeds
+    refute = _runs("b", "snli", "accuracy", 0.70, -0.010)
+    rows = {row["id"]: row for row in glance.rq3_rq4_rows(
+        pd.concat([reproduce, refute]), planned_seeds={("a", "snli"): 6, ("b", "snli"): 8})}
+    # b's clear loss at 6 of 8 seeds is shown, not judged, and the claim waits for it
+    assert rows["rq3-snli-accuracy"]["verdict"] == "undecided"
+    assert "b: pending (6/8 seeds), copy first 3 -1.03" in rows["rq3-snli-accuracy"]["ours"]
+    rows = {row["id"]: row for row in glance.rq3_rq4_rows(
+        reproduce, planned_seeds={("a", "snli"): 8})}
+    assert rows["rq3-snli-accuracy"]["verdict"] == "undecided"
+    assert rows["rq3-method"]["verdict"] == "undecided"
+    rows = {row["id"]: row for row in glance.rq3_rq4_rows(
+        reproduce, planned_seeds={("a", "snli"): 6})}  # complete: judged
+    assert rows["rq3-snli-accuracy"]["verdict"] == "reproduced"
+
+
 def test_no_gain_claim_and_the_method_and_rq4_rows():
     snli = _runs("a", "snli", "accuracy", 0.70, +0.010)
     sst2 = _runs("a", "sst2", "accuracy", 0.85, +0.00001, trivial=0.51)

@@ -226,3 +226,32 @@ def test_rq3_rq4_plots_draw_the_frames():
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     with pytest.raises(ValueError):
         plot_gain_grid(table[table["duplication"] == "baseline"])
+
+
+def test_no_verdict_before_the_planned_seeds_have_landed():
+    """A clear gain at 5 of 8 planned seeds is 'pending', also below the floor and in
+    overall(); at the planned size the same rule gives its verdict."""
+    base = [0.800, 0.802, 0.799, 0.801, 0.800]
+    better = [b + 0.010 + 0.0005 * i for i, b in enumerate(base)]
+    runs = _results("snli", "accuracy", {"baseline": base, "copy first 3": better,
+                                         "depth control": base})
+    table = paper.comparison(runs, planned_seeds={("m", "snli"): 8})
+    verdicts = dict(zip(table["duplication"], table["verdict"]))
+    assert verdicts == {"baseline": "the baseline", "copy first 3": "pending (5/8 seeds)",
+                        "depth control": "control"}
+    row = table[table["duplication"] == "copy first 3"].iloc[0]
+    assert row["gain"] == pytest.approx(1.1, abs=1e-9) and row["p_value"] < 0.05  # shown, not judged
+    assert paper.overall(table)["verdict"].iloc[0] == "pending (5/8 seeds)"
+    assert paper.overall(paper.comparison(runs, planned_seeds={("m", "snli"): 5}))[
+        "verdict"].iloc[0] == "reproduced"
+    other_cell = paper.comparison(runs, planned_seeds={("m", "sst2"): 8, ("other", "snli"): 8})
+    assert paper.overall(other_cell)["verdict"].iloc[0] == "reproduced"
+    unlearned = _results("snli", "accuracy", {"baseline": [0.5, 0.5], "copy first 3": [0.6, 0.6]})
+    table = paper.comparison(unlearned, planned_seeds={("m", "snli"): 8})
+    assert table.loc[table["duplication"] == "copy first 3", "verdict"].item() == "pending (2/8 seeds)"
+    no_reference = _results("snli", "accuracy", {"copy first 3": [0.8]})
+    assert paper.comparison(no_reference, planned_seeds={("m", "snli"): 8})[
+        "verdict"].item() == "pending (1/8 seeds)"
+    # all its seeds landed but no baseline will: nothing to wait for, and nothing shows learning
+    assert paper.comparison(no_reference, planned_seeds={("m", "snli"): 1})[
+        "verdict"].item() == "did not learn"

@@ -51,6 +51,11 @@ def test_cpu_profile_is_the_preregistered_study(zoo_env):
     seeds = {(e.model, e.task): e.seeds for e in plan}
     assert seeds["all-MiniLM-L6-v2", "snli"] == seeds["rxnmapper-albert", "uspto50k"] == tuple(range(8))
     assert seeds["rxnfp-bert", "uspto50k"] == seeds["all-MiniLM-L6-v2", "squad2"] == (0, 1, 2, 3)
+    # the sizes at which RQ3, RQ4 and glance judge (before them: pending), from the file itself
+    assert profiles.planned_seeds(PARAMS / "cpu" / "rq3.yaml") == profiles.planned_seeds(plan) == {
+        ("all-MiniLM-L6-v2", "snli"): 8, ("all-MiniLM-L6-v2", "sst2"): 8,
+        ("rxnmapper-albert", "uspto50k"): 8, ("rxnfp-bert", "uspto50k"): 4,
+        ("all-MiniLM-L6-v2", "squad2"): 4}
     keys = profiles.planned_run_keys(plan)
     assert len(keys) == 8 * (4 + 4 + 6) + 4 * (4 + 4)
     committed = ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").keys()
