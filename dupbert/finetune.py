@@ -500,7 +500,10 @@ def finetune(
     if outputs_dir is not None and main:
         path = Path(outputs_dir) / f"{row['run_key']}.npz"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz", delete=False) as handle:
+        # a hidden temporary name (.gitignore: .*.tmp), so that a run killed mid-write leaves
+        # nothing that looks like outputs, nor anything the study script would commit
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
+                                         delete=False) as handle:
             np.savez_compressed(handle, **outputs)
         os.replace(handle.name, path)
     spec = configuration_specs(model_name)[duplication]
