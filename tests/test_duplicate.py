@@ -272,3 +272,51 @@ def test_finetune_variants_cover_the_issue_configurations(rxnmapper):
     assert make_variant(albert, "copy first 1").config.num_hidden_groups == 13
     with pytest.raises(ValueError, match="unknown duplication 'copy everything'"):
         make_variant(bert, "copy everything")
+
+
+def test_reinitialize_draws_every_weight_from_the_generator_and_resets_layer_norms():
+    """``reinitialize_`` (the depth control's fresh blocks): Linear and Embedding weights are the
+    generator's next N(0, std²) draws in module order, biases 0, LayerNorm weight 1 and bias 0;
+    other modules are left as they were."""
+    from dupbert.duplicate import reinitialize_
+
+    module = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Embedding(4, 3),
+                                 torch.nn.LayerNorm(3), torch.nn.Linear(2, 2, bias=False),
+                                 torch.nn.BatchNorm1d(2))
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.fill_(5.0)
+    reinitialize_(module, std=0.5, generator=torch.Generator().manual_seed(7))
+    expected = torch.Generator().manual_seed(7)
+    linear, embedding, norm, no_bias, batch_norm = module
+    assert torch.equal(linear.weight, torch.randn((2, 3), generator=expected) * 0.5)
+    assert torch.equal(embedding.weight, torch.randn((4, 3), generator=expected) * 0.5)
+    assert torch.equal(no_bias.weight, torch.randn((2, 2), generator=expected) * 0.5)
+    assert torch.equal(linear.bias, torch.zeros(2))
+    assert torch.equal(norm.weight, torch.ones(3)) and torch.equal(norm.bias, torch.zeros(3))
+    assert torch.equal(batch_norm.weight, torch.full((2,), 5.0))
+    assert not any(p.requires_grad is False for p in module.parameters())  # still trainable
+
+
+def test_depth_control_blocks_are_seeded_fresh_weights_and_unmarked_sources():
+    """``insert_fresh_blocks`` on a tiny BERT: the fresh block's weights are ``reinitialize_``'s
+    with the model's ``initializer_range`` and a generator seeded by ``seed``; the other blocks
+    are the originals'."""
+    from dupbert.duplicate import insert_fresh_blocks, reinitialize_
+
+    torch.manual_seed(0)
+    bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
+    fresh = insert_fresh_blocks(bert, [2, 4], seed=3)
+    assert block_sources(fresh) == [0, 1, None, 2, None, 3]
+    assert block_is_copy(fresh) == [False, False, True, False, True, False]
+    expected = encoder_blocks(duplicate_layers(bert, [0, 1, 1, 2, 2, 3], unshare=True))[1]
+    generator = torch.Generator().manual_seed(3)
+    reinitialize_(expected[2], bert.config.initializer_range, generator)
+    reinitialize_(expected[4], bert.config.initializer_range, generator)
+    blocks = encoder_blocks(fresh)[1]
+    for got, want in zip(blocks, expected, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(got.state_dict().values(),
+                                                     want.state_dict().values(), strict=True))
+    original = encoder_blocks(bert)[1]
+    assert torch.equal(blocks[3].output.dense.weight, original[2].output.dense.weight)
+    assert not torch.equal(blocks[4].output.dense.weight, original[2].output.dense.weight)

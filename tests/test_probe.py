@@ -252,3 +252,49 @@ def test_paper_duplications_are_the_primary_configurations(rxnmapper, rxnfp_like
                                          "15 repeats": list(range(12)) + [11, 11, 11]}
     assert paper_duplications(rxnfp_like_bert) == {
         "baseline": [0, 1, 2, 3], "first 3 copied": [0, 0, 1, 1, 2, 2, 3]}
+
+
+def _probe_rows(model, duplication, top1, copies=(), variant="pretrained"):
+    """Rows shaped like ``probe_models`` output for hidden states 0..len(top1)-1 (``top5`` is
+    ``top1`` + 0.01, the other columns are not read by ``duplication_summary``)."""
+    return pd.DataFrame({"model": model, "duplication": duplication, "variant": variant,
+                         "layer": range(len(top1)), "is_copy": [i in copies for i in range(len(top1))],
+                         "top1": top1, "top5": [v + 0.01 for v in top1]})
+
+
+def test_duplication_summary_reads_copies_and_the_last_layer():
+    frame = pd.concat([
+        _probe_rows("m", "baseline", [0.1, 0.5, 0.9]),
+        _probe_rows("m", "two copies", [0.1, 0.5, 0.4, 0.3, 0.6], copies=(2, 4)),
+        _probe_rows("m", "baseline", [0.0, 0.0, 0.0], variant="random-init control"),
+        _probe_rows("n", "baseline", [0.2, 0.7]),
+        _probe_rows("n", "one copy", [0.2, 0.6, 0.8], copies=(1,)),
+    ]).sample(frac=1.0, random_state=0)  # the summary sorts by layer itself
+    summary = probe_module.duplication_summary(frame).set_index(["model", "duplication"])
+    assert list(summary.columns) == ["n_blocks", "n_copies", "at_copies", "before_first_copy",
+                                     "min_after_first_copy", "last", "last_change"]
+    assert sorted(summary.index) == [("m", "baseline"), ("m", "two copies"), ("n", "baseline"),
+                                     ("n", "one copy")]
+    two = summary.loc[("m", "two copies")]
+    assert (two["n_blocks"], two["n_copies"]) == (4, 2)
+    assert two["at_copies"] == pytest.approx(0.5)  # mean of hidden states 2 and 4
+    assert two["before_first_copy"] == 0.5  # hidden state 1, which the first copy reads
+    assert two["min_after_first_copy"] == 0.3
+    assert two["last"] == 0.6 and two["last_change"] == pytest.approx(0.6 - 0.9)
+    one = summary.loc[("n", "one copy")]
+    assert (one["n_blocks"], one["n_copies"], one["before_first_copy"]) == (2, 1, 0.2)
+    assert one["last_change"] == pytest.approx(0.1)
+    base = summary.loc[("m", "baseline")]  # the control's zeros are not pretrained rows
+    assert (base["n_blocks"], base["n_copies"], base["last"], base["last_change"]) == (2, 0, 0.9, 0.0)
+    assert np.isnan([base["at_copies"], base["before_first_copy"],
+                     base["min_after_first_copy"]]).all()
+    top5 = probe_module.duplication_summary(frame, metric="top5").set_index(["model", "duplication"])
+    assert top5.loc[("m", "two copies"), "min_after_first_copy"] == pytest.approx(0.31)
+
+
+def test_duplication_summary_needs_a_baseline_and_no_variant_column():
+    plain = _probe_rows("m", "baseline", [0.1, 0.5]).drop(columns="variant")
+    assert probe_module.duplication_summary(plain)["last"].tolist() == [0.5]
+    copied = _probe_rows("m", "one copy", [0.1, 0.5, 0.4], copies=(2,))
+    with pytest.raises(ValueError, match="^no baseline rows for model 'm': probe with a baseline$"):
+        probe_module.duplication_summary(copied)
