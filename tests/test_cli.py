@@ -41,7 +41,17 @@ def test_probe_writes_the_table(tmp_path, fresh_results_cache, capsys):
                  "--out", str(out)]) == 0
     frame = pd.read_csv(out)
     assert len(frame) == 26 and set(frame["variant"]) == {"pretrained", "random-init control"}
-    assert "top1_macro" in capsys.readouterr().out
+    assert set(frame["n_tokens"]) == {410} and set(frame["n_sequences"]) == {4}
+    # tokens reconstructed top-1 / top-5 at hidden states 0..12 (measured, then pinned): the
+    # real head decodes every hidden state from block 1 on; the seeded random control does not
+    hits = {variant: ((group["top1"] * 410).round().astype(int).tolist(),
+                      (group["top5"] * 410).round().astype(int).tolist())
+            for variant, group in frame.groupby("variant")}
+    assert hits["pretrained"] == ([44, 362, 405, 409] + [410] * 9, [135, 406] + [410] * 11)
+    assert hits["random-init control"] == ([2] * 6 + [1, 1] + [0] * 5,
+                                           [3, 4, 3, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1])
+    printed = capsys.readouterr().out
+    assert "top1_macro" in printed and " 0.8829 " in printed  # the table, rounded to 4 digits
 
 
 def test_bad_model_is_one_clear_line(tmp_path, monkeypatch, capsys):
