@@ -187,3 +187,75 @@ def test_rows_of_two_settings_are_never_pooled():
 ])
 def test_verdict_rule(gain, low, high, p, claimed, expected):
     assert verdict(gain, low, high, p, claimed) == expected
+
+
+def test_power_scales_with_the_sd_and_is_alpha_without_a_gain():
+    # only gain / sd matters (the noncentrality), and a zero gain is rejected at the level itself
+    assert paired_t_power(1.0, 2.0, 8) == pytest.approx(paired_t_power(0.5, 1.0, 8), abs=1e-12)
+    assert paired_t_power(1.0, 2.0, 8) == pytest.approx(0.23208, abs=1e-5)
+    assert paired_t_power(0.0, 1.0, 8) == pytest.approx(0.05, abs=1e-12)  # both tails, 0.025 each
+    assert paired_t_power(0.0, 1.0, 8, alpha=0.01) == pytest.approx(0.01, abs=1e-12)
+    # noncentrality 10 at df 7: scipy's nct.cdf returns NaN for the far tail, which is ~0
+    assert np.isnan(stats.nct.cdf(-stats.t.ppf(0.975, 7), 7, 10.0))
+    assert paired_t_power(10.0, np.sqrt(8), 8) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_minimum_detectable_gain_from_two_seeds_and_without_a_std():
+    two = minimum_detectable_gain(1.0, 2)
+    assert two == pytest.approx(11.5499, abs=1e-4)  # one degree of freedom: a huge gain
+    assert paired_t_power(two, 1.0, 2) == pytest.approx(0.8, abs=1e-9)
+    assert np.isnan(minimum_detectable_gain(None, 8)) and np.isnan(minimum_detectable_gain(np.nan, 8))
+
+
+def test_pooling_refusal_names_the_rows_and_the_first_three_groups():
+    frame = pd.DataFrame([dict(model="m", task="t", duplication=d, seed=s)
+                          for s in range(3) for d in "ab"])
+    with pytest.raises(ValueError) as refused:
+        check_one_run_per_seed(pd.concat([frame, frame]), ["model", "task"])
+    assert str(refused.value) == (
+        "12 rows share (configuration, seed) with another row, e.g. "
+        "[{'model': 'm', 'task': 't', 'duplication': 'a', 'seed': 0}, "
+        "{'model': 'm', 'task': 't', 'duplication': 'b', 'seed': 0}, "
+        "{'model': 'm', 'task': 't', 'duplication': 'a', 'seed': 1}]: runs of different settings "
+        "(hyper-parameters, subsets, data source) cannot be pooled. Keep the rows of one setting "
+        "(e.g. dupbert.profiles.planned_run_keys).")
+
+
+def test_rows_come_out_in_the_order_the_groups_first_appear():
+    """Not sorted: the study's order (models and configurations as planned) is kept."""
+    frame = pd.concat([_runs([1.0] * 3, [0.0, 0.1, 0.2]).assign(model="z"),
+                       _runs([2.0] * 3, [0.0, 0.1, 0.2]).assign(model="a")], ignore_index=True)
+    frame = frame.iloc[frame["duplication"].map({"noise": 0, "copy": 1, "baseline": 2}).argsort(
+        kind="stable")].sort_values("model", key=lambda m: m == "a", kind="stable")
+    summary = summarize_runs(frame, "accuracy")
+    assert list(zip(summary["model"], summary["duplication"])) == [
+        ("z", "noise"), ("z", "copy"), ("z", "baseline"), ("a", "noise"), ("a", "copy"),
+        ("a", "baseline")]
+    gains = paired_gains(frame, "accuracy")
+    assert list(zip(gains["model"], gains["duplication"])) == [
+        ("z", "noise"), ("z", "copy"), ("a", "noise"), ("a", "copy")]
+    assert gains["gain"].tolist() == pytest.approx([0.1, 1.1, 0.1, 2.1])
+
+
+def test_a_reference_without_runs_gives_no_pairs():
+    frame = _study({"copy first 3": (1.0, "secondary")},
+                   references={"copy first 3": "unshared baseline"})
+    row = paired_gains(frame, "value").set_index("duplication").loc["copy first 3"]
+    assert row["n_pairs"] == 0 and np.isnan(row["gain"]) and np.isnan(row["p_value"])
+    assert np.isnan(row["min_detectable_gain"]) and not row["significant"]
+
+
+@pytest.mark.parametrize("gain, low, high, p, claimed, expected", [
+    (1.2, 0.5, 1.9, 0.05, 1.5, "undecided"),  # p must be below 0.05, not equal
+    (0.0, -0.1, 0.1, 0.01, 1.5, "refuted"),  # significant, but no positive gain
+    (0.3, 0.1, 0.45, 0.05, 0.0, "reproduced"),  # p = 0.05 is not significant
+])
+def test_verdict_rule_at_its_boundaries(gain, low, high, p, claimed, expected):
+    assert verdict(gain, low, high, p, claimed) == expected
+
+
+def test_mean_ci_of_nothing_says_what_it_needs():
+    with pytest.raises(ValueError, match="^mean_ci needs at least one value$"):
+        mean_ci([])
+    assert mean_ci([3.0, 3.0, 3.0]) == {"n": 3, "mean": 3.0, "std": 0.0, "ci_low": 3.0,
+                                         "ci_high": 3.0}
