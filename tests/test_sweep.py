@@ -183,3 +183,43 @@ def test_merge_keeps_every_row_once_in_the_order_of_the_files(tmp_path):
     b.append({"run_key": "k2", "seed": 5})
     with pytest.raises(ValueError, match=r"^run k2 differs between results files \(beyond timings\)$"):
         merge_results([a.path, b.path], out)
+
+
+def test_sweep_defaults_train_on_the_cpu_and_announce_runs(tmp_path, calls, capsys):
+    arguments = {k: v for k, v in SWEEP.items() if k != "progress"}
+    sweep(results_path=tmp_path / "r.jsonl", **{**arguments, "tasks": ["uspto50k"], "seeds": [0]})
+    assert {(c["device"], c["progress"]) for c in calls} == {("cpu", True)}
+    assert capsys.readouterr().out.count("fine-tuning ") == 2
+
+
+def test_sweep_is_silent_without_progress(tmp_path, calls, capsys):
+    sweep(results_path=tmp_path / "r.jsonl", **SWEEP)
+    assert len(calls) == 8 and capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("data_dir, source", [("given", "local"), (None, "hub")])
+def test_sweep_keys_runs_by_their_data_source(tmp_path, calls, monkeypatch, data_dir, source):
+    """Without $DUPBERT_DATA_DIR, a data folder given to the sweep still makes runs local, and
+    Hub runs carry their source in the key: a resumed sweep finds both and trains nothing."""
+    monkeypatch.delenv("DUPBERT_DATA_DIR", raising=False)
+    folder = tmp_path / "data" if data_dir else None
+    path = tmp_path / "r.jsonl"
+    frame = sweep(results_path=path, data_dir=folder, **SWEEP)
+    assert set(frame["data_source"]) == {source}
+    calls.clear()
+    sweep(results_path=path, data_dir=folder, **SWEEP)
+    assert calls == []
+
+
+def test_results_file_creates_missing_folders(tmp_path):
+    path = tmp_path / "a" / "b" / "results.jsonl"
+    ResultsFile(path).append({"run_key": "a"})
+    assert ResultsFile(path).rows() == [{"run_key": "a"}]
+
+
+def test_merged_rows_are_written_with_sorted_keys(tmp_path):
+    source = tmp_path / "hand.jsonl"
+    source.write_text('{"seed": 0, "run_key": "k1", "metrics": {"f1": 1, "exact": 0}}\n')
+    merge_results([source], tmp_path / "m.jsonl")
+    assert (tmp_path / "m.jsonl").read_text() == (
+        '{"metrics": {"exact": 0, "f1": 1}, "run_key": "k1", "seed": 0}\n')
