@@ -255,3 +255,68 @@ def test_no_verdict_before_the_planned_seeds_have_landed():
     # all its seeds landed but no baseline will: nothing to wait for, and nothing shows learning
     assert paper.comparison(no_reference, planned_seeds={("m", "snli"): 1})[
         "verdict"].item() == "did not learn"
+
+
+def test_replication_rows_are_squad2_with_their_setup_and_seed_spread_is_published():
+    frame = paper.replication()
+    assert list(frame.columns) == ["model", "configuration", "exact", "f1", "f1_gain", "task",
+                                   "source", "setup"]
+    assert set(frame["task"]) == {"squad2"} and set(frame["setup"]) == {paper.REPLICATION_SETUP}
+    spread = paper.seed_spread()
+    assert len(spread) == 3 and spread["value"].tolist() == [0.11, 0.24, "83.6-84.8"]
+    assert spread["seeds"].tolist() == [10, 10, 100]
+
+
+BASE = [0.800, 0.802, 0.799, 0.801, 0.800]
+
+
+def _with_macro_f1(results):
+    """``results`` with a ``macro_f1`` equal to its accuracy: SNLI's second metric, about which
+    the paper claims nothing."""
+    return results.assign(**{"metrics.macro_f1": results["metrics.accuracy"]})
+
+
+def test_overall_says_not_stated_where_the_paper_claims_nothing_but_keeps_pending():
+    runs = _with_macro_f1(_results("snli", "accuracy", {
+        "baseline": BASE, "copy first 3": [b + 0.01 + 0.0005 * i for i, b in enumerate(BASE)]}))
+    summary = paper.overall(paper.comparison(runs)).set_index("metric")
+    assert summary.loc["accuracy", "verdict"] == "reproduced"
+    assert summary.loc["macro_f1", "verdict"] == "not stated"
+    assert summary.loc["accuracy", "claimed_gain"] == 0.6
+    assert np.isnan(summary.loc["macro_f1", "claimed_gain"])
+    waiting = paper.overall(paper.comparison(runs, planned_seeds={("m", "snli"): 8}))
+    assert waiting["verdict"].tolist() == ["pending (5/8 seeds)"] * 2
+
+
+def test_overall_without_a_primary_run():
+    """Secondary configurations alone: ``no primary run`` (also where the paper claims nothing),
+    or ``did not learn`` below the floor; the primary's columns are empty."""
+    secondary_only = _with_macro_f1(_results("snli", "accuracy", {
+        "baseline": BASE, "copy last": [b + 0.02 + 0.0005 * i for i, b in enumerate(BASE)],
+        "copy middle": [b + 0.0002 * (-1) ** i for i, b in enumerate(BASE)]}))
+    summary = paper.overall(paper.comparison(secondary_only))
+    assert summary["verdict"].tolist() == ["no primary run", "no primary run"]
+    row = summary.iloc[0]
+    assert row["primary"] is None and np.isnan(row["gain"]) and np.isnan(row["n_pairs"])
+    assert (row["n_secondary"], row["n_secondary_gains"], row["n_secondary_losses"]) == (2, 1, 0)
+    assert row["best_secondary"] == "copy last"
+    assert row["best_secondary_gain"] == pytest.approx(2.1)
+    unlearned = paper.comparison(_results("snli", "accuracy", {"baseline": [0.5, 0.5, 0.51],
+                                                                 "copy last": [0.6, 0.6, 0.61]}))
+    assert paper.overall(unlearned)["verdict"].tolist() == ["did not learn"]
+    alone = paper.overall(paper.comparison(_results("snli", "accuracy", {"baseline": BASE})))
+    assert alone[["verdict", "n_secondary"]].values.tolist() == [["no primary run", 0]]
+    assert alone["best_secondary"].tolist() == [None]
+
+
+def test_overall_counts_significant_secondary_losses_and_keeps_the_table_order():
+    worse = [b - 0.02 - 0.0005 * i for i, b in enumerate(BASE)]
+    noisy = [b + 0.001 * (-1) ** i + 0.0004 for i, b in enumerate(BASE)]  # a gain, not significant
+    runs = _results("snli", "accuracy", {"baseline": BASE, "copy last": worse,
+                                         "copy middle": noisy})
+    table = pd.concat([paper.comparison(runs.assign(model="z")),
+                       paper.comparison(runs.assign(model="a"))], ignore_index=True)
+    summary = paper.overall(table)
+    assert summary["model"].tolist() == ["z", "a"]
+    assert summary[["n_secondary_gains", "n_secondary_losses"]].values.tolist() == [[0, 1], [0, 1]]
+    assert summary["best_secondary"].tolist() == ["copy middle", "copy middle"]
