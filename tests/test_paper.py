@@ -320,3 +320,28 @@ def test_overall_counts_significant_secondary_losses_and_keeps_the_table_order()
     assert summary["model"].tolist() == ["z", "a"]
     assert summary[["n_secondary_gains", "n_secondary_losses"]].values.tolist() == [[0, 1], [0, 1]]
     assert summary["best_secondary"].tolist() == ["copy middle", "copy middle"]
+
+
+def test_overall_columns_are_the_documented_ones():
+    runs = _results("snli", "accuracy", {"baseline": BASE, "copy first 3": BASE})
+    summary = paper.overall(paper.comparison(runs))
+    assert list(summary.columns) == [
+        "model", "task", "metric", "primary", "gain", "gain_ci_low", "gain_ci_high", "p_value",
+        "min_detectable_gain", "n_pairs", "n_secondary", "n_secondary_gains",
+        "n_secondary_losses", "best_secondary", "best_secondary_gain", "learned", "paper_value",
+        "claimed_gain", "verdict"]
+    assert summary["paper_value"].tolist() == [paper.claim("rq3-snli-accuracy").paper_value]
+    assert summary["learned"].tolist() == [True]
+
+
+def test_learning_status_floor_is_inclusive_and_every_model_is_judged_in_order():
+    at_floor = _results("sst2", "accuracy", {"baseline": [0.8, 0.8]})  # exactly 80.0 points
+    assert paper.learning_status(at_floor)["learned"].tolist() == [True]
+    runs = pd.concat([
+        _results("sst2", "accuracy", {"baseline": [0.9, 0.9]}).assign(model="z"),
+        _results("sst2", "accuracy", {"copy first 3": [0.9, 0.9]}).assign(model="y"),  # none
+        _results("sst2", "accuracy", {"baseline": [0.5, 0.6]}).assign(model="a")],
+        ignore_index=True)
+    status = paper.learning_status(runs)
+    assert status[["model", "baseline_mean", "learned"]].values.tolist() == [
+        ["z", 90.0, True], ["a", 55.0, False]]
