@@ -141,3 +141,176 @@ def test_missing_evidence_is_not_testable_and_still_one_row_per_claim():
     assert set(table["verdict"]) == {"not testable here"}
     empty = glance.results_at_a_glance(None, None, None, pd.DataFrame(), None)
     assert set(empty["verdict"]) == {"not testable here"}
+
+
+RQ1_RULE = ("worst hidden state 1..L per model: Wilson 95% lower bound >= 0.5 and >= 0.1 above the "
+            "random-init control -> reproduced; upper bound within 0.1 of the control -> refuted. "
+            "The claim is judged on the block outputs (hidden states 1..L) of the models with a "
+            "pretrained head; hidden state 0, the embedding output (for ALBERT after its E -> H "
+            "projection), is shown, not judged")
+
+
+def _probe(model, variant, tops, n_tokens=400, column="variant"):
+    return [{"model": model, column: variant, "layer": layer, "top1": top1, "n_tokens": n_tokens}
+            for layer, top1 in enumerate(tops)]
+
+
+def test_rq1_rows_name_each_models_worst_hidden_state_and_its_control():
+    reconstruction = pd.DataFrame(
+        _probe("m", "pretrained", [0.3, 0.9, 0.8, 0.95])
+        + _probe("m", "random-init control", [0.05, 0.1, 0.02, 0.01])
+        + _probe("splade-tiny-en", "pretrained", [0.0] * 4)  # not a pretrained head: not judged
+        + _probe("splade-tiny-en", "random-init control", [0.0] * 4))
+    duplicated = pd.DataFrame(
+        _probe("m", "baseline", [0.3, 0.9, 0.8, 0.95], column="duplication")
+        + _probe("m", "first 1 copied", [0.3, 0.9, 0.85, 0.7, 0.9], column="duplication")
+        + _probe("m", "block 2 copied", [0.3, 0.9, 0.8, 0.75, 0.6], column="duplication")
+        + _probe("other", "block 0 copied", [0.0] * 3, column="duplication"))  # no control: skipped
+    every, with_copies = glance.rq1_rows(reconstruction, duplicated)
+    low, high = glance.wilson_interval(0.8, 400)
+    assert (round(low, 3), round(high, 3)) == (0.758, 0.836)
+    assert every == {
+        "id": "rq1-head-decodes-every-layer", "rq": 1,
+        "claim": paper.claim("rq1-head-decodes-every-layer").statement, "paper": "not stated",
+        "ours": "hidden states 1..L of m; top-1 at the worst one: m: 0.800 [0.758, 0.836] at "
+                "hidden state 2 (control at most 0.100; embedding output 0.300)",
+        "verdict": "reproduced", "rule": RQ1_RULE, "evidence": "rq1"}
+    assert with_copies["ours"] == ("top-1 at the worst hidden state 1..L of any duplicated variant: "
+                                   "m: 0.600 [0.551, 0.647] (block 2 copied, hidden state 4; "
+                                   "2 variants)")
+    assert (with_copies["verdict"], with_copies["rule"]) == ("reproduced", RQ1_RULE)
+    (_, none) = glance.rq1_rows(reconstruction, duplicated.iloc[:0])
+    assert (none["ours"], none["verdict"]) == ("no duplicated models probed", "undecided")
+    assert glance.rq1_rows(reconstruction)[1]["ours"] == "no duplicated models probed"
+
+
+@pytest.mark.parametrize("checks, expected", [
+    ([], "not testable here"),
+    ([(0.5, 0.6, 0.4)], "reproduced"),  # both bounds met exactly
+    ([(0.49, 0.6, 0.1)], "undecided"),  # below 0.5
+    ([(0.55, 0.7, 0.5)], "undecided"),  # not 0.1 above the control
+    ([(0.3, 0.5, 0.4)], "refuted"),  # the upper bound reaches control + 0.1
+    ([(0.9, 1.0, 0.1), (0.3, 0.45, 0.4)], "refuted"),  # one model is enough
+    ([(0.9, 1.0, 0.1), (0.45, 0.6, 0.1)], "undecided"),
+])
+def test_rq1_verdict_bounds(checks, expected):
+    assert glance._rq1_verdict(checks) == expected
+
+
+def _spearman(*rows):
+    columns = ["model", "similarity", "rho", "p_value", "n_layers", "rho_given_depth",
+               "p_value_given_depth"]
+    return pd.DataFrame([dict(zip(columns, row)) for row in rows])
+
+
+NAN = float("nan")
+SPEARMAN = _spearman(("a", "cka_to_last", 0.9, 0.001, 12, 0.5, 0.04),
+                     ("b (shared)", "cka_to_last", 0.7, 0.01, 13, NAN, NAN),
+                     ("a", "cka_debiased_to_last", 0.8, 0.002, 12, 0.6, 0.03),
+                     ("splade-tiny-en x", "cka_debiased_to_last", -0.9, 0.001, 3, -0.9, 0.001),
+                     ("c", "cka_debiased_to_last", NAN, NAN, 3, NAN, NAN))
+
+
+def test_rq2_prefers_debiased_cka_and_the_partial_correlation():
+    row = glance.rq2_row(SPEARMAN)  # splade's head is not judged; c has no correlation
+    assert row["ours"] == "a: rho +0.80 (p 0.002, 12 hidden states), given depth +0.60 (p 0.03)"
+    assert row["verdict"] == "reproduced"
+    assert row["rule"] == ("partial Spearman rho(debiased CKA with the last hidden state, RQ1 top-1 "
+                           "| depth) > 0 with p < 0.05 for every model -> reproduced; < 0 with "
+                           "p < 0.05 for some model -> refuted")
+    biased = glance.rq2_row(SPEARMAN, "cka_to_last")
+    assert biased["ours"] == ("a: rho +0.90 (p 0.001, 12 hidden states), given depth +0.50 (p 0.04); "
+                              "b (shared): rho +0.70 (p 0.01, 13 hidden states), given depth: none "
+                              "(monotone in depth)")
+    assert biased["verdict"] == "undecided"  # b's CKA cannot be told from depth
+    assert biased["rule"].startswith("partial Spearman rho(CKA with the last hidden state, ")
+
+
+def test_rq2_without_partial_correlations_or_any_correlation():
+    plain = glance.rq2_row(SPEARMAN.drop(columns=["rho_given_depth", "p_value_given_depth"]).iloc[:2])
+    assert plain["ours"] == ("a: rho +0.90 (p 0.001, 12 hidden states); b (shared): rho +0.70 "
+                             "(p 0.01, 13 hidden states)")
+    assert plain["verdict"] == "reproduced"
+    assert plain["rule"] == ("Spearman rho(CKA with the last hidden state, RQ1 top-1) > 0 with "
+                             "p < 0.05 for every model -> reproduced; < 0 with p < 0.05 for some "
+                             "model -> refuted")
+    weak = SPEARMAN.iloc[:1].assign(p_value_given_depth=0.05)  # p must be below 0.05
+    assert glance.rq2_row(weak)["verdict"] == "undecided"
+    none = glance.rq2_row(SPEARMAN.iloc[4:])
+    assert (none["ours"], none["verdict"]) == ("no correlations", "not testable here")
+
+
+def test_rq5_rows_show_our_ensembles_beside_the_papers_numbers():
+    summary = pd.DataFrame(
+        [dict(model="x", task="squad2", metric=metric, kind=kind, mean=mean, ci_low=mean - 1,
+              ci_high=mean + 1)
+         for metric in ("exact", "f1")
+         for kind, mean in (("cross-configuration", 60.0), ("same-configuration", 59.5),
+                            ("best single", 58.25), ("single", 57.0))]
+        + [dict(model="x", task="uspto50k", metric="exact", kind="cross-configuration", mean=1.0,
+                ci_low=0.0, ci_high=2.0)])
+    exact, f1 = glance.rq5_rows(summary)
+    shown = ("x: cross-configuration 60.00 [59.00, 61.00], same-configuration 59.50 [58.50, 60.50], "
+             "best single 58.25 [57.25, 59.25]")
+    assert (exact["id"], exact["ours"], exact["verdict"]) == (
+        "rq5-ensemble-squad2-exact", shown, "not testable here")
+    assert (f1["id"], f1["ours"]) == ("rq5-ensemble-squad2-f1", shown)
+    assert exact["rule"] == ("the paper's ALBERT models and full SQuAD 2.0 training are not "
+                             "available offline")
+    assert [r["ours"] for r in glance.rq5_rows(None)] == ["no SQuAD 2.0 ensembles"] * 2
+    assert [r["ours"] for r in glance.rq5_rows(summary.iloc[8:])] == ["no SQuAD 2.0 ensembles"] * 2
+
+
+RQ3_RULE = ("the pre-registered primary comparison (paper's configuration vs baseline, paired "
+            "seeds, dupbert.significance.verdict); a baseline below its floor decides nothing")
+
+
+def test_rq3_rq4_rows_texts_and_rules():
+    rows = _rq3(pd.concat([_runs("a", "snli", "accuracy", 0.70, +0.010),
+                           _runs("b", "sst2", "accuracy", 0.85, +0.00001, trivial=0.51)]))
+    assert list(rows) == ["rq3-method", "rq3-squad2-f1", "rq3-squad2-exact", "rq3-snli-accuracy",
+                          "rq3-sst2-accuracy", "rq4-consistent-across-models"]
+    assert rows["rq3-method"]["ours"] == (
+        "rq3-squad2-f1: not testable here; rq3-squad2-exact: not testable here; "
+        "rq3-snli-accuracy: reproduced; rq3-sst2-accuracy: reproduced")
+    assert rows["rq3-method"]["rule"] == ("over the claimed gains that could be tested: reproduced "
+                                          "when every one is; refuted when one is")
+    assert (rows["rq3-squad2-f1"]["ours"], rows["rq3-squad2-f1"]["verdict"]) == (
+        "no runs", "not testable here")
+    assert rows["rq3-snli-accuracy"]["ours"] == (
+        "a: copy first 3 +0.97 [+0.80, +1.14] points (p 2.82e-05, 6 seeds)")
+    assert rows["rq3-sst2-accuracy"]["ours"] == (
+        "b: copy first 3 -0.03 [-0.20, +0.14] points (p 0.648, 6 seeds)")
+    assert {rows[k]["rule"] for k in rows if k.startswith("rq3-") and k != "rq3-method"} == {RQ3_RULE}
+    rq4 = rows["rq4-consistent-across-models"]
+    assert (rq4["ours"], rq4["verdict"]) == ("2 models (a, b); per-claim verdicts as above", "reproduced")
+    assert rq4["rule"] == ("reproduced when every model and task that learned reproduces its claim; "
+                           "refuted when one refutes it")
+    empty = {row["id"]: row for row in glance.rq3_rq4_rows(pd.DataFrame())}
+    assert empty["rq4-consistent-across-models"]["ours"] == "0 models (); per-claim verdicts as above"
+    assert {row["verdict"] for row in empty.values()} == {"not testable here"}
+
+
+def test_combining_model_verdicts():
+    assert glance._combine([]) == "not testable here"
+    assert glance._combine(["did not learn"]) == "did not learn"
+    assert glance._combine(["reproduced", "did not learn", "reproduced"]) == "reproduced"
+    assert glance._combine(["refuted"]) == "refuted"
+    assert glance._combine(["reproduced", "undecided"]) == "undecided"
+    assert glance._combine(["undecided", "did not learn"]) == "undecided"
+
+
+def test_intervals_and_verdict_counts_and_unknown_verdicts():
+    assert glance._interval(NAN, 0.0, 1.0) == "n/a"
+    assert glance._interval(1.0, NAN, NAN) == "+1.00"
+    assert glance._interval(-1.0, -1.5, -0.25) == "-1.00 [-1.50, -0.25]"
+    table = pd.DataFrame({"verdict": ["refuted", "refuted", "undecided"]})
+    assert glance.verdict_counts(table) == {"reproduced": 0, "refuted": 2, "undecided": 1,
+                                            "did not learn": 0, "not testable here": 0}
+    with pytest.raises(ValueError, match=r"^verdict 'maybe' is not one of \('reproduced', "):
+        glance._row("rq3-method", "", "maybe", "")
+    table = glance.results_at_a_glance(None, None, None, None, None)
+    assert list(table.columns) == glance.COLUMNS
+    not_run = table[table["rq"] != 5]  # RQ5's rows are always written: not testable here
+    assert set(not_run["ours"]) == {"not run"} and set(not_run["rule"]) == {"no evidence"}
+    assert table["evidence"].tolist() == [f"rq{c.rq}" for c in paper.CLAIMS]
