@@ -504,3 +504,64 @@ def test_rq5_on_the_tiny_study(tiny_study):
     differences = E.rq5_differences(ensembles)
     assert set(differences["n_units"]) == {1} and differences["p_value"].isna().all()
     assert set(differences.loc[differences["task"] == "uspto50k", "n_pairs"]) == {3}
+
+
+# ----------------------------------------------------------------------------- fast reading tests
+# (the tiny study's tests read real runs; these pin the same rules on hand-written files, fast
+# enough for mutation testing to run them for every mutant)
+
+
+def _results_file(path, *rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
+    return path
+
+
+def test_read_runs_keeps_each_run_once_with_its_outputs_folder(tmp_path):
+    first = _results_file(tmp_path / "a" / "rq3.jsonl",
+                          {"run_key": "k1", "seed": 0, "metrics": {"accuracy": 0.5}},
+                          {"run_key": "k2", "seed": 1, "metrics": {"accuracy": 0.75}})
+    second = _results_file(tmp_path / "b.jsonl",
+                           {"run_key": "k2", "seed": 9, "metrics": {"accuracy": 0.0}},
+                           {"run_key": "k3", "seed": 2, "metrics": {"accuracy": 1.0}})
+    runs = E.read_runs([first, str(second)])
+    assert runs["run_key"].tolist() == ["k1", "k2", "k3"]
+    assert runs["seed"].tolist() == [0, 1, 2]  # the first file's k2 wins
+    assert runs["metrics.accuracy"].tolist() == [0.5, 0.75, 1.0]
+    assert runs["outputs_dir"].tolist() == [str(tmp_path / "a" / "rq3-outputs")] * 2 + [
+        str(tmp_path / "b-outputs")]
+    assert list(runs.index) == [0, 1, 2]
+    chosen = E.read_runs([first, second], [tmp_path / "x", None])
+    assert chosen["outputs_dir"].tolist() == [str(tmp_path / "x")] * 2 + [str(tmp_path / "b-outputs")]
+    one = E.read_runs(second, tmp_path / "y")
+    assert one["outputs_dir"].tolist() == [str(tmp_path / "y")] * 2
+    assert E.read_runs(str(second))["outputs_dir"].tolist() == [str(tmp_path / "b-outputs")] * 2
+
+
+def test_read_runs_refuses_missing_files_and_unmatched_folders(tmp_path):
+    present = _results_file(tmp_path / "r.jsonl", {"run_key": "k1"})
+    with pytest.raises(ValueError, match=r"^2 outputs folders for 1 results files$"):
+        E.read_runs([present], [tmp_path, tmp_path])
+    missing = tmp_path / "none.jsonl"
+    with pytest.raises(FileNotFoundError, match=(
+            rf"^no results file {missing}: run RQ3 first \(dupbert finetune --results \.\.\. "
+            r"--outputs-dir \.\.\., or make book\)$")):
+        E.read_runs([present, missing])
+
+
+@pytest.mark.parametrize("row, max_length, n_features", [
+    ({"model": "all-MiniLM-L6-v2", "max_eval_samples": 4,
+      "hyperparameters": {"max_length": 128, "doc_stride": 64}}, 128, 9),
+    ({"model": "all-MiniLM-L6-v2", "max_eval_samples": np.float64(4.0),
+      "hyperparameters.max_length": 64, "hyperparameters.doc_stride": 32}, 64, 31),
+], ids=["nested", "flattened"])
+def test_squad_eval_set_rederives_the_scored_features(row, max_length, n_features,
+                                                      shared_data_dir, zoo_cache):
+    examples, features = E.squad_eval_set(row, data_dir=shared_data_dir)
+    ids = ['572a0ecb1d0469140077971a', '572ff07304bcaa1900d76ef5', '5ad4dc755b96ef001a10a471',
+           '5733a6ac4776f41900660f5c']
+    assert examples["id"] == ids  # the first 4 of the seeded subset, as the run scored them
+    assert set(features["example_id"]) == set(ids)
+    lengths = [len(f) for f in features["input_ids"]]  # the row's max_length and doc_stride
+    assert max(lengths) == max_length and len(lengths) == n_features
+    assert len(features["offset_mapping"]) == n_features
