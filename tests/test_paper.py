@@ -345,3 +345,60 @@ def test_learning_status_floor_is_inclusive_and_every_model_is_judged_in_order()
     status = paper.learning_status(runs)
     assert status[["model", "baseline_mean", "learned"]].values.tolist() == [
         ["z", 90.0, True], ["a", 55.0, False]]
+
+
+def test_points_frame_keeps_task_order_without_optional_columns():
+    sst = _results("sst2", "accuracy", {"baseline": [0.9, 0.91]}).drop(
+        columns=["reference", "role", "baselines.accuracy", "baselines.majority_label"])
+    snli = _results("snli", "accuracy", {"baseline": [0.8]})
+    points = paper.points_frame(pd.concat([sst, snli], ignore_index=True).assign(
+        **{"metrics.macro_f1": 0.5}))
+    assert list(points.index) == list(range(6))
+    assert list(zip(points["task"], points["metric"])) == [
+        ("sst2", "accuracy"), ("sst2", "accuracy"), ("sst2", "macro_f1"), ("sst2", "macro_f1"),
+        ("snli", "accuracy"), ("snli", "macro_f1")]
+    sst_rows = points[points["task"] == "sst2"]
+    assert sst_rows["reference"].isna().all() and sst_rows["role"].isna().all()
+    assert sst_rows["trivial"].isna().all()
+    assert sst_rows["trivial_name"].tolist() == ["no answer to every question"] * 4
+    assert points["value"].tolist() == pytest.approx([90.0, 91.0, 50.0, 50.0, 80.0, 50.0])
+    nothing = paper.points_frame(sst.drop(columns=["metrics.accuracy"]))
+    assert nothing.empty and list(nothing.columns) == [
+        "model", "task", "duplication", "reference", "role", "seed", "metric", "value", "trivial",
+        "trivial_name"]
+
+
+def test_comparison_of_a_baseline_alone_has_every_column():
+    table = paper.comparison(_results("snli", "accuracy", {"baseline": BASE}, trivial=0.34))
+    assert list(table.columns[:13]) == ["model", "task", "metric", "duplication", "n", "mean",
+                                        "std", "ci_low", "ci_high", "trivial", "trivial_name",
+                                        "reference", "role"]
+    for column in ("gain", "gain_ci_low", "gain_ci_high", "p_value", "n_tests", "p_adjusted",
+                   "min_detectable_gain", "n_pairs"):
+        assert table[column].dtype == float and table[column].isna().all(), column
+    assert table[["trivial", "trivial_name", "paper_value", "claim_id"]].values.tolist() == [
+        [34.0, "majority class (positive)", paper.claim("rq3-snli-accuracy").paper_value,
+         "rq3-snli-accuracy"]]
+
+
+def test_comparison_with_another_baseline_name_and_no_recorded_roles():
+    runs = _with_macro_f1(_results("snli", "accuracy", {
+        "original": BASE, "copy last": [b + 0.01 + 0.0005 * i for i, b in enumerate(BASE)]}))
+    table = paper.comparison(runs.drop(columns=["reference", "role"]), baseline="original")
+    row = table[(table["duplication"] == "copy last") & (table["metric"] == "accuracy")].iloc[0]
+    assert (row["reference"], row["role"], row["n_pairs"]) == ("original", "secondary", 5)
+    assert row["gain"] == pytest.approx(1.1) and bool(row["learned"])
+    assert row["verdict"] == "reproduced"
+    assert table.loc[table["metric"] == "macro_f1", "paper_value"].tolist() == ["not stated"] * 2
+
+
+def test_pending_counts_pairs_and_a_primary_without_common_seeds_has_no_reference_run():
+    runs = _results("snli", "accuracy", {"baseline": BASE[:4], "copy first 3": BASE})
+    table = paper.comparison(runs, planned_seeds={("m", "snli"): 5})
+    assert table.set_index("duplication").loc["copy first 3", "verdict"] == "pending (4/5 seeds)"
+    disjoint = pd.concat([
+        _results("snli", "accuracy", {"baseline": BASE}),
+        _results("snli", "accuracy", {"copy first 3": BASE}).assign(seed=lambda f: f["seed"] + 5)])
+    table = paper.comparison(disjoint).set_index("duplication")
+    assert table.loc["copy first 3", "n_pairs"] == 0
+    assert table.loc["copy first 3", "verdict"] == "no reference run"
