@@ -314,3 +314,58 @@ def test_intervals_and_verdict_counts_and_unknown_verdicts():
     not_run = table[table["rq"] != 5]  # RQ5's rows are always written: not testable here
     assert set(not_run["ours"]) == {"not run"} and set(not_run["rule"]) == {"no evidence"}
     assert table["evidence"].tolist() == [f"rq{c.rq}" for c in paper.CLAIMS]
+
+
+def test_rq1_texts_join_every_judged_model_and_pick_the_first_worst_variant():
+    reconstruction = pd.DataFrame(
+        _probe("m", "pretrained", [0.3, 0.7, 0.8, 0.95])  # worst at hidden state 1
+        + _probe("m", "random-init control", [0.05, 0.1, 0.02, 0.01])
+        + _probe("n", "pretrained", [0.2, 0.9, 0.9])
+        + _probe("n", "random-init control", [0.0, 0.0, 0.0]))
+    duplicated = pd.DataFrame(
+        _probe("m", "z copied", [0.3, 0.9, 0.6, 0.9], column="duplication")  # tie: first wins
+        + _probe("m", "a copied", [0.3, 0.6, 0.9, 0.9], column="duplication"))
+    every, with_copies = glance.rq1_rows(reconstruction, duplicated)
+    assert every["ours"] == (
+        "hidden states 1..L of m, n; top-1 at the worst one: m: 0.700 [0.653, 0.743] at hidden "
+        "state 1 (control at most 0.100; embedding output 0.300); n: 0.900 [0.867, 0.926] at "
+        "hidden state 1 (control at most 0.000; embedding output 0.200)")
+    assert with_copies["ours"].startswith(
+        "top-1 at the worst hidden state 1..L of any duplicated variant: m: 0.600 [0.551, 0.647] "
+        "(z copied, hidden state 2; 2 variants)")
+    (_, none) = glance.rq1_rows(reconstruction)
+    assert none["rule"] == RQ1_RULE
+
+
+def test_wilson_interval_bounds_of_its_inputs():
+    assert glance.wilson_interval(1.0, 1) == pytest.approx((0.2065, 1.0), abs=1e-4)
+    assert glance.wilson_interval(0.0, 4) == pytest.approx((0.0, 0.4899), abs=1e-4)
+    for fraction, n in [(1.01, 10), (-0.1, 10), (0.5, -1)]:
+        with pytest.raises(ValueError, match=rf"^need n >= 1 and 0 <= fraction <= 1, got n={n}, "):
+            glance.wilson_interval(fraction, n)
+
+
+@pytest.mark.parametrize("rho, p, expected", [
+    (-0.5, 0.3, "undecided"),  # negative but not significant
+    (0.0, 0.01, "undecided"),  # neither sign
+    (-0.5, 0.05, "undecided"),  # p must be below 0.05
+    (-0.5, 0.049, "refuted"),
+])
+def test_rq2_signs_and_levels(rho, p, expected):
+    spearman = _spearman(("a", "cka_to_last", rho, p, 12, NAN, NAN)).drop(
+        columns=["rho_given_depth", "p_value_given_depth"])
+    assert glance.rq2_row(spearman)["verdict"] == expected
+
+
+def test_pending_texts_show_the_gain_so_far_only_when_there_is_one():
+    reproduce = _runs("a", "snli", "accuracy", 0.70, +0.010)
+    refute = _runs("b", "snli", "accuracy", 0.70, -0.010)
+    rows = {row["id"]: row for row in glance.rq3_rq4_rows(
+        pd.concat([reproduce, refute]), planned_seeds={("a", "snli"): 6, ("b", "snli"): 8})}
+    assert rows["rq3-snli-accuracy"]["ours"] == (
+        "a: copy first 3 +0.97 [+0.80, +1.14] points (p 2.82e-05, 6 seeds); b: pending (6/8 "
+        "seeds), copy first 3 -1.03 [-1.20, -0.86] points so far")
+    apart = reproduce[(reproduce["duplication"] == "baseline") | (reproduce["seed"] < 2)].assign(
+        seed=lambda f: f["seed"].where(f["duplication"] == "baseline", f["seed"] + 10))
+    rows = {row["id"]: row for row in glance.rq3_rq4_rows(apart, planned_seeds={("a", "snli"): 8})}
+    assert rows["rq3-snli-accuracy"]["ours"] == "a: pending (2/8 seeds)"  # no pair: no gain yet
