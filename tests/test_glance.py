@@ -369,3 +369,81 @@ def test_pending_texts_show_the_gain_so_far_only_when_there_is_one():
         seed=lambda f: f["seed"].where(f["duplication"] == "baseline", f["seed"] + 10))
     rows = {row["id"]: row for row in glance.rq3_rq4_rows(apart, planned_seeds={("a", "snli"): 8})}
     assert rows["rq3-snli-accuracy"]["ours"] == "a: pending (2/8 seeds)"  # no pair: no gain yet
+
+
+def _squad_exact(model, gain):
+    """SQuAD 2.0 runs with EM (points) and the HasAns F1 that decides learning (60 > floor 25)."""
+    return _runs(model, "squad2", "exact", 70.0, gain, trivial=50.0).assign(
+        **{"metrics.HasAns_f1": 60.0, "baselines.HasAns_f1": 0.0})
+
+
+@pytest.mark.parametrize("gain, expected", [(0.5, "reproduced"), (-0.5, "refuted"),
+                                            (0.0005, "undecided")])
+def test_squad2_exact_without_a_stated_size_is_decided_by_sign_and_significance(gain, expected):
+    row = _rq3(_squad_exact("a", gain))["rq3-squad2-exact"]
+    assert row["verdict"] == expected
+    assert row["ours"].startswith("a: copy first 3 ") and row["ours"].endswith(", 6 seeds)")
+
+
+def test_rq3_texts_after_a_model_that_did_not_learn_or_waits():
+    learned = _runs("a", "snli", "accuracy", 0.70, +0.010)
+    stuck = _runs("b", "snli", "accuracy", 0.40, -0.050)
+    assert _rq3(pd.concat([learned, stuck]))["rq3-snli-accuracy"]["ours"] == (
+        "a: copy first 3 +0.97 [+0.80, +1.14] points (p 2.82e-05, 6 seeds); b: did not learn "
+        "(baseline accuracy 40.50 < floor 55)")
+    assert _rq3(pd.concat([stuck, learned]))["rq3-snli-accuracy"]["ours"] == (
+        "b: did not learn (baseline accuracy 40.50 < floor 55); a: copy first 3 +0.97 [+0.80, "
+        "+1.14] points (p 2.82e-05, 6 seeds)")
+    waiting = _runs("c", "snli", "accuracy", 0.70, -0.010, seeds=3)
+    rows = {row["id"]: row for row in glance.rq3_rq4_rows(
+        pd.concat([waiting, learned]), planned_seeds={("c", "snli"): 6})}
+    assert rows["rq3-snli-accuracy"]["ours"].startswith("c: pending (3/6 seeds), copy first 3 ")
+    assert rows["rq3-snli-accuracy"]["ours"].endswith(
+        " points so far; a: copy first 3 +0.97 [+0.80, +1.14] points (p 2.82e-05, 6 seeds)")
+    assert rows["rq3-snli-accuracy"]["verdict"] == "undecided"
+    no_primary = _runs("d", "snli", "accuracy", 0.70, 0.0).query("duplication == 'baseline'")
+    alone = _rq3(no_primary)["rq3-snli-accuracy"]
+    assert (alone["ours"], alone["verdict"]) == ("d: no primary run yet", "undecided")
+
+
+def test_the_method_is_refuted_by_one_refuted_gain_and_rq4_waits_for_agreement():
+    learned = _runs("a", "snli", "accuracy", 0.70, +0.010)
+    refute = _runs("b", "snli", "accuracy", 0.70, -0.010)
+    assert _rq3(refute)["rq3-method"]["verdict"] == "refuted"
+    rows = _rq3(pd.concat([learned, refute]))  # the models disagree
+    assert (rows["rq3-method"]["verdict"], rows["rq4-consistent-across-models"]["verdict"]) == (
+        "undecided", "undecided")
+
+
+def test_results_at_a_glance_keeps_every_chapters_rows_and_passes_the_plan_on():
+    reconstruction = pd.DataFrame(_probe("m", "pretrained", [0.3, 0.9, 0.8])
+                                  + _probe("m", "random-init control", [0.0, 0.0, 0.0]))
+    runs = _runs("a", "snli", "accuracy", 0.70, +0.010)
+    ensembles = pd.DataFrame([dict(model="x", task="squad2", metric=metric, kind="cross-configuration",
+                                   mean=mean, ci_low=mean - 1, ci_high=mean + 1)
+                              for metric, mean in (("exact", 60.0), ("f1", 65.0))])
+    table = glance.results_at_a_glance(reconstruction, None, SPEARMAN, runs, ensembles,
+                                       planned_seeds={("a", "snli"): 8}).set_index("id")
+    assert table.loc["rq1-head-decodes-every-layer", "verdict"] == "reproduced"
+    assert table.loc["rq2-layers-distributed-similarly", "verdict"] == "reproduced"
+    assert table.loc["rq3-snli-accuracy", "ours"].startswith("a: pending (6/8 seeds)")
+    assert table.loc["rq5-ensemble-squad2-exact", "ours"] == (
+        "x: cross-configuration 60.00 [59.00, 61.00]")
+    assert table.loc["rq5-ensemble-squad2-f1", "ours"] == "x: cross-configuration 65.00 [64.00, 66.00]"
+
+
+def test_rq5_texts_keep_the_models_order_and_rq1_the_lowest_top1():
+    ensembles = pd.DataFrame([dict(model=model, task="squad2", metric="f1", kind="best single",
+                                   mean=mean, ci_low=mean, ci_high=mean)
+                              for model, mean in (("z", 1.0), ("a", 2.0))])
+    assert glance.rq5_rows(ensembles)[1]["ours"] == (
+        "z: best single 1.00 [1.00, 1.00]; a: best single 2.00 [2.00, 2.00]")
+    reconstruction = pd.DataFrame(
+        _probe("m", "pretrained", [0.3, 0.9, 0.9]) + _probe("m", "random-init control", [0.0] * 3)
+        + _probe("n", "pretrained", [0.3, 0.9, 0.9]) + _probe("n", "random-init control", [0.0] * 3))
+    duplicated = pd.DataFrame(  # 0.58 is below 0.6 but above 0.6's lower bound (0.551)
+        _probe("m", "first", [0.3, 0.9, 0.6, 0.9], column="duplication")
+        + _probe("m", "second", [0.3, 0.9, 0.58, 0.9], column="duplication")
+        + _probe("n", "only", [0.3, 0.9, 0.7, 0.9], column="duplication"))
+    ours = glance.rq1_rows(reconstruction, duplicated)[1]["ours"]
+    assert "m: 0.580 [" in ours and "(second, hidden state 2; 2 variants); n: 0.700 [" in ours

@@ -402,3 +402,14 @@ def test_pending_counts_pairs_and_a_primary_without_common_seeds_has_no_referenc
     table = paper.comparison(disjoint).set_index("duplication")
     assert table.loc["copy first 3", "n_pairs"] == 0
     assert table.loc["copy first 3", "verdict"] == "no reference run"
+
+
+def test_overall_counts_a_significant_half_point_as_a_gain_and_says_not_stated_without_claims():
+    half = [b + 0.005 + 0.0001 * (-1) ** i for i, b in enumerate(BASE)]  # +0.5 points, significant
+    row = paper.overall(paper.comparison(_results("snli", "accuracy", {
+        "baseline": BASE, "copy first 3": BASE, "copy last": half}))).iloc[0]
+    assert (row["n_secondary_gains"], row["n_secondary_losses"]) == (1, 0)
+    uspto = paper.overall(paper.comparison(_results("uspto50k", "accuracy", {
+        "baseline": BASE, "copy first 3": half}, majority="0")))  # the paper claims nothing here
+    assert uspto[["verdict", "paper_value"]].values.tolist() == [["not stated", "not stated"]]
+    assert uspto["claimed_gain"].tolist() == [None]
