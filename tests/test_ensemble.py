@@ -565,3 +565,51 @@ def test_squad_eval_set_rederives_the_scored_features(row, max_length, n_feature
     lengths = [len(f) for f in features["input_ids"]]  # the row's max_length and doc_stride
     assert max(lengths) == max_length and len(lengths) == n_features
     assert len(features["offset_mapping"]) == n_features
+
+
+# ----------------------------------------------------------------------------- span helpers, exact
+
+
+def test_log_probabilities_scatter_candidates_and_leave_the_rest_impossible():
+    member = {"start_index": np.array([[2, 0, -1]]), "start_logit": np.array([[1.0, 0.5, 9.0]]),
+              "start_logsumexp": np.array([2.0])}
+    dense = E._log_probabilities(member, "start", 4)
+    assert dense.tolist() == [[-1.5, -math.inf, -1.0, -math.inf]]  # -1 pads: no candidate
+
+
+def test_logmeanexp_averages_probabilities_stably():
+    inf = math.inf
+    stack = np.array([[0.0, -inf, math.log(3), 1000.0],
+                      [math.log(3), -inf, -inf, 1000.0 + math.log(3)]])
+    assert E._logmeanexp(stack) == pytest.approx(
+        [math.log(2), -inf, math.log(1.5), 1000.0 + math.log(2)])
+
+
+def test_ranked_union_orders_by_mean_probability_and_pads():
+    log = np.log
+    with np.errstate(divide="ignore"):
+        members = np.array([[[log(.5), log(.5), 0.0, 0.0], [log(.9), 0.0, 0.0, 0.0]],
+                            [[log(.2), 0.0, log(.8), 0.0], [log(.1), 0.0, 0.0, 0.0]]])
+        members[0, 0, 2] = members[1, 0, 1] = -math.inf  # each start token of only one member
+        members[:, 1, 1:] = -math.inf
+    context = np.array([[True, True, True, False], [True, True, True, False]])
+    index, found = E._ranked_union(members, context, 4)
+    # feature 0: mean probabilities .35, .25, .4 (token 3 is not context); feature 1: token 0 only
+    assert index.tolist() == [[2, 0, 1], [0, -1, -1]]
+    assert found.tolist() == [[True, True, True], [True, False, False]]
+    index, found = E._ranked_union(members, context, 2)
+    assert index.tolist() == [[2, 0], [0, -1]]
+    nothing, none_found = E._ranked_union(np.full((1, 1, 2), -math.inf), np.ones((1, 2), bool), 2)
+    assert nothing.tolist() == [[-1]] and none_found.tolist() == [[False]]
+
+
+def test_joint_scores_of_one_member_are_log_and_of_several_the_mean_probability():
+    log = np.log
+    one, is_log = E._joint_scores(log(np.array([[[0.5, 0.25]]])), log(np.array([[[0.5, 0.5]]])))
+    assert is_log and np.allclose(one, log([[[0.25, 0.25], [0.125, 0.125]]]))
+    starts = log(np.array([[[0.5, 0.25]], [[1.0, 0.5]]]))  # 2 members, 1 feature, 2 candidates
+    ends = log(np.array([[[0.5, 0.5]], [[0.25, 1.0]]]))
+    joint, is_log = E._joint_scores(starts, ends)
+    assert not is_log and joint.shape == (1, 2, 2)
+    assert np.allclose(joint, [[[(0.25 + 0.25) / 2, (0.25 + 1.0) / 2],
+                                [(0.125 + 0.125) / 2, (0.125 + 0.5) / 2]]])
