@@ -613,3 +613,49 @@ def test_joint_scores_of_one_member_are_log_and_of_several_the_mean_probability(
     assert not is_log and joint.shape == (1, 2, 2)
     assert np.allclose(joint, [[[(0.25 + 0.25) / 2, (0.25 + 1.0) / 2],
                                 [(0.125 + 0.125) / 2, (0.125 + 0.5) / 2]]])
+
+
+# ----------------------------------------------------------------------------- loading and settings
+
+
+def test_the_missing_outputs_message_names_the_run_and_the_fix(tmp_path):
+    row = {**_row("0123456789abcdef", duplication="copy last", seed=3), "model": "m"}
+    with pytest.raises(OutputsNotFound) as error:
+        E.load_outputs([row], outputs_dir=tmp_path)  # the folder given, not one in the row
+    path = tmp_path / "0123456789abcdef.npz"
+    assert str(error.value) == (
+        f"no stored outputs for run 0123456789abcdef (m, sst2, 'copy last', seed 3): {path} does "
+        "not exist. Ensembles need the per-example outputs of every member: re-run it with outputs "
+        f"saved (dupbert finetune ... --outputs-dir {tmp_path}, or finetune(..., outputs_dir=...), "
+        "or the rq3 notebook's outputs_dir parameter).")
+
+
+def test_outputs_load_from_a_given_folder_and_a_frame_of_rows(tmp_path):
+    rows = [_save(tmp_path, _row("a"), probabilities=A, labels=LABELS),
+            _save(tmp_path, _row("b"), probabilities=B, labels=LABELS)]
+    bare = [{k: v for k, v in row.items() if k != "outputs_dir"} for row in rows]
+    loaded = E.load_outputs(pd.DataFrame(bare), outputs_dir=tmp_path)
+    assert [sorted(m) for m in loaded] == [["labels", "probabilities"]] * 2
+    np.testing.assert_array_equal(loaded[1]["probabilities"], B)
+    assert E.evaluate_ensemble(pd.DataFrame(bare), outputs_dir=tmp_path) == {
+        "accuracy": 1.0, "macro_f1": 1.0}
+    with pytest.raises(ValueError, match=r"^run a: no outputs folder given and none in the row$"):
+        E.outputs_path(bare[0])
+
+
+def test_runs_combine_only_on_one_evaluation_setting(tmp_path):
+    assert E._setting(_row("a")) == ("sst2", None, 3, 128, 128)  # the model does not matter
+    assert E._setting({**_row("a", task="squad2"), "max_eval_samples": float("nan")}) == (
+        "squad2", "toy", None, 128, 128)  # for SQuAD it does: its tokenizer makes the features
+    assert E._setting({**_row("a", task="mine"), "max_eval_samples": None}) == (
+        "mine", None, None, 128, 128)
+    rows = [_save(tmp_path, _row("a"), probabilities=A, labels=LABELS),
+            _save(tmp_path, _row("b", max_eval_samples=4), probabilities=B, labels=LABELS)]
+    with pytest.raises(OutputsMismatch) as error:
+        E.evaluate_ensemble(rows)
+    assert str(error.value) == (
+        "the members were not evaluated on the same inputs (task, model for SQuAD, "
+        "max_eval_samples, max_length, doc_stride differ): [('sst2', None, 3, 128, 128), "
+        "('sst2', None, 4, 128, 128)]")
+    with pytest.raises(ValueError, match="^an ensemble needs at least one member$"):
+        E.evaluate_ensemble([])
