@@ -659,3 +659,29 @@ def test_runs_combine_only_on_one_evaluation_setting(tmp_path):
         "('sst2', None, 4, 128, 128)]")
     with pytest.raises(ValueError, match="^an ensemble needs at least one member$"):
         E.evaluate_ensemble([])
+
+
+def test_rq5_tables_have_their_documented_columns_sizes_and_configurations(tmp_path):
+    runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2))
+    ensembles = E.rq5_ensembles(runs)
+    summary = E.rq5_summary(ensembles, baseline=BASE)
+    assert list(summary.columns) == ["model", "task", "metric", "kind", "k", "n", "mean", "std",
+                                     "ci_low", "ci_high", "configuration", "n_all", "mean_all"]
+    assert set(summary["model"]) == {"toy"} and set(summary["task"]) == {"sst2"}
+    accuracy = summary[summary["metric"] == "accuracy"]
+    best = ensembles[ensembles["kind"] == "single"].groupby("configuration")[
+        "metrics.accuracy"].mean().idxmax()
+    assert accuracy[["kind", "k", "n", "n_all"]].values.tolist() == [
+        ["single", 1, 6, 6], ["baseline", 1, 3, 3], ["best single", 1, 3, 3],
+        ["cross-configuration", 2, 1, 3], ["same-configuration", 2, 1, 3]]
+    assert accuracy["configuration"].tolist()[1:3] == [BASE, best]
+    assert accuracy["configuration"].isna().tolist() == [True, False, False, True, True]
+    assert summary["metric"].tolist() == ["accuracy"] * 5 + ["macro_f1"] * 5
+    one_unit = accuracy.set_index("kind").loc["cross-configuration"]
+    assert np.isnan(one_unit["std"]) and np.isnan(one_unit["ci_low"]) and np.isnan(one_unit["ci_high"])
+    differences = E.rq5_differences(ensembles)
+    assert list(differences.columns) == E.DIFFERENCE_COLUMNS
+    assert differences[["model", "task", "metric"]].drop_duplicates().values.tolist() == [
+        ["toy", "sst2", "accuracy"], ["toy", "sst2", "macro_f1"]]
+    assert differences["n_units"].tolist() == [1] * 4
+    assert differences["ci_low"].isna().all() and differences["ci_high"].isna().all()
