@@ -685,3 +685,37 @@ def test_rq5_tables_have_their_documented_columns_sizes_and_configurations(tmp_p
         ["toy", "sst2", "accuracy"], ["toy", "sst2", "macro_f1"]]
     assert differences["n_units"].tolist() == [1] * 4
     assert differences["ci_low"].isna().all() and differences["ci_high"].isna().all()
+
+
+def test_classifier_members_must_agree_in_shape_and_labels():
+    with pytest.raises(ValueError, match="^an ensemble needs at least one member$"):
+        E.mean_probabilities([])
+    with pytest.raises(ValueError, match="^an ensemble needs at least one member$"):
+        E.ensemble_classification([])
+    with pytest.raises(OutputsMismatch, match=r"^members' probabilities must all be \[N, C\] of one "
+                                              r"shape, got \{\(3, 2\), \(2, 2\)\}$|^members' "
+                                              r"probabilities must all be \[N, C\] of one shape, "
+                                              r"got \{\(2, 2\), \(3, 2\)\}$"):
+        E.mean_probabilities([A, A[:2]])
+    with pytest.raises(OutputsMismatch, match=r"got \{\(3,\)\}$"):
+        E.mean_probabilities([LABELS.astype(float)])
+    assert E.mean_probabilities([A.astype(np.float64)]).dtype == np.float32
+    with pytest.raises(OutputsMismatch) as error:
+        E.ensemble_classification([{"probabilities": A, "labels": LABELS},
+                                   {"probabilities": B, "labels": np.array([1, 1, 0])}])
+    assert str(error.value) == ("the members' labels differ: they were not evaluated on the same "
+                                "examples (same task and max_eval_samples needed)")
+
+
+def test_macro_f1_averages_both_classes():
+    # class 0: precision 1, recall 2/3 -> F1 0.8; class 1: precision 1/2, recall 1 -> F1 2/3
+    probabilities = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.1, 0.9]])
+    metrics = E.classification_metrics(np.array([0, 0, 0, 1]), probabilities)
+    assert metrics == {"accuracy": 0.75, "macro_f1": pytest.approx((0.8 + 2 / 3) / 2)}
+
+
+def test_run_setting_reads_nested_or_flattened_hyperparameters():
+    nested = {"max_train_samples": 8, "max_eval_samples": 3, "hyperparameters": {"b": 2, "a": 1}}
+    assert E._run_setting(nested) == ("8", "3", "[('a', 1), ('b', 2)]")
+    flat = {"max_train_samples": 8, "hyperparameters.b": 2, "hyperparameters.a": 1, "seed": 0}
+    assert E._run_setting(flat) == ("8", "None", "[('hyperparameters.a', 1), ('hyperparameters.b', 2)]")
