@@ -719,3 +719,18 @@ def test_run_setting_reads_nested_or_flattened_hyperparameters():
     assert E._run_setting(nested) == ("8", "3", "[('a', 1), ('b', 2)]")
     flat = {"max_train_samples": 8, "hyperparameters.b": 2, "hyperparameters.a": 1, "seed": 0}
     assert E._run_setting(flat) == ("8", "None", "[('hyperparameters.a', 1), ('hyperparameters.b', 2)]")
+
+
+def test_rq5_differences_give_the_t_interval_over_disjoint_blocks(tmp_path):
+    runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2, 3))
+    differences = E.rq5_differences(E.rq5_ensembles(runs, k=2)).set_index(["metric", "comparison"])
+    matched = differences.loc[("accuracy", "cross-configuration − same-configuration")]
+
+    def unit(s, t):  # block of seeds s, t: cross (BASE s, LAST t) minus control (BASE s, BASE t)
+        return _score(runs, [(BASE, s), (LAST, t)]) - _score(runs, [(BASE, s), (BASE, t)])
+
+    from dupbert.significance import mean_ci
+    expected = mean_ci([unit(0, 1), unit(2, 3)])
+    assert matched["n_units"] == 2
+    assert (matched["difference"], matched["ci_low"], matched["ci_high"]) == pytest.approx(
+        (expected["mean"], expected["ci_low"], expected["ci_high"]))
