@@ -734,3 +734,32 @@ def test_rq5_differences_give_the_t_interval_over_disjoint_blocks(tmp_path):
     assert matched["n_units"] == 2
     assert (matched["difference"], matched["ci_low"], matched["ci_high"]) == pytest.approx(
         (expected["mean"], expected["ci_low"], expected["ci_high"]))
+
+
+def test_span_outputs_have_the_top_candidates_form_in_blocks_of_features():
+    """130 features (more than one block of 128): every feature gets its own best span; the
+    arrays are the one-candidate top_candidates form; no valid span gives -1 and -inf."""
+    spans = E.ensemble_spans([MODEL_A, MODEL_B], FEATURES["offset_mapping"])
+    assert {k: (v.dtype, v.shape) for k, v in spans.items()} == {
+        "start_index": (np.int64, (2, 1)), "end_index": (np.int64, (2, 1)),
+        "start_logit": (np.float32, (2, 1)), "end_logit": (np.float32, (2, 1)),
+        "null_score": (np.float32, (2,))}
+    assert not spans["end_logit"].any()
+    many = [{"start": {3: 0.9}, "end": {4: 0.9}, "null": 0.01}] * 129 + [
+        {"start": {5: 0.9}, "end": {4: 0.9}, "null": 0.01}]  # the last one only reversed: none
+    member = _candidates(many)
+    spans = E.ensemble_spans([member, member], [OFFSETS] * 130)
+    assert spans["start_index"][:, 0].tolist() == [3] * 129 + [-1]
+    assert spans["end_index"][:, 0].tolist() == [4] * 129 + [-1]
+    np.testing.assert_allclose(np.exp(spans["start_logit"][:129, 0]), 0.81, rtol=2e-3)
+    assert spans["start_logit"][129, 0] == -np.inf
+
+
+def test_span_inputs_must_match_the_features():
+    with pytest.raises(ValueError, match="^an ensemble needs at least one member$"):
+        E.ensemble_spans([], FEATURES["offset_mapping"])
+    with pytest.raises(OutputsMismatch, match="^a member has 2 features, the evaluation set 1$"):
+        E.ensemble_spans([MODEL_A], FEATURES["offset_mapping"][:1])
+    with pytest.raises(OutputsMismatch, match="^a stored candidate points at token 4, but the "
+                                              "longest feature has 4 tokens$"):
+        E.ensemble_spans([MODEL_A], [OFFSETS[:4], OFFSETS[:4]])
