@@ -763,3 +763,27 @@ def test_span_inputs_must_match_the_features():
     with pytest.raises(OutputsMismatch, match="^a stored candidate points at token 4, but the "
                                               "longest feature has 4 tokens$"):
         E.ensemble_spans([MODEL_A], [OFFSETS[:4], OFFSETS[:4]])
+
+
+def test_a_squad_ensemble_is_scored_on_the_rederived_evaluation_set(tmp_path, shared_data_dir,
+                                                                    zoo_cache):
+    """The SQuAD path of evaluate_ensemble without training: two members that store no span
+    candidate (every feature says "no answer") score as the all-empty prediction does; the
+    evaluation set is re-derived once per setting."""
+    from dupbert.metrics import squad_v2
+
+    row = {**_row("s1", task="squad2"), "model": "all-MiniLM-L6-v2", "max_eval_samples": 4,
+           "hyperparameters": {"max_length": 128, "doc_stride": 64}}
+    evaluator = E._Evaluator(data_dir=shared_data_dir, outputs_dir=tmp_path)
+    examples, features = evaluator.eval_set(row)
+    assert evaluator.eval_set({**row, "run_key": "s2"}) is evaluator._eval_sets[E._setting(row)]
+    n = len(features["example_id"])
+    silent = dict(start_index=np.full((n, 3), -1, np.int16), end_index=np.full((n, 3), -1, np.int16),
+                  start_logit=np.full((n, 3), -np.inf, np.float16),
+                  end_logit=np.full((n, 3), -np.inf, np.float16),
+                  start_logsumexp=np.zeros(n, np.float16), end_logsumexp=np.zeros(n, np.float16),
+                  null_score=np.zeros(n, np.float16), example_id=np.array(features["example_id"]))
+    rows = [_save(tmp_path, row, **silent), _save(tmp_path, {**row, "run_key": "s2"}, **silent)]
+    expected = dict(squad_v2(qa.as_squad_json(examples), {i: "" for i in examples["id"]}))
+    assert evaluator(rows) == expected
+    assert expected["exact"] == 25.0  # one of the four questions has no answer
