@@ -787,3 +787,32 @@ def test_a_squad_ensemble_is_scored_on_the_rederived_evaluation_set(tmp_path, sh
     expected = dict(squad_v2(qa.as_squad_json(examples), {i: "" for i in examples["id"]}))
     assert evaluator(rows) == expected
     assert expected["exact"] == 25.0  # one of the four questions has no answer
+
+
+def test_stored_features_must_be_as_many_as_the_rederived_ones():
+    short = {**MODEL_B, "example_id": np.array(["q0"])}
+    with pytest.raises(OutputsMismatch) as error:
+        E.check_example_ids([MODEL_A, short], FEATURES)
+    assert str(error.value) == (
+        "member 1: 1 stored features but 2 re-derived ones; the run was scored on other examples "
+        "or with another tokenizer, max_length or doc_stride than its row says")
+    with pytest.raises(OutputsMismatch, match="^run b: 1 stored features"):
+        E.check_example_ids([MODEL_A, short], FEATURES, ["run a", "run b"])
+
+
+def test_answers_of_one_token_up_to_the_longest_allowed_and_the_null_threshold():
+    one_token = _candidates([{"start": {3: 0.9}, "end": {3: 0.9}, "null": 0.0001},
+                             {"start": {1: 0.9}, "end": {2: 0.9}, "null": 0.0001}])
+    assert E.ensemble_squad_predictions([one_token], EXAMPLES, FEATURES) == {
+        "q0": "gamma", "q1": "alpha beta"}
+    # two tokens are allowed at max_answer_length 2, not at 1
+    assert E.ensemble_squad_predictions([one_token], EXAMPLES, FEATURES, max_answer_length=2) == {
+        "q0": "gamma", "q1": "alpha beta"}
+    assert E.ensemble_squad_predictions([one_token], EXAMPLES, FEATURES, max_answer_length=1) == {
+        "q0": "gamma", "q1": ""}
+    # no answer when null > best span + threshold (run_qa.py): log(0.0001) - log(0.81) = -9.0
+    assert E.ensemble_squad_predictions([one_token], EXAMPLES, FEATURES,
+                                        null_score_diff_threshold=-9.5) == {"q0": "", "q1": ""}
+    assert E.ensemble_squad_predictions([one_token], EXAMPLES, FEATURES,
+                                        null_score_diff_threshold=-8.5) == {"q0": "gamma",
+                                                                           "q1": "alpha beta"}
