@@ -816,3 +816,10 @@ def test_answers_of_one_token_up_to_the_longest_allowed_and_the_null_threshold()
     assert E.ensemble_squad_predictions([one_token], EXAMPLES, FEATURES,
                                         null_score_diff_threshold=-8.5) == {"q0": "gamma",
                                                                            "q1": "alpha beta"}
+
+
+def test_sample_counts_read_from_a_frame_are_whole_numbers():
+    """A frame column with a missing value stores 3 as 3.0: it is the same setting as 3."""
+    assert E._setting({**_row("a"), "max_eval_samples": 3.0}) == E._setting(_row("a"))
+    assert E._none_if_nan(3.0) == 3 and E._none_if_nan(float("nan")) is None
+    assert E._none_if_nan(None) is None and E._none_if_nan(np.int64(5)) == 5
