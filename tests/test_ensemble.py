@@ -823,3 +823,44 @@ def test_sample_counts_read_from_a_frame_are_whole_numbers():
     assert E._setting({**_row("a"), "max_eval_samples": 3.0}) == E._setting(_row("a"))
     assert E._none_if_nan(3.0) == 3 and E._none_if_nan(float("nan")) is None
     assert E._none_if_nan(None) is None and E._none_if_nan(np.int64(5)) == 5
+
+
+def _ensembles(rows):
+    """An rq5_ensembles-like frame from ``(model, kind, configuration, seed, accuracy, macro_f1)``."""
+    return pd.DataFrame([dict(model=m, task="sst2", kind=kind, k=1 if kind == "single" else 2,
+                              pair=None, offset=None, disjoint=None, seed=seed, seeds=str(seed),
+                              configuration=c, members=c, run_keys=f"{m}{c}{seed}",
+                              **{"metrics.accuracy": acc, "metrics.macro_f1": f1})
+                         for m, kind, c, seed, acc, f1 in rows])
+
+
+def test_best_single_is_chosen_on_the_primary_metric_over_single_runs_only():
+    ensembles = _ensembles([
+        ("z", "single", "z-first", 0, 0.6, 0.9), ("z", "single", "a-second", 0, 0.6, 0.5),
+        ("z", "single", "mid", 0, 0.5, 0.99), ("z", "cross-configuration", "x", 0, 0.99, 0.99),
+        ("a", "single", "only", 0, 0.1, 0.1)])
+    best = E.best_single(ensembles)
+    # accuracy decides (not macro-F1); a tie keeps the first configuration; ensembles never count
+    assert best.values.tolist() == [["z", "sst2", "z-first"], ["a", "sst2", "only"]]
+    none = E.best_single(ensembles[ensembles["kind"] != "single"])
+    assert none.empty and list(none.columns) == ["model", "task", "configuration"]
+
+
+def test_ensemble_points_are_one_row_per_run_and_metric_in_points():
+    ensembles = _ensembles([("z", "single", "c", 0, 0.5, 0.25), ("a", "single", "c", 1, 1.0, 0.75)])
+    points = E.ensemble_points(ensembles)
+    assert list(points.columns) == ["model", "task", "kind", "k", "pair", "offset", "disjoint",
+                                    "seed", "seeds", "configuration", "members", "metric", "value"]
+    assert list(points.index) == [0, 1, 2, 3]
+    assert points[["model", "metric", "value"]].values.tolist() == [
+        ["z", "accuracy", 50.0], ["z", "macro_f1", 25.0], ["a", "accuracy", 100.0],
+        ["a", "macro_f1", 75.0]]
+    only_f1 = E.ensemble_points(ensembles.drop(columns=["metrics.accuracy"]))
+    assert only_f1["metric"].tolist() == ["macro_f1", "macro_f1"]
+
+
+def test_rq5_summary_without_a_baseline_keeps_the_other_kinds(tmp_path):
+    runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2))
+    summary = E.rq5_summary(E.rq5_ensembles(runs))
+    assert summary.loc[summary["metric"] == "accuracy", "kind"].tolist() == [
+        "single", "best single", "cross-configuration", "same-configuration"]
