@@ -48,7 +48,7 @@ LIBRARY := $(wildcard dupbert/*.py dupbert/*.json)
 WORK := .cache/make
 PROFILE_STAMP := $(WORK)/profile
 
-.PHONY: help env book chapters render test notebooks clean distclean FORCE
+.PHONY: help env book chapters render test notebooks mutants clean distclean FORCE
 
 help:
 	@echo "make book       execute changed chapters (papermill, PROFILE=$(PROFILE)) into book/, then build the book"
@@ -129,6 +129,16 @@ export EXECUTE_IN_PLACE
 
 notebooks: | $(ENV_STAMP)
 	$(BIN)python -c "$$EXECUTE_IN_PLACE" $(NOTEBOOKS)
+
+# Mutation testing (issue 13), on demand, not in CI: mutmut over the analysis modules with their
+# unit tests ([tool.mutmut] in pyproject.toml), then the kill rate per module into
+# benchmarks/results/mutation.json. From scratch (mutants/ removed first); MUTANTS_JOBS mutmut
+# workers (default 1: leaves a core to other work; see benchmarks/README.md for the cost).
+MUTANTS_JOBS ?= 1
+mutants: | $(ENV_STAMP)
+	$(BIN)python -m pip install $(CONSTRAINTS) -e '.[mutants]'
+	rm -rf mutants
+	$(BIN)python benchmarks/mutation.py run --jobs $(MUTANTS_JOBS)
 
 clean:
 	rm -rf _build $(WORK)

@@ -1,0 +1,165 @@
+"""Mutation testing of the analysis modules (issue 13): `make mutants` runs mutmut over them and
+writes the kill rate per module to benchmarks/results/mutation.json.
+
+    python benchmarks/mutation.py run [--jobs N]   # mutmut, module by module, then `report`
+    python benchmarks/mutation.py report            # only rewrite the JSON from mutants/
+    python benchmarks/mutation.py survivors         # list the mutants not killed, with diffs
+
+mutmut's configuration is ``[tool.mutmut]`` in pyproject.toml: which files it mutates and which
+unit tests it runs (the unit tests of these modules, no notebooks). Of dupbert/finetune.py only
+the sweep and results-file code is mutated (``FINETUNE_SWEEP``); its training functions are
+covered by tests that fine-tune for real, a minute or more per mutant on two cores.
+
+Counting: a mutant is *killed* when a test failed (mutmut's "killed") or ran past mutmut's time
+limit ("timeout": the mutant made the tests hang, so they detect it); every other mutant of the
+module counts as *survived*: mutmut's "survived", and also "no tests" (no selected test runs the
+mutated function), "suspicious", "segfault" and "not checked" (a run that did not reach it), so
+that ``killed + survived == total`` and nothing unexamined passes for killed. ``report`` prints
+the status counts behind each number; benchmarks/results/mutation-survivors.md explains each
+survivor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULT = REPO / "benchmarks" / "results" / "mutation.json"
+MODULES = ("significance", "finetune", "paper", "glance", "ensemble", "duplicate", "probe")
+# mutmut's names of the sweep and results-file functions of dupbert/finetune.py
+FINETUNE_SWEEP = ("x_run_key", "xǁResultsFileǁ", "x_parse_shard",
+                  "x_sweep_configurations", "x_sweep", "x_merge_results", "x__without_timings")
+KILLED = {"killed", "timeout"}
+
+
+def module_patterns(module: str) -> list[str]:
+    """The ``mutmut run`` arguments that select the mutants counted for ``module``."""
+    if module != "finetune":
+        return [f"dupbert.{module}.*"]
+    return [f"dupbert.finetune.{f}*" if f.endswith("ǁ") else f"dupbert.finetune.{f}__mutmut_*"
+            for f in FINETUNE_SWEEP]
+
+
+def unchecked(module: str, mutants: Path = REPO / "mutants") -> list[str] | None:
+    """The counted mutants of ``module`` that mutmut has not run yet; ``None`` before mutmut
+    has generated them (no ``.meta`` file)."""
+    meta = mutants / "dupbert" / f"{module}.py.meta"
+    if not meta.is_file():
+        return None
+    exit_codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return [name for name, code in exit_codes.items() if code is None and counted(module, name)]
+
+
+def counted(module: str, name: str) -> bool:
+    """Whether mutant ``name`` (``dupbert.<module>.<function>__mutmut_<n>``) is one of those
+    counted for ``module``."""
+    function = name.split(".", 2)[2].rsplit("__mutmut_", 1)[0]
+    if module != "finetune":
+        return True
+    return any(function == f or (f.endswith("ǁ") and function.startswith(f)) for f in FINETUNE_SWEEP)
+
+
+def statuses(mutants: Path = REPO / "mutants") -> dict[str, collections.Counter]:
+    """mutmut's status counts per module, read from its ``mutants/dupbert/<module>.py.meta``."""
+    from mutmut.stats import status_by_exit_code
+
+    counts = {}
+    for module in MODULES:
+        meta = mutants / "dupbert" / f"{module}.py.meta"
+        if not meta.is_file():
+            raise SystemExit(f"{meta} does not exist: run `make mutants` first")
+        exit_codes = json.loads(meta.read_text())["exit_code_by_key"]
+        counts[module] = collections.Counter(
+            status_by_exit_code[code] for name, code in exit_codes.items() if counted(module, name))
+    return counts
+
+
+def kill_rates(counts: dict[str, collections.Counter]) -> dict[str, dict[str, int]]:
+    """``{module: {"killed", "survived", "total"}}`` from status counts (see the module doc)."""
+    rates = {}
+    for module, count in counts.items():
+        total = sum(count.values())
+        killed = sum(count[s] for s in KILLED)
+        rates[module] = {"killed": killed, "survived": total - killed, "total": total}
+    return rates
+
+
+def report() -> None:
+    """Write benchmarks/results/mutation.json and print the status counts behind it."""
+    counts = statuses()
+    rates = kill_rates(counts)
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps(rates, indent=2) + "\n")
+    for module, rate in rates.items():
+        share = rate["killed"] / rate["total"] if rate["total"] else float("nan")
+        detail = ", ".join(f"{s} {n}" for s, n in sorted(counts[module].items()))
+        print(f"{module:13s} {rate['killed']:5d}/{rate['total']:<5d} killed ({share:.1%}): {detail}")
+    print(f"wrote {RESULT.relative_to(REPO)}")
+
+
+def not_killed(module: str, mutants: Path = REPO / "mutants") -> list[tuple[str, str]]:
+    """``(name, status)`` of every counted mutant of ``module`` that is not killed."""
+    from mutmut.stats import status_by_exit_code
+
+    meta = mutants / "dupbert" / f"{module}.py.meta"
+    exit_codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return [(name, status_by_exit_code[code]) for name, code in exit_codes.items()
+            if counted(module, name) and status_by_exit_code[code] not in KILLED]
+
+
+def diff_summary(name: str, module: str) -> str:
+    """The changed lines of mutant ``name`` as one line: ``old`` -> ``new`` (stripped)."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    diff = get_diff_for_mutant(name, path=Path("dupbert") / f"{module}.py").splitlines()
+    removed = " / ".join(line[1:].strip() for line in diff
+                         if line.startswith("-") and not line.startswith("---"))
+    added = " / ".join(line[1:].strip() for line in diff
+                       if line.startswith("+") and not line.startswith("+++"))
+    return f"`{removed}` -> `{added}`".replace("|", "\\|")
+
+
+def survivors() -> None:
+    """Print every counted mutant that is not killed, one Markdown list line each (name,
+    status, diff), grouped by module: the raw list that mutation-survivors.md explains."""
+    for module in MODULES:
+        rows = not_killed(module)
+        print(f"\n## {module} ({len(rows)})\n")
+        for name, status in rows:
+            print(f"- `{name.split('.', 2)[2]}` ({status}): {diff_summary(name, module)}")
+
+
+def run(jobs: int) -> None:
+    """``mutmut run`` module by module over every counted mutant not run yet (so an interrupted
+    run resumes: mutmut itself re-runs every mutant named on its command line)."""
+    mutmut = str(Path(sys.executable).with_name("mutmut"))
+    for module in MODULES:
+        names = unchecked(module)
+        if names == []:
+            continue
+        print(f"mutating {module}", flush=True)
+        selection = module_patterns(module) if names is None else names
+        subprocess.run([mutmut, "run", "--max-children", str(jobs), *selection], cwd=REPO,
+                       check=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: ``run`` or ``report`` (see the module doc)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["run", "report", "survivors"])
+    parser.add_argument("--jobs", type=int, default=1, help="mutmut worker processes (default 1)")
+    arguments = parser.parse_args(argv)
+    if arguments.command == "survivors":
+        return survivors()
+    if arguments.command == "run":
+        run(arguments.jobs)
+    report()
+
+
+if __name__ == "__main__":
+    main()
