@@ -785,7 +785,7 @@ def test_a_squad_ensemble_is_scored_on_the_rederived_evaluation_set(tmp_path, sh
                   null_score=np.zeros(n, np.float16), example_id=np.array(features["example_id"]))
     rows = [_save(tmp_path, row, **silent), _save(tmp_path, {**row, "run_key": "s2"}, **silent)]
     expected = dict(squad_v2(qa.as_squad_json(examples), {i: "" for i in examples["id"]}))
-    assert evaluator(rows) == expected
+    assert evaluator(rows) == expected and evaluator(rows[:1]) == expected
     assert expected["exact"] == 25.0  # one of the four questions has no answer
 
 
@@ -864,3 +864,20 @@ def test_rq5_summary_without_a_baseline_keeps_the_other_kinds(tmp_path):
     summary = E.rq5_summary(E.rq5_ensembles(runs))
     assert summary.loc[summary["metric"] == "accuracy", "kind"].tolist() == [
         "single", "best single", "cross-configuration", "same-configuration"]
+
+
+def test_members_need_distinct_configurations_and_seeds_and_single_runs_name_their_seed(tmp_path):
+    for configurations, seeds in ((["a", "a"], [0, 1]), (["a", "b"], [1, 1])):
+        with pytest.raises(ValueError, match="^configurations and seeds must be distinct: "):
+            E.matched_ensembles(configurations, seeds, k=2)
+    ensembles = E.rq5_ensembles(_toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1)))
+    single = ensembles[ensembles["kind"] == "single"]
+    assert (single["seeds"] == single["seed"].astype(str)).all()
+
+
+def test_the_null_score_is_normalised_by_both_log_normalisers():
+    member = {**MODEL_A, "start_logsumexp": np.array([1.0, 0.5], np.float16),
+              "end_logsumexp": np.array([0.25, 2.0], np.float16)}
+    spans = E.ensemble_spans([member], FEATURES["offset_mapping"])
+    expected = np.log([0.0001, 0.81]) - np.array([1.25, 2.5])
+    np.testing.assert_allclose(spans["null_score"], expected, rtol=1e-3)
