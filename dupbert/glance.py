@@ -130,6 +130,9 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
             top1, low, high, layer = _worst_block_output(rows_)
             if worst is None or top1 < worst[1]:
                 worst = (name, top1, low, high, layer)
+        if worst is None:  # only its baseline was probed: nothing duplicated to judge
+            texts.append(f"{model}: no duplicated variant probed")
+            continue
         name, top1, low, high, layer = worst
         texts.append(f"{model}: {top1:.3f} [{low:.3f}, {high:.3f}] ({name}, hidden state {layer}; "
                      f"{variants['duplication'].nunique()} variants)")
@@ -245,19 +248,22 @@ def rq3_rq4_rows(results: pd.DataFrame,
             if not summary.empty else summary
         texts, verdicts = [], []
         for cell in cells.itertuples() if not cells.empty else []:
+            # overall() stores a missing primary as None, or NaN once another model has one
+            has_primary = isinstance(cell.primary, str)
             if isinstance(cell.verdict, str) and cell.verdict.startswith("pending"):
                 so_far = (f", {cell.primary} {_interval(cell.gain, cell.gain_ci_low, cell.gain_ci_high)}"
-                          " points so far" if cell.primary is not None and pd.notna(cell.gain) else "")
+                          " points so far" if has_primary and pd.notna(cell.gain) else "")
                 texts.append(f"{cell.model}: {cell.verdict}{so_far}")
                 verdicts.append("undecided")
                 continue
             if not cell.learned:
-                base = status[(status["model"] == cell.model) & (status["task"] == c.task)].iloc[0]
-                texts.append(f"{cell.model}: did not learn (baseline {base.floor_metric} "
-                             f"{base.baseline_mean:.2f} < floor {base.floor:.0f})")
+                base = status[(status["model"] == cell.model) & (status["task"] == c.task)]
+                texts.append(f"{cell.model}: did not learn (baseline {base.floor_metric.iloc[0]} "
+                             f"{base.baseline_mean.iloc[0]:.2f} < floor {base.floor.iloc[0]:.0f})"
+                             if not base.empty else f"{cell.model}: no baseline run")
                 verdicts.append(paper.DID_NOT_LEARN)
                 continue
-            if cell.primary is None:
+            if not has_primary:
                 texts.append(f"{cell.model}: no primary run yet")
                 verdicts.append("undecided")
                 continue
@@ -323,7 +329,8 @@ def rq5_rows(summary: pd.DataFrame | None) -> list[dict]:
                          f"{kinds.loc[kind, 'ci_high']:.2f}]" for kind in kinds.index
                          if kind in ("cross-configuration", "same-configuration", "best single")
                          and pd.notna(kinds.loc[kind, "mean"])]
-                parts.append(f"{model}: " + ", ".join(shown))
+                if shown:  # a model whose SQuAD means are all NaN shows nothing
+                    parts.append(f"{model}: " + ", ".join(shown))
             text = "; ".join(parts) or text
         rows.append(_row(claim_id, text, "not testable here",
                          "the paper's ALBERT models and full SQuAD 2.0 training are not available offline"))

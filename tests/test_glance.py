@@ -447,3 +447,32 @@ def test_rq5_texts_keep_the_models_order_and_rq1_the_lowest_top1():
         + _probe("n", "only", [0.3, 0.9, 0.7, 0.9], column="duplication"))
     ours = glance.rq1_rows(reconstruction, duplicated)[1]["ours"]
     assert "m: 0.580 [" in ours and "(second, hidden state 2; 2 variants); n: 0.700 [" in ours
+
+
+def test_partial_studies_and_probes_do_not_break_the_page():
+    """What a study part-way through, or a probe of baselines only, hands the page (found by
+    mutation testing: each raised before)."""
+    # one model with its primary, one with only a baseline: overall() stores the second's
+    # primary as NaN, which must read "no primary run yet", not raise
+    learned = _runs("a", "snli", "accuracy", 0.70, +0.010)
+    base_only = _runs("b", "snli", "accuracy", 0.70, 0.0)
+    base_only = base_only[base_only["duplication"] == "baseline"]
+    ours = _rq3(pd.concat([learned, base_only]))["rq3-snli-accuracy"]
+    assert ours["verdict"] == "undecided" and "b: no primary run yet" in ours["ours"]
+    # a primary without any baseline run: nothing shows learning, and the page says why
+    no_base = _runs("c", "snli", "accuracy", 0.70, +0.010)
+    no_base = no_base[no_base["duplication"] != "baseline"]
+    ours = _rq3(no_base)["rq3-snli-accuracy"]
+    assert (ours["ours"], ours["verdict"]) == ("c: no baseline run", "did not learn")
+    # a duplicated-probe table whose model has only its baseline: no variant to judge
+    reconstruction = pd.DataFrame(_probe("m", "pretrained", [0.3, 0.9, 0.95])
+                                  + _probe("m", "random-init control", [0.0, 0.0, 0.0]))
+    duplicated = pd.DataFrame(_probe("m", "baseline", [0.3, 0.9, 0.95], column="duplication"))
+    (_, copies) = glance.rq1_rows(reconstruction, duplicated)
+    assert (copies["ours"], copies["verdict"]) == (
+        "top-1 at the worst hidden state 1..L of any duplicated variant: m: no duplicated "
+        "variant probed", "not testable here")
+    # a model whose SQuAD ensemble means are all NaN is left out, not shown as "y: "
+    summary = pd.DataFrame([dict(model=m, task="squad2", metric="f1", kind="cross-configuration",
+                                 mean=v, ci_low=v, ci_high=v) for m, v in (("x", 60.0), ("y", NAN))])
+    assert glance.rq5_rows(summary)[1]["ours"] == "x: cross-configuration 60.00 [60.00, 60.00]"
