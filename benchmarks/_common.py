@@ -127,6 +127,19 @@ def run_child(script: str, spec: dict, timeout: float | None = None) -> dict:
         return json.loads(out.read_text())
 
 
+def fastest_of_repeats(script: str, spec: dict, arms, field: str, repeats: int) -> dict[str, dict]:
+    """Run each arm (``spec[field] = arm``) in a fresh process, arms alternating, ``repeats``
+    times; keep each arm's run with the shortest ``train_s``."""
+    best: dict[str, dict] = {}
+    for _ in range(repeats):
+        for arm in arms:
+            print(f"  {arm} ...", file=sys.stderr, flush=True)
+            result = run_child(script, {**spec, field: arm})
+            if arm not in best or result["train_s"] < best[arm]["train_s"]:
+                best[arm] = result
+    return best
+
+
 def write_child_result(spec: dict, result: dict) -> None:
     Path(spec["out"]).write_text(json.dumps(result))
 

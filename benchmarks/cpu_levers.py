@@ -126,13 +126,7 @@ def main(argv=None) -> int:
     spec = dict(steps=args.steps, batch=args.batch, learning_rate=args.learning_rate,
                 seed=args.seed)
     load_before = _common.load()
-    best: dict[str, dict] = {}
-    for _ in range(args.repeats):
-        for arm in arms:
-            print(f"  {arm} ...", file=sys.stderr, flush=True)
-            result = _common.run_child(__file__, {**spec, "arm": arm})
-            if arm not in best or result["train_s"] < best[arm]["train_s"]:
-                best[arm] = result
+    best = _common.fastest_of_repeats(__file__, spec, arms, "arm", args.repeats)
     load_after = _common.load()
     reference = best["eager"]
     reference_summary = summarize(reference, args.warmup, args.study_steps)

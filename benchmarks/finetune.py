@@ -166,13 +166,7 @@ def main(argv=None) -> int:
     load_before = _common.load()
     spec = dict(device=args.device, steps=args.steps, batch=args.batch,
                 eval_samples=args.eval_samples, seed=args.seed, learning_rate=args.learning_rate)
-    best: dict[str, dict] = {}
-    for _ in range(args.repeats):
-        for approach in ARMS:
-            print(f"  {approach} ...", file=sys.stderr, flush=True)
-            result = _common.run_child(__file__, {**spec, "approach": approach})
-            if approach not in best or result["train_s"] < best[approach]["train_s"]:
-                best[approach] = result
+    best = _common.fastest_of_repeats(__file__, spec, ARMS, "approach", args.repeats)
     load_after = _common.load()
     glue = best["run_glue"]
     n_eval = glue["n_eval"]
