@@ -45,14 +45,21 @@ def module_patterns(module: str) -> list[str]:
             for f in FINETUNE_SWEEP]
 
 
-def unchecked(module: str, mutants: Path = REPO / "mutants") -> list[str] | None:
-    """The counted mutants of ``module`` that mutmut has not run yet; ``None`` before mutmut
-    has generated them (no ``.meta`` file)."""
+def exit_codes(module: str, mutants: Path = REPO / "mutants") -> dict[str, int | None] | None:
+    """mutmut's exit code of every counted mutant of ``module`` (``None``: not run yet), read
+    from ``mutants/dupbert/<module>.py.meta``; ``None`` before mutmut has generated them."""
     meta = mutants / "dupbert" / f"{module}.py.meta"
     if not meta.is_file():
         return None
-    exit_codes = json.loads(meta.read_text())["exit_code_by_key"]
-    return [name for name, code in exit_codes.items() if code is None and counted(module, name)]
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return {name: code for name, code in codes.items() if counted(module, name)}
+
+
+def unchecked(module: str, mutants: Path = REPO / "mutants") -> list[str] | None:
+    """The counted mutants of ``module`` that mutmut has not run yet; ``None`` before mutmut
+    has generated them (no ``.meta`` file)."""
+    codes = exit_codes(module, mutants)
+    return None if codes is None else [name for name, code in codes.items() if code is None]
 
 
 def counted(module: str, name: str) -> bool:
@@ -70,12 +77,10 @@ def statuses(mutants: Path = REPO / "mutants") -> dict[str, collections.Counter]
 
     counts = {}
     for module in MODULES:
-        meta = mutants / "dupbert" / f"{module}.py.meta"
-        if not meta.is_file():
-            raise SystemExit(f"{meta} does not exist: run `make mutants` first")
-        exit_codes = json.loads(meta.read_text())["exit_code_by_key"]
-        counts[module] = collections.Counter(
-            status_by_exit_code[code] for name, code in exit_codes.items() if counted(module, name))
+        codes = exit_codes(module, mutants)
+        if codes is None:
+            raise SystemExit(f"no mutants of {module} in {mutants}: run `make mutants` first")
+        counts[module] = collections.Counter(status_by_exit_code[code] for code in codes.values())
     return counts
 
 
@@ -106,10 +111,8 @@ def not_killed(module: str, mutants: Path = REPO / "mutants") -> list[tuple[str,
     """``(name, status)`` of every counted mutant of ``module`` that is not killed."""
     from mutmut.stats import status_by_exit_code
 
-    meta = mutants / "dupbert" / f"{module}.py.meta"
-    exit_codes = json.loads(meta.read_text())["exit_code_by_key"]
-    return [(name, status_by_exit_code[code]) for name, code in exit_codes.items()
-            if counted(module, name) and status_by_exit_code[code] not in KILLED]
+    return [(name, status_by_exit_code[code]) for name, code in exit_codes(module, mutants).items()
+            if status_by_exit_code[code] not in KILLED]
 
 
 def diff_summary(name: str, module: str) -> str:
@@ -149,7 +152,7 @@ def run(jobs: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: ``run`` or ``report`` (see the module doc)."""
+    """Command line: ``run``, ``report`` or ``survivors`` (see the module doc)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["run", "report", "survivors"])
     parser.add_argument("--jobs", type=int, default=1, help="mutmut worker processes (default 1)")
