@@ -434,8 +434,21 @@ def test_one_seed_gives_single_runs_only_and_k_below_2_is_refused(tmp_path):
 def test_runs_of_two_settings_are_refused(tmp_path):
     runs = _toy_grid(tmp_path)
     runs.loc[0, "max_eval_samples"] = 4
-    with pytest.raises(OutputsMismatch, match="2 settings"):
+    with pytest.raises(OutputsMismatch, match=r"^toy on sst2: runs of 2 settings "
+                                              r"\(hyper-parameters or subset sizes\); keep one$"):
         E.rq5_ensembles(runs)
+
+
+def test_rq5_ensembles_keep_the_models_in_their_order_and_no_runs_give_the_columns(tmp_path):
+    grid = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1))
+    both = E.rq5_ensembles(pd.concat([grid.assign(model="zz"), grid.assign(model="aa")]))
+    assert both.drop_duplicates("model")["model"].tolist() == ["zz", "aa"]
+    one = E.rq5_ensembles(grid)
+    for model in ("zz", "aa"):  # each model's rows are the one-model result under its name
+        part = both[both["model"] == model].reset_index(drop=True)
+        pd.testing.assert_frame_equal(part, one.assign(model=model))
+    none = E.rq5_ensembles(grid.iloc[:0])
+    assert none.empty and list(none.columns) == E._ENSEMBLE_COLUMNS
 
 
 def _study_key(sweeps, model, task, configuration, seed):
@@ -881,3 +894,89 @@ def test_the_null_score_is_normalised_by_both_log_normalisers():
     spans = E.ensemble_spans([member], FEATURES["offset_mapping"])
     expected = np.log([0.0001, 0.81]) - np.array([1.25, 2.5])
     np.testing.assert_allclose(spans["null_score"], expected, rtol=1e-3)
+
+
+def _hand_study():
+    """Three models in non-alphabetical order, as rq5_ensembles rows (accuracy = macro-F1):
+    ``zz``: single runs of one seed, no ensembles; ``b``: the best single configuration
+    (copy last) lacks a run at every cross ensemble's seeds; ``a``: 5 seeds, k = 2, disjoint
+    blocks at offsets 0 and 2, copy last (best) missing at seed 1, and no macro-F1 for its
+    same-configuration ensembles."""
+    rows = [("zz", "single", "baseline", 0, None, 0.50), ("zz", "single", "zz-best", 0, None, 0.60)]
+    rows += [("b", "single", "baseline", s, None, v) for s, v in ((0, .70), (1, .72))]
+    rows += [("b", "single", "copy last", s, None, v) for s, v in ((2, .80), (3, .82))]
+    rows += [("b", kind, None, None, p, v) for kind, values in (
+        ("cross-configuration", (.90, .91)), ("same-configuration", (.85, .86)))
+        for p, v in enumerate(values)]
+    rows += [("a", "single", "baseline", s, None, .60 + .02 * s) for s in range(5)]
+    rows += [("a", "single", "copy last", s, None, v) for s, v in ((0, .70), (2, .74), (3, .76), (4, .78))]
+    rows += [("a", "cross-configuration", None, None, p, .80 + .01 * p) for p in range(5)]
+    rows += [("a", "same-configuration", None, None, p, .78 + .005 * p) for p in range(5)]
+    n_seeds = {"zz": 1, "b": 4, "a": 5}
+    frame = []
+    for model, kind, configuration, seed, pair, value in rows:
+        single = kind == "single"
+        seeds = str(seed) if single else f"{pair} + {(pair + 1) % n_seeds[model]}"
+        frame.append(dict(
+            model=model, task="sst2", kind=kind, k=1 if single else 2, pair=pair, offset=pair,
+            disjoint=None if single else (pair % 2 == 0 and pair + 2 <= n_seeds[model]),
+            seed=seed, seeds=seeds, configuration=configuration, members=seeds, run_keys=seeds,
+            **{"metrics.accuracy": value,
+               "metrics.macro_f1": np.nan if (model, kind) == ("a", "same-configuration") else value}))
+    return pd.DataFrame(frame)
+
+
+def test_rq5_summary_of_several_models_keeps_their_order_and_empty_kinds():
+    summary = E.rq5_summary(_hand_study(), baseline="baseline")
+    assert list(summary.columns) == ["model", "task", "metric", "kind", "k", "n", "mean", "std",
+                                     "ci_low", "ci_high", "configuration", "n_all", "mean_all"]
+    assert summary.drop_duplicates("model")["model"].tolist() == ["zz", "b", "a"]
+    zz = summary[(summary["model"] == "zz") & (summary["metric"] == "accuracy")].set_index("kind")
+    assert zz.index.tolist() == ["single", "baseline", "best single"]
+    assert zz["configuration"].tolist()[1:] == ["baseline", "zz-best"]
+    assert pd.isna(zz.loc["single", "configuration"])
+    assert zz.loc["best single", ["n", "mean"]].tolist() == [1, 60.0]
+    a = summary[summary["model"] == "a"].set_index(["metric", "kind"])
+    got = a.loc["accuracy"][["n", "mean", "n_all", "mean_all"]].round(6).values.tolist()
+    assert got == [[9, round(618 / 9, 6), 9, round(618 / 9, 6)],  # 60..68 and 70, 74, 76, 78
+                   [5, 64.0, 5, 64.0], [4, 74.5, 4, 74.5],
+                   [2, 81.0, 5, 82.0],  # blocks at offsets 0, 2: 80, 82
+                   [2, 78.5, 5, 79.0]]  # blocks 78, 79
+    assert a.loc[("accuracy", "best single"), "configuration"] == "copy last"
+    empty = a.loc[("macro_f1", "same-configuration")]  # every value NaN: no unit, nothing invented
+    assert (empty["n"], empty["n_all"], empty["k"]) == (0, 0, 2)
+    assert empty[["mean", "std", "ci_low", "ci_high", "mean_all"]].isna().all()
+
+
+def test_rq5_differences_of_several_models_pair_each_with_its_own_best_single():
+    differences = E.rq5_differences(_hand_study())
+    assert differences[["model", "metric"]].drop_duplicates().values.tolist() == [
+        ["b", "accuracy"], ["b", "macro_f1"], ["a", "accuracy"], ["a", "macro_f1"]]
+    table = differences.set_index(["model", "metric", "comparison"])
+    cols = ["n_pairs", "mean_all", "n_units", "difference"]
+    same, best = "cross-configuration − same-configuration", "cross-configuration − best single"
+    # a: cross - same = 2 + 0.5 p (p = 0..4); blocks at offsets 0 and 2
+    np.testing.assert_allclose(table.loc[("a", "accuracy", same), cols].astype(float), [5, 3.0, 2, 2.5])
+    # a: copy last at the ensemble's seeds; "0 + 1" and "1 + 2" lack seed 1 and are left out:
+    # 82 - 75, 83 - 77, 84 - 74; only the block at offset 2 is left: one unit, no interval
+    row = table.loc[("a", "accuracy", best)]
+    np.testing.assert_allclose(row[cols].astype(float), [3, 23 / 3, 1, 7.0])
+    assert np.isnan(row["ci_low"]) and np.isnan(row["p_value"])
+    # a's macro-F1 has no control values: nothing to pair
+    assert table.loc[("a", "macro_f1", same), ["n_pairs", "n_units"]].tolist() == [0, 0]
+    # b: its best single configuration has no run at any ensemble's seeds: no pair, no unit
+    np.testing.assert_allclose(table.loc[("b", "accuracy", same), cols].astype(float), [2, 5.0, 1, 5.0])
+    empty = table.loc[("b", "accuracy", best)]
+    assert (empty["n_pairs"], empty["n_units"]) == (0, 0)
+    assert empty[["mean_all", "difference", "ci_low", "ci_high", "p_value"]].isna().all()
+    none = E.rq5_differences(_hand_study().query("model == 'zz'"))
+    assert none.empty and list(none.columns) == E.DIFFERENCE_COLUMNS
+
+
+def test_ranked_union_breaks_ties_by_token_index_on_wide_features():
+    """Forty context tokens, four probability levels, shuffled: tied tokens keep index order
+    (numpy's default sort is not stable beyond 16 entries)."""
+    levels = np.repeat(np.log([.04, .03, .02, .01]), 10)[np.random.default_rng(0).permutation(40)]
+    index, found = E._ranked_union(levels[None, None, :], np.ones((1, 40), bool), 40)
+    expected = sorted(range(40), key=lambda token: (-levels[token], token))
+    assert index[0].tolist() == expected and found.all()
