@@ -1,7 +1,8 @@
 """Mutation testing of the analysis modules (issue 13): `make mutants` runs mutmut over them and
 writes the kill rate per module to benchmarks/results/mutation.json.
 
-    python benchmarks/mutation.py run [--jobs N]   # mutmut, module by module, then `report`
+    python benchmarks/mutation.py run [--jobs N] [--modules M ...] [--sample N]
+                                                    # mutmut, module by module, then `report`
     python benchmarks/mutation.py report            # only rewrite the JSON from mutants/
     python benchmarks/mutation.py survivors         # list the mutants not killed, with diffs
 
@@ -17,13 +18,23 @@ mutated function), "suspicious", "segfault" and "not checked" (a run that did no
 that ``killed + survived == total`` and nothing unexamined passes for killed. ``report`` prints
 the status counts behind each number; benchmarks/results/mutation-survivors.md explains each
 survivor.
+
+Sampling, for modules whose every mutant costs a real model's tests (``probe``, ``duplicate``:
+about 20 s a mutant, hours for all): ``run --sample N`` runs only the first ``N`` mutants of a
+fixed random order of the module's mutants (:func:`sample_order`, seed 0), so what has been run
+is a simple random sample, and a later, larger ``N`` extends it. The counts above stay
+conservative (every mutant not run counts as survived); ``report`` adds ``not_checked`` and, for
+a module run in part, the kill rate of the random sample run so far with its Wilson 95% interval
+(``sample``).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +73,21 @@ def unchecked(module: str, mutants: Path = REPO / "mutants") -> list[str] | None
     return None if codes is None else [name for name, code in codes.items() if code is None]
 
 
+def sample_order(module: str, mutants: Path = REPO / "mutants") -> list[str]:
+    """Every counted mutant of ``module`` in one fixed random order (sorted names shuffled with
+    seed 0): its first ``N`` are a simple random sample of the module's mutants.
+
+    Raises:
+        SystemExit: mutmut has not generated the module's mutants yet.
+    """
+    codes = exit_codes(module, mutants)
+    if codes is None:
+        raise SystemExit(f"no mutants of {module} in {mutants}: run `make mutants` first")
+    names = sorted(codes)
+    random.Random(0).shuffle(names)
+    return names
+
+
 def counted(module: str, name: str) -> bool:
     """Whether mutant ``name`` (``dupbert.<module>.<function>__mutmut_<n>``) is one of those
     counted for ``module``."""
@@ -84,26 +110,56 @@ def statuses(mutants: Path = REPO / "mutants") -> dict[str, collections.Counter]
     return counts
 
 
-def kill_rates(counts: dict[str, collections.Counter]) -> dict[str, dict[str, int]]:
-    """``{module: {"killed", "survived", "total"}}`` from status counts (see the module doc)."""
+def sampled(module: str, mutants: Path = REPO / "mutants") -> collections.Counter:
+    """mutmut's status counts over the longest run-through prefix of :func:`sample_order`: the
+    random sample that ``run --sample`` has completed (mutants run outside that order, e.g. by
+    an interrupted full run, are left out, so that it stays a simple random sample)."""
+    from mutmut.stats import status_by_exit_code
+
+    codes = exit_codes(module, mutants)
+    prefix = itertools.takewhile(lambda name: codes[name] is not None, sample_order(module, mutants))
+    return collections.Counter(status_by_exit_code[codes[name]] for name in prefix)
+
+
+def kill_rates(counts: dict[str, collections.Counter],
+               samples: dict[str, collections.Counter] | None = None) -> dict[str, dict]:
+    """``{module: {"killed", "survived", "total", "not_checked"}}`` from status counts (see the
+    module doc). A module run in part whose :func:`sampled` counts (``samples``) are not empty
+    also gets ``"sample": {"checked", "killed", "kill_rate", "ci95"}``: the kill rate of that
+    random sample with its Wilson 95% interval (:func:`dupbert.glance.wilson_interval`)."""
+    from dupbert.glance import wilson_interval
+
     rates = {}
     for module, count in counts.items():
         total = sum(count.values())
         killed = sum(count[s] for s in KILLED)
-        rates[module] = {"killed": killed, "survived": total - killed, "total": total}
+        rates[module] = {"killed": killed, "survived": total - killed, "total": total,
+                         "not_checked": count["not checked"]}
+        sample = (samples or {}).get(module, collections.Counter())
+        checked = sum(sample.values())
+        if count["not checked"] and checked:
+            hits = sum(sample[s] for s in KILLED)
+            low, high = wilson_interval(hits / checked, checked)
+            rates[module]["sample"] = {"checked": checked, "killed": hits,
+                                       "kill_rate": round(hits / checked, 4),
+                                       "ci95": [round(low, 4), round(high, 4)]}
     return rates
 
 
 def report() -> None:
     """Write benchmarks/results/mutation.json and print the status counts behind it."""
     counts = statuses()
-    rates = kill_rates(counts)
+    rates = kill_rates(counts, {module: sampled(module) for module in counts})
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps(rates, indent=2) + "\n")
     for module, rate in rates.items():
         share = rate["killed"] / rate["total"] if rate["total"] else float("nan")
         detail = ", ".join(f"{s} {n}" for s, n in sorted(counts[module].items()))
         print(f"{module:13s} {rate['killed']:5d}/{rate['total']:<5d} killed ({share:.1%}): {detail}")
+        if "sample" in rate:
+            sample = rate["sample"]
+            print(f"{'':13s} random sample of {sample['checked']}: {sample['kill_rate']:.1%} killed "
+                  f"(95% CI {sample['ci95'][0]:.1%} to {sample['ci95'][1]:.1%})")
     print(f"wrote {RESULT.relative_to(REPO)}")
 
 
@@ -137,12 +193,17 @@ def survivors() -> None:
             print(f"- `{name.split('.', 2)[2]}` ({status}): {diff_summary(name, module)}")
 
 
-def run(jobs: int) -> None:
-    """``mutmut run`` module by module over every counted mutant not run yet (so an interrupted
-    run resumes: mutmut itself re-runs every mutant named on its command line)."""
+def run(jobs: int, modules: tuple[str, ...] = MODULES, sample: int | None = None) -> None:
+    """``mutmut run`` module by module (``modules``, default all) over every counted mutant not
+    run yet (so an interrupted run resumes: mutmut itself re-runs every mutant named on its
+    command line); with ``sample``, only those among the first ``sample`` of
+    :func:`sample_order`."""
     mutmut = str(Path(sys.executable).with_name("mutmut"))
-    for module in MODULES:
+    for module in modules:
         names = unchecked(module)
+        if sample is not None:
+            waiting = set(names or ())
+            names = [n for n in sample_order(module)[:sample] if n in waiting]
         if names == []:
             continue
         print(f"mutating {module}", flush=True)
@@ -156,11 +217,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["run", "report", "survivors"])
     parser.add_argument("--jobs", type=int, default=1, help="mutmut worker processes (default 1)")
+    parser.add_argument("--modules", nargs="+", choices=MODULES, default=list(MODULES),
+                        help="run only these modules (default: all)")
+    parser.add_argument("--sample", type=int, default=None, metavar="N",
+                        help="run only the first N of each module's mutants in a fixed random "
+                             "order (default: all)")
     arguments = parser.parse_args(argv)
     if arguments.command == "survivors":
         return survivors()
     if arguments.command == "run":
-        run(arguments.jobs)
+        run(arguments.jobs, tuple(arguments.modules), arguments.sample)
     report()
 
 
