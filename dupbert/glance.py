@@ -234,7 +234,8 @@ def rq3_rq4_rows(results: pd.DataFrame,
     ``planned_seeds`` (``{(model, task): seeds}`` of the pre-registered study,
     ``dupbert.profiles.planned_seeds``): a model and task with fewer seed pairs than planned is
     ``undecided`` ("pending (k/n seeds)"), before its floor is checked, and so is every claim it
-    bears on: nothing is judged before the study reaches its planned size.
+    bears on: nothing is judged before the study reaches its planned size. A planned model and
+    task with no run yet reads "pending (0/n seeds)", not "no runs".
     """
     table = paper.comparison(results, planned_seeds=planned_seeds) if not results.empty \
         else pd.DataFrame()
@@ -276,6 +277,11 @@ def rq3_rq4_rows(results: pd.DataFrame,
                                 else "undecided")
             else:
                 verdicts.append(cell.verdict if cell.verdict in VERDICTS else "undecided")
+        landed = set(cells["model"]) if not cells.empty else set()
+        for (model, task), planned in (planned_seeds or {}).items():
+            if task == c.task and model not in landed:  # planned, nothing landed yet
+                texts.append(f"{model}: {paper.pending(0, planned)}")
+                verdicts.append("undecided")
         verdict = _combine(verdicts)
         per_claim[c.id] = verdict
         rows.append(_row(c.id, "; ".join(texts) or "no runs", verdict,

@@ -105,6 +105,21 @@ def test_a_model_short_of_its_planned_seeds_is_pending_not_judged():
     assert rows["rq3-snli-accuracy"]["verdict"] == "reproduced"
 
 
+def test_a_planned_model_and_task_without_runs_is_pending_not_untestable():
+    snli = _runs("a", "snli", "accuracy", 0.70, +0.010)  # 6 seeds, complete: reproduced
+    rows = {row["id"]: row for row in glance.rq3_rq4_rows(
+        snli, planned_seeds={("a", "snli"): 6, ("m", "squad2"): 4})}
+    for claim in ("rq3-squad2-f1", "rq3-squad2-exact"):
+        assert (rows[claim]["ours"], rows[claim]["verdict"]) == ("m: pending (0/4 seeds)", "undecided")
+    assert rows["rq3-snli-accuracy"]["verdict"] == "reproduced"
+    assert rows["rq3-method"]["verdict"] == "undecided"  # one claimed gain still waits
+    assert rows["rq4-consistent-across-models"]["verdict"] == "undecided"
+    unplanned = {row["id"]: row for row in glance.rq3_rq4_rows(snli, planned_seeds={("a", "snli"): 6})}
+    assert (unplanned["rq3-squad2-f1"]["ours"], unplanned["rq3-squad2-f1"]["verdict"]) == (
+        "no runs", "not testable here")
+    assert unplanned["rq3-method"]["verdict"] == "reproduced"
+
+
 def test_no_gain_claim_and_the_method_and_rq4_rows():
     snli = _runs("a", "snli", "accuracy", 0.70, +0.010)
     sst2 = _runs("a", "sst2", "accuracy", 0.85, +0.00001, trivial=0.51)
