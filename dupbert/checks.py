@@ -380,7 +380,8 @@ class Parameter:
     strings), ``ints`` (a list of integers), ``ints_per_model_task`` (such a list, or
     ``{task: list}`` / ``{task: {model: list}}``), ``per_task_int`` (an int or ``{task: int}``),
     ``per_model_task`` (a value, ``{task: value}`` or ``{task: {model: value}}``, each value cast
-    by ``cast``), ``orders`` (``{label: [block, ...]}``). ``none``: ``None`` (and ``""``, and the
+    by ``cast``), ``names_per_model`` (a list of strings, or ``{model: list}``), ``orders``
+    (``{label: [block, ...]}``). ``none``: ``None`` (and ``""``, and the
     string ``"None"``) is allowed. ``choices``: allowed strings (besides a mapping for
     ``orders``). ``minimum``, ``maximum``: the smallest and largest number allowed. Kind
     ``mappings``: a list of mappings (e.g. RQ5's ``smoke_sweeps``), passed on as they are. ``check``: called with the value (after
@@ -409,7 +410,9 @@ RQ3_DEFAULTS = dict(duplications=["baseline"], seeds=[0], max_steps=None, device
                     run_missing=True, profile="smoke")
 
 
-def _task_check(names: list[str]) -> None:
+def _task_check(names: list[str] | Mapping[str, list[str]]) -> None:
+    if isinstance(names, Mapping):  # {model: tasks}
+        names = [name for tasks in names.values() for name in tasks]
     unknown = [name for name in names if name not in TASK_NAMES]
     if unknown:
         raise ParameterError(f"unknown task{'s' if len(unknown) > 1 else ''} "
@@ -451,7 +454,8 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 duplications=Parameter("orders", none=True, choices=("default", "standard")),
                 reconstruction=Parameter("str", none=True, choices=("sample", "probe")),
                 tables_dir=_FOLDER),
-    "rq3": dict(models=_MODELS, model=_MODEL, tasks=Parameter("names", none=True, check=_task_check),
+    "rq3": dict(models=_MODELS, model=_MODEL,
+                tasks=Parameter("names_per_model", none=True, check=_task_check),
                 duplications=Parameter("names", choices=("all",)),
                 seeds=Parameter("ints_per_model_task", minimum=0),
                 max_train_samples=Parameter("per_task_int", none=True, minimum=1),
@@ -470,7 +474,8 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 ensemble_size=Parameter("int", none=True, minimum=1),
                 smoke_sweeps=Parameter("mappings"), tables_dir=_FOLDER, profile=_PROFILE),
     "glance": dict(tables_dir=Parameter("str"), results_paths=Parameter("names"),
-                   study_profile=_STUDY, profile=_PROFILE),
+                   study_profile=_STUDY,
+                   pilot_paths=Parameter("names", none=True, check=_files_exist), profile=_PROFILE),
 }
 """The parameters of each chapter notebook (``notebooks/<name>.ipynb``) and how each is read."""
 
@@ -479,6 +484,7 @@ _MODEL_NOTEBOOKS = {"rq1": True, "rq2": True, "rq3": False}
 
 _EXAMPLES = {
     "names": ("-p {name} a,b", "-p {name} '[\"a\", \"b\"]'", "-y '{name}: [a, b]'"),
+    "names_per_model": ("-p {name} a,b", "-y '{name}: [a, b]'", "-y '{name}: {{MODEL: [a, b]}}'"),
     "ints": ("-p {name} 0,1,2", "-p {name} '[0, 1, 2]'", "-y '{name}: [0, 1, 2]'"),
     "ints_per_model_task": ("-p {name} 0,1,2", "-p {name} '[0, 1, 2]'", "-y '{name}: [0, 1, 2]'",
                             "-y '{name}: {{snli: [0, 1], squad2: {{MODEL: [0]}}}}'"),
@@ -588,6 +594,14 @@ def _read(name: str, value: Any, spec: Parameter) -> Any:
         return names
     if kind == "ints":
         return _ints(value, spec)
+    if kind == "names_per_model":
+        value = _mapping(value)
+        if not isinstance(value, Mapping):
+            return _read(name, value, dataclasses.replace(spec, kind="names"))
+        if not value:
+            raise _Bad("the mapping is empty")
+        return {str(model): _read(name, names, dataclasses.replace(spec, kind="names", none=False))
+                for model, names in value.items()}
     if kind == "ints_per_model_task":
         value = _mapping(value)
         if not isinstance(value, Mapping):

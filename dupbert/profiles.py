@@ -129,6 +129,14 @@ def default_tasks(model: str) -> list[str]:
     return ["uspto50k"] if entry is not None and entry.tokenizer == "smiles" else ["snli", "squad2", "sst2"]
 
 
+def model_tasks(tasks: str | Sequence[str] | Mapping[str, Sequence[str]] | None, model: str) -> list[str]:
+    """The tasks of ``model`` from a profile's ``tasks``: a list (every model), ``{model: list}``
+    (a model not named gets its defaults) or ``None`` (:func:`default_tasks`)."""
+    if isinstance(tasks, Mapping):
+        tasks = tasks.get(model)
+    return names(tasks) or default_tasks(model)
+
+
 def configuration_specs(model: str) -> dict[str, dict]:
     """``dupbert.duplicate.finetune_variants`` of ``model`` (``{name: spec}``, with each
     configuration's ``reference`` and ``role``), from its config alone (the model is built on the
@@ -175,8 +183,9 @@ TASK_PRIORITY = ("snli", "sst2", "uspto50k", "squad2")
 
 def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[str]]:
     """The (model, task) sweeps of an RQ3 parameter set, in the order they run: by task (the
-    order of ``tasks`` if given, else ``TASK_PRIORITY``), then models in the order given, each
-    with the configurations it has.
+    order of ``tasks`` if it is a list, else ``TASK_PRIORITY``), then models in the order given,
+    each with the configurations it has. ``tasks`` may name each model's tasks,
+    ``{model: [task, ...]}`` (:func:`model_tasks`; e.g. a task piloted and dropped for one model).
 
     Returns:
         ``(plan, notes)``: notes name configurations skipped because a model does not have them
@@ -208,7 +217,7 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
         if not chosen:
             raise ConfigurationNotAvailable(f"{model} has none of the configurations asked for ({', '.join(wanted)}); "
                              f"it has {', '.join(available)}: nothing would run")
-        for task in names(parameters.get("tasks")) or default_tasks(model):
+        for task in model_tasks(parameters.get("tasks"), model):
             if task not in TASKS:
                 raise ValueError(f"unknown task {task!r}; tasks are {sorted(TASKS)}")
             overrides = hyperparameter_overrides(parameters, model, task)
@@ -222,7 +231,8 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
                                      per_task(parameters.get("max_train_samples"), task),
                                      per_task(parameters.get("max_eval_samples"), task),
                                      tuple(sorted(overrides.items())), primary, tuple(seeds)))
-    order = names(parameters.get("tasks")) or list(TASK_PRIORITY)
+    given = parameters.get("tasks")
+    order = (names(given) if not isinstance(given, Mapping) else []) or list(TASK_PRIORITY)
     plan.sort(key=lambda entry: order.index(entry.task) if entry.task in order else len(order))
     return plan, notes
 

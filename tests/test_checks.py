@@ -8,6 +8,8 @@ import http.server
 import threading
 from pathlib import Path
 
+import re
+
 import pytest
 import torch
 
@@ -163,9 +165,23 @@ TASKS = {"tasks": checks.NOTEBOOK_PARAMETERS["rq3"]["tasks"]}
     ("snli", ["snli"]),
     (["snli"], ["snli"]),  # -y 'tasks: [snli]' / -f file.yaml
     (None, None), ("None", None), ("", None),  # -p tasks None, -r tasks None, -p tasks ""
+    ({"m": ["snli", "sst2"]}, {"m": ["snli", "sst2"]}),  # -y 'tasks: {m: [snli, sst2]}'
+    ("{m: [snli], n: uspto50k}", {"m": ["snli"], "n": ["uspto50k"]}),  # -p tasks '{...}'
 ])
 def test_list_forms_papermill_users_type(typed, used):
     assert checks.notebook_parameters(TASKS, {"tasks": typed}, show=False) == {"tasks": used}
+
+
+@pytest.mark.parametrize("typed, message", [
+    ({"m": ["snli", "sst-2"]}, "unknown task 'sst-2'; tasks are sst2, snli, squad2, uspto50k"),
+    ({"m": []}, "the list is empty"),
+    ({"m": None}, "is not allowed (a value is needed)"),
+    ({}, "the mapping is empty"),
+])
+def test_per_model_tasks_name_the_bad_value(typed, message):
+    with pytest.raises(ParameterError, match=re.escape(message)) as error:
+        checks.notebook_parameters(TASKS, {"tasks": typed}, show=False)
+    assert str(error.value).startswith(f"1 parameter cannot be used:\n  tasks = {typed!r}: ")
 
 
 def test_a_json_list_in_p_is_read_as_the_notebook_reads_it(zoo_env, capsys):

@@ -31,7 +31,7 @@ def test_cpu_profile_is_the_preregistered_study(zoo_env):
     assert parameters["run_missing"] is False
     assert [(e.model, e.task) for e in plan] == [
         ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"),
-        ("rxnmapper-albert", "uspto50k"), ("rxnfp-bert", "uspto50k"), ("all-MiniLM-L6-v2", "squad2")]
+        ("rxnmapper-albert", "uspto50k"), ("rxnfp-bert", "uspto50k")]
     by_cell = {(e.model, e.task): e for e in plan}
     assert by_cell["all-MiniLM-L6-v2", "snli"].primary == ("baseline", "copy first 3")
     assert by_cell["rxnmapper-albert", "uspto50k"].primary == ("baseline", "repeat shared +3")
@@ -45,19 +45,20 @@ def test_cpu_profile_is_the_preregistered_study(zoo_env):
     assert (by_cell["all-MiniLM-L6-v2", "snli"].max_train_samples,
             by_cell["all-MiniLM-L6-v2", "snli"].max_eval_samples) == (3000, 5000)
     order = profiles.run_order(plan)
-    assert [d for _, d in order[:5]] == [("baseline", "copy first 3")] * 2 + [
-        ("baseline", "repeat shared +3")] + [("baseline", "copy first 3")] * 2
-    assert all("primary" not in str(d) for _, d in order[5:])
+    assert [d for _, d in order[:4]] == [("baseline", "copy first 3")] * 2 + [
+        ("baseline", "repeat shared +3")] + [("baseline", "copy first 3")]
+    assert all("baseline" not in d for _, d in order[4:])  # then the secondary configurations
     seeds = {(e.model, e.task): e.seeds for e in plan}
     assert seeds["all-MiniLM-L6-v2", "snli"] == seeds["rxnmapper-albert", "uspto50k"] == tuple(range(8))
-    assert seeds["rxnfp-bert", "uspto50k"] == seeds["all-MiniLM-L6-v2", "squad2"] == (0, 1, 2, 3)
+    assert seeds["rxnfp-bert", "uspto50k"] == (0, 1, 2, 3)
+    # SQuAD 2.0 left the queue after its re-pilot (HasAns F1 23.4 < 25), before any of its runs
+    assert ("all-MiniLM-L6-v2", "squad2") not in seeds
     # the sizes at which RQ3, RQ4 and glance judge (before them: pending), from the file itself
     assert profiles.planned_seeds(PARAMS / "cpu" / "rq3.yaml") == profiles.planned_seeds(plan) == {
         ("all-MiniLM-L6-v2", "snli"): 8, ("all-MiniLM-L6-v2", "sst2"): 8,
-        ("rxnmapper-albert", "uspto50k"): 8, ("rxnfp-bert", "uspto50k"): 4,
-        ("all-MiniLM-L6-v2", "squad2"): 4}
+        ("rxnmapper-albert", "uspto50k"): 8, ("rxnfp-bert", "uspto50k"): 4}
     keys = profiles.planned_run_keys(plan)
-    assert len(keys) == 8 * (4 + 4 + 6) + 4 * (4 + 4)
+    assert len(keys) == 8 * (4 + 4 + 6) + 4 * 4
     committed = ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").keys()
     assert committed <= keys  # only this study's runs; none of the old 4-step rows
 
@@ -106,6 +107,20 @@ def test_bad_profiles_and_parameters_are_named(tmp_path, zoo_env):
     assert profiles.per_model_task({"uspto50k": {"rxnfp-bert": [0, 1]}}, "rxnfp-bert", "uspto50k") == [0, 1]
     assert profiles.per_model_task({"uspto50k": {"rxnfp-bert": 1e-4}}, "other", "uspto50k") is None
     assert profiles.per_model_task(3e-5, "any", "snli") == 3e-5
+
+
+def test_tasks_per_model_leave_the_others_their_defaults_and_keep_the_task_priority(zoo_env):
+    assert profiles.model_tasks({"m": ["snli"]}, "m") == ["snli"]
+    assert profiles.model_tasks({"m": ["snli"]}, "rxnfp-bert") == ["uspto50k"]  # not named: default
+    assert profiles.model_tasks(None, "all-MiniLM-L6-v2") == ["snli", "squad2", "sst2"]
+    assert profiles.model_tasks("sst2,snli", "any") == ["sst2", "snli"]
+    plan, _ = profiles.plan_sweep({"models": ["rxnfp-bert", "all-MiniLM-L6-v2"],
+                                   "tasks": {"all-MiniLM-L6-v2": ["sst2", "snli"]}})
+    # by TASK_PRIORITY (snli, sst2, uspto50k, squad2), not the order inside the mapping
+    assert [(e.model, e.task) for e in plan] == [
+        ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"), ("rxnfp-bert", "uspto50k")]
+    with pytest.raises(ValueError, match="unknown task 'mnli'"):
+        profiles.plan_sweep({"models": ["rxnfp-bert"], "tasks": {"rxnfp-bert": ["mnli"]}})
 
 
 def test_cli_profile_runs_the_notebook_runs_and_resumes(tmp_path, zoo_env, capsys):
