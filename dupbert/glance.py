@@ -215,8 +215,34 @@ def _combine(verdicts: Sequence[str]) -> str:
     return "undecided"
 
 
+def pilot_shortfalls(pilots: pd.DataFrame | None) -> dict[tuple[str, str], str]:
+    """Model and task pairs whose every pilot run missed the learning floor, with a sentence each.
+
+    Args:
+        pilots: ``ResultsFile.frame()`` rows of baseline pilot runs (e.g.
+            ``results/cpu/rq3-pilot-squad2.jsonl``), or ``None``.
+
+    Returns:
+        ``{(model, task): "did not learn in 2 pilots (best HasAns_f1 23.36 < floor 25); not
+        run"}``; the best pilot decides (:func:`dupbert.paper.learning_floor`, values in points);
+        pairs with a pilot at or above the floor are left out.
+    """
+    if pilots is None or pilots.empty:
+        return {}
+    shortfalls = {}
+    for (model, task), group in pilots.groupby(["model", "task"], sort=False):
+        metric, floor = paper.learning_floor(task)
+        best = float(paper.in_points(metric, group[f"metrics.{metric}"].astype(float)).max())
+        if best < floor:
+            n = len(group)
+            shortfalls[model, task] = (f"did not learn in {n} pilot{'s' if n > 1 else ''} "
+                                       f"(best {metric} {best:.2f} < floor {floor:.0f}); not run")
+    return shortfalls
+
+
 def rq3_rq4_rows(results: pd.DataFrame,
-                 planned_seeds: Mapping[tuple[str, str], int] | None = None) -> list[dict]:
+                 planned_seeds: Mapping[tuple[str, str], int] | None = None,
+                 pilots: pd.DataFrame | None = None) -> list[dict]:
     """The RQ3 and RQ4 claims from the fine-tuning runs (``ResultsFile.frame()`` rows of one
     setting).
 
@@ -236,11 +262,15 @@ def rq3_rq4_rows(results: pd.DataFrame,
     ``undecided`` ("pending (k/n seeds)"), before its floor is checked, and so is every claim it
     bears on: nothing is judged before the study reaches its planned size. A planned model and
     task with no run yet reads "pending (0/n seeds)", not "no runs".
+
+    ``pilots``: pilot runs (:func:`pilot_shortfalls`). A model and task that neither ran nor is
+    planned, because its pilots missed the floor, is ``did not learn`` on its claims.
     """
     table = paper.comparison(results, planned_seeds=planned_seeds) if not results.empty \
         else pd.DataFrame()
     summary = paper.overall(table) if not table.empty else pd.DataFrame()
     status = paper.learning_status(results) if not results.empty else pd.DataFrame()
+    shortfalls = pilot_shortfalls(pilots)
     rows, per_claim = [], {}
     for c in paper.CLAIMS:
         if c.rq != 3 or c.task is None:
@@ -282,6 +312,10 @@ def rq3_rq4_rows(results: pd.DataFrame,
             if task == c.task and model not in landed:  # planned, nothing landed yet
                 texts.append(f"{model}: {paper.pending(0, planned)}")
                 verdicts.append("undecided")
+        for (model, task), text in shortfalls.items():
+            if task == c.task and model not in landed and (model, task) not in (planned_seeds or {}):
+                texts.append(f"{model}: {text}")
+                verdicts.append(paper.DID_NOT_LEARN)
         verdict = _combine(verdicts)
         per_claim[c.id] = verdict
         rows.append(_row(c.id, "; ".join(texts) or "no runs", verdict,
@@ -346,13 +380,14 @@ def rq5_rows(summary: pd.DataFrame | None) -> list[dict]:
 def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.DataFrame | None,
                         spearman: pd.DataFrame | None, results: pd.DataFrame | None,
                         ensembles: pd.DataFrame | None,
-                        planned_seeds: Mapping[tuple[str, str], int] | None = None) -> pd.DataFrame:
+                        planned_seeds: Mapping[tuple[str, str], int] | None = None,
+                        pilots: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per claim of :data:`dupbert.paper.CLAIMS`, in that order.
 
     Returns:
         Columns ``id, rq, claim, paper, ours, verdict, rule, evidence`` (``evidence`` = the
         chapter's page name, e.g. ``rq3``). Claims whose inputs are ``None`` are
-        ``not testable here`` with "not run" as ours. ``planned_seeds``: as
+        ``not testable here`` with "not run" as ours. ``planned_seeds``, ``pilots``: as
         :func:`rq3_rq4_rows`.
 
     Raises:
@@ -364,7 +399,7 @@ def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.Data
     if spearman is not None:
         rows.append(rq2_row(spearman))
     if results is not None:
-        rows += rq3_rq4_rows(results, planned_seeds)
+        rows += rq3_rq4_rows(results, planned_seeds, pilots)
     rows += rq5_rows(ensembles)
     by_id = {}
     for row in rows:

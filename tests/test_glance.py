@@ -120,6 +120,38 @@ def test_a_planned_model_and_task_without_runs_is_pending_not_untestable():
     assert unplanned["rq3-method"]["verdict"] == "reproduced"
 
 
+def _pilots(*rows):
+    return pd.DataFrame([{"model": m, "task": t, "duplication": "baseline", "seed": 100,
+                          f"metrics.{metric}": v} for m, t, metric, v in rows])
+
+
+def test_a_task_dropped_after_pilots_that_missed_the_floor_did_not_learn():
+    snli = _runs("a", "snli", "accuracy", 0.70, +0.010)  # 6 seeds, reproduced
+    pilots = _pilots(("m", "squad2", "HasAns_f1", 2.39), ("m", "squad2", "HasAns_f1", 23.36),
+                     ("p", "sst2", "accuracy", 0.70))
+    assert glance.pilot_shortfalls(pilots) == {
+        ("m", "squad2"): "did not learn in 2 pilots (best HasAns_f1 23.36 < floor 25); not run",
+        ("p", "sst2"): "did not learn in 1 pilot (best accuracy 70.00 < floor 80); not run"}
+    rows = {row["id"]: row for row in glance.rq3_rq4_rows(
+        snli, planned_seeds={("a", "snli"): 6}, pilots=pilots)}
+    for claim in ("rq3-squad2-f1", "rq3-squad2-exact"):
+        assert rows[claim]["ours"] == ("m: did not learn in 2 pilots (best HasAns_f1 23.36 < floor "
+                                       "25); not run")
+        assert rows[claim]["verdict"] == "did not learn"
+    # p's SST-2 pilot failed but a ran SST-2 and decided nothing yet: no runs of p, a's text stays
+    assert rows["rq3-snli-accuracy"]["verdict"] == "reproduced"
+    # over the claimed gains: SNLI reproduced, SQuAD did not learn -> not every one reproduced
+    assert rows["rq3-method"]["verdict"] == "undecided"
+    learned = _pilots(("m", "squad2", "HasAns_f1", 2.39), ("m", "squad2", "HasAns_f1", 25.0))
+    assert glance.pilot_shortfalls(learned) == {} and glance.pilot_shortfalls(None) == {}
+    # a pilot that missed the floor says nothing of a model and task that is planned or ran
+    planned = {row["id"]: row for row in glance.rq3_rq4_rows(
+        snli, planned_seeds={("a", "snli"): 6, ("m", "squad2"): 4}, pilots=pilots)}
+    assert planned["rq3-squad2-f1"]["ours"] == "m: pending (0/4 seeds)"
+    table = glance.results_at_a_glance(None, None, None, snli, None, {("a", "snli"): 6}, pilots)
+    assert table.set_index("id").loc["rq3-squad2-f1", "verdict"] == "did not learn"
+
+
 def test_no_gain_claim_and_the_method_and_rq4_rows():
     snli = _runs("a", "snli", "accuracy", 0.70, +0.010)
     sst2 = _runs("a", "sst2", "accuracy", 0.85, +0.00001, trivial=0.51)
