@@ -1,5 +1,7 @@
 """Layer duplication: exact equalities, parameter counts, configs, labels and errors."""
 
+import re
+
 import pytest
 import torch
 from transformers import (AlbertConfig, AlbertForMaskedLM, AutoModelForMaskedLM,
@@ -320,3 +322,87 @@ def test_depth_control_blocks_are_seeded_fresh_weights_and_unmarked_sources():
     original = encoder_blocks(bert)[1]
     assert torch.equal(blocks[3].output.dense.weight, original[2].output.dense.weight)
     assert not torch.equal(blocks[4].output.dense.weight, original[2].output.dense.weight)
+
+
+def _tiny_shared_albert():
+    torch.manual_seed(0)
+    return AlbertForMaskedLM(AlbertConfig(
+        vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=4,
+        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
+        num_hidden_groups=1)).eval()
+
+
+def test_every_configuration_names_its_reference_and_role():
+    """The pre-registered comparisons (RQ3): the paper's configuration is the primary one; a
+    shared ALBERT's variants that unshare its layer are compared with `unshared baseline`."""
+    from dupbert.duplicate import finetune_variants
+
+    torch.manual_seed(0)
+    bert = finetune_variants(BertForSequenceClassification(BertConfig(**TINY)).eval())
+    assert {name: (spec["reference"], spec["role"]) for name, spec in bert.items()} == {
+        "baseline": (None, "reference"),
+        "copy first 1": ("baseline", "secondary"), "copy first 2": ("baseline", "secondary"),
+        "copy first 3": ("baseline", "primary"), "repeat first 3": ("baseline", "secondary"),
+        "copy middle": ("baseline", "secondary"), "copy last": ("baseline", "secondary"),
+        "depth control": ("baseline", "secondary")}
+    albert = finetune_variants(_tiny_shared_albert())
+    unshared = ("unshared baseline", "secondary")
+    assert {name: (spec["reference"], spec["role"]) for name, spec in albert.items()} == {
+        "baseline": (None, "reference"), "copy first 1": unshared, "copy first 2": unshared,
+        "copy first 3": unshared, "repeat first 3": unshared, "copy middle": unshared,
+        "copy last": unshared, "depth control": unshared,
+        "unshared baseline": ("baseline", "secondary"), "repeat shared +3": ("baseline", "primary")}
+    assert albert["repeat shared +3"]["shared"] is True
+
+
+def test_make_variant_keeps_a_shared_baseline_shared_and_seeds_the_depth_control_with_0():
+    from dupbert.duplicate import insert_fresh_blocks, make_variant
+
+    albert = _tiny_shared_albert()
+    ids = {"input_ids": torch.tensor([[1, 5, 7, 9, 2]])}
+    baseline = make_variant(albert, "baseline")
+    assert baseline is not albert and baseline.config.num_hidden_groups == 1
+    assert n_parameters(baseline) == n_parameters(albert)
+    assert torch.equal(outputs(baseline, ids), outputs(albert, ids))
+    unshared = make_variant(albert, "unshared baseline")
+    assert unshared.config.num_hidden_groups == 4 and n_parameters(unshared) > n_parameters(albert)
+    torch.manual_seed(0)
+    bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
+    control = make_variant(bert, "depth control")
+    expected = insert_fresh_blocks(bert, [1], seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(control.state_dict().values(),
+                                                  expected.state_dict().values()))
+    other = make_variant(bert, "depth control", seed=1)
+    assert not torch.equal(other.bert.encoder.layer[1].output.dense.weight,
+                           control.bert.encoder.layer[1].output.dense.weight)
+
+
+@pytest.mark.parametrize("positions", [[], [1, 1]])
+def test_fresh_blocks_need_distinct_positions(positions):
+    from dupbert.duplicate import insert_fresh_blocks
+
+    torch.manual_seed(0)
+    bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
+    with pytest.raises(ValueError, match=re.escape(
+            f"positions must be distinct and non-empty, got {positions}")):
+        insert_fresh_blocks(bert, positions)
+
+
+def test_per_block_attention_types_follow_the_new_order():
+    """ModernBERT alternates full and sliding-window attention per block (config.layer_types):
+    a copied block keeps its own kind."""
+    from transformers import ModernBertConfig, ModernBertForMaskedLM
+
+    torch.manual_seed(0)
+    config = ModernBertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=4,
+                              num_attention_heads=2, intermediate_size=32,
+                              max_position_embeddings=64, global_attn_every_n_layers=3,
+                              pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
+                              sep_token_id=2)
+    model = ModernBertForMaskedLM(config).eval()
+    assert model.config.layer_types == ["full_attention", "sliding_attention",
+                                        "sliding_attention", "full_attention"]
+    deeper = duplicate_layers(model, [0, 0, 1, 2, 3])
+    assert deeper.config.layer_types == ["full_attention", "full_attention", "sliding_attention",
+                                         "sliding_attention", "full_attention"]
+    assert model.config.layer_types[1] == "sliding_attention"  # the original is left alone
