@@ -208,8 +208,13 @@ def run(jobs: int, modules: tuple[str, ...] = MODULES, sample: int | None = None
             continue
         print(f"mutating {module}", flush=True)
         selection = module_patterns(module) if names is None else names
-        subprocess.run([mutmut, "run", "--max-children", str(jobs), *selection], cwd=REPO,
-                       check=True)
+        # a sample goes in batches, in its random order, so that an interrupted run still leaves
+        # a run-through prefix of that order (what `sampled` counts)
+        batches = [selection] if sample is None else [selection[i:i + 20]
+                                                      for i in range(0, len(selection), 20)]
+        for batch in batches:
+            subprocess.run([mutmut, "run", "--max-children", str(jobs), *batch], cwd=REPO,
+                           check=True)
 
 
 def main(argv: list[str] | None = None) -> None:
