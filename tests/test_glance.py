@@ -142,6 +142,8 @@ def test_a_task_dropped_after_pilots_that_missed_the_floor_did_not_learn():
     assert rows["rq3-snli-accuracy"]["verdict"] == "reproduced"
     # over the claimed gains: SNLI reproduced, SQuAD did not learn -> not every one reproduced
     assert rows["rq3-method"]["verdict"] == "undecided"
+    two = _pilots(("zz", "squad2", "HasAns_f1", 3.0), ("aa", "squad2", "HasAns_f1", 4.0))
+    assert list(glance.pilot_shortfalls(two)) == [("zz", "squad2"), ("aa", "squad2")]  # as given
     learned = _pilots(("m", "squad2", "HasAns_f1", 2.39), ("m", "squad2", "HasAns_f1", 25.0))
     assert glance.pilot_shortfalls(learned) == {} and glance.pilot_shortfalls(None) == {}
     # a pilot that missed the floor says nothing of a model and task that is planned or ran
@@ -506,6 +508,9 @@ def test_partial_studies_and_probes_do_not_break_the_page():
     base_only = base_only[base_only["duplication"] == "baseline"]
     ours = _rq3(pd.concat([learned, base_only]))["rq3-snli-accuracy"]
     assert ours["verdict"] == "undecided" and "b: no primary run yet" in ours["ours"]
+    first = _rq3(pd.concat([base_only, learned]))["rq3-snli-accuracy"]  # the models after it count
+    assert first["ours"] == ("b: no primary run yet; a: copy first 3 +0.97 [+0.80, +1.14] points "
+                             "(p 2.82e-05, 6 seeds)")
     # a primary without any baseline run: nothing shows learning, and the page says why
     no_base = _runs("c", "snli", "accuracy", 0.70, +0.010)
     no_base = no_base[no_base["duplication"] != "baseline"]
