@@ -118,7 +118,11 @@ def restrict_models(parameters: Mapping[str, Any], models: Sequence[str]) -> dic
     missing = [m for m in models if m not in have]
     if missing:
         raise ValueError(f"models {missing} are not in this profile; it has {have}")
-    return {**parameters, "model": None, "models": [m for m in have if m in models]}
+    tasks = parameters.get("tasks")
+    if isinstance(tasks, Mapping):
+        tasks = {m: t for m, t in tasks.items() if m in models}
+    return {**parameters, "model": None, "models": [m for m in have if m in models],
+            "tasks": tasks or None}
 
 
 def default_tasks(model: str) -> list[str]:
@@ -189,7 +193,8 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
 
     Returns:
         ``(plan, notes)``: notes name configurations skipped because a model does not have them
-        (e.g. ``repeat shared +3`` for BERT models).
+        (e.g. ``repeat shared +3`` for BERT models), and models that a ``tasks`` mapping names
+        but ``models`` lacks (a misspelt one would otherwise pass unseen).
 
     Raises:
         ValueError: no models, an unknown task, or ``duplications`` empty.
@@ -202,7 +207,12 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
     if not models:
         raise ValueError("no models: give `models` (a list) or `model` (one name)")
     duplications = parameters.get("duplications", ["baseline"])
+    given = parameters.get("tasks")
     plan, notes = [], []
+    strangers = [m for m in given if m not in models] if isinstance(given, Mapping) else []
+    if strangers:  # said, not raised: `-p model X` on a profile that names others is fine
+        notes.append(f"tasks names {', '.join(map(repr, strangers))}, not a model run here: "
+                     f"ignored (the models are {', '.join(models)})")
     for model in models:
         specs = configuration_specs(model)
         available = list(specs)
@@ -231,7 +241,6 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
                                      per_task(parameters.get("max_train_samples"), task),
                                      per_task(parameters.get("max_eval_samples"), task),
                                      tuple(sorted(overrides.items())), primary, tuple(seeds)))
-    given = parameters.get("tasks")
     order = (names(given) if not isinstance(given, Mapping) else []) or list(TASK_PRIORITY)
     plan.sort(key=lambda entry: order.index(entry.task) if entry.task in order else len(order))
     return plan, notes

@@ -121,6 +121,19 @@ def test_tasks_per_model_leave_the_others_their_defaults_and_keep_the_task_prior
         ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"), ("rxnfp-bert", "uspto50k")]
     with pytest.raises(ValueError, match="unknown task 'mnli'"):
         profiles.plan_sweep({"models": ["rxnfp-bert"], "tasks": {"rxnfp-bert": ["mnli"]}})
+    misspelt = {"models": ["rxnfp-bert", "all-MiniLM-L6-v2"], "tasks": {"all-MiniLM-L6-V2": ["snli"]}}
+    plan, notes = profiles.plan_sweep(misspelt)
+    assert notes == ["tasks names 'all-MiniLM-L6-V2', not a model run here: ignored (the models "
+                     "are rxnfp-bert, all-MiniLM-L6-v2)"]
+    assert ("all-MiniLM-L6-v2", "squad2") in {(e.model, e.task) for e in plan}  # its defaults
+    cpu = profiles.load_profile(PARAMS / "cpu" / "rq3.yaml")
+    one = profiles.restrict_models(cpu, ["rxnfp-bert"])  # the study's workers per model
+    assert one["tasks"] is None and profiles.plan_sweep(one)[1] == [
+        "rxnfp-bert: skipping repeat shared +3, unshared baseline (not a configuration of this "
+        "model; it has baseline, copy first 1, copy first 2, copy first 3, repeat first 3, copy "
+        "middle, copy last, depth control)"]
+    assert profiles.restrict_models(cpu, ["all-MiniLM-L6-v2"])["tasks"] == {
+        "all-MiniLM-L6-v2": ["snli", "sst2"]}
 
 
 def test_cli_profile_runs_the_notebook_runs_and_resumes(tmp_path, zoo_env, capsys):
