@@ -277,6 +277,44 @@ def learned(status: pd.DataFrame, model: str, task: str) -> bool:
     return bool(not cell.empty and cell["learned"].iloc[0])
 
 
+SETTING_COLUMNS = ("max_train_samples", "max_eval_samples", "train_subset_seed", "data_source")
+
+
+def run_settings(results: pd.DataFrame) -> pd.Series:
+    """Each run's setting as one string: its hyper-parameters (every ``hyperparameters.*``
+    column, by name) and :data:`SETTING_COLUMNS` (those present), ``name=value`` each, a missing
+    value as ``None`` (issue 10, 3d: runs of different settings are never pooled).
+
+    Args:
+        results: ``ResultsFile.frame()`` rows (flattened ``hyperparameters.*`` columns).
+
+    Returns:
+        A string per row, on ``results``' index.
+    """
+    columns = sorted(c for c in results.columns if c.startswith("hyperparameters.")) + [
+        c for c in SETTING_COLUMNS if c in results.columns]
+    text = results[columns].map(lambda value: "None" if pd.isna(value) else str(value))
+    return pd.Series([" ".join(f"{c}={v}" for c, v in zip(columns, row)) for row in text.to_numpy()],
+                     index=results.index, dtype=object)
+
+
+def keep_main_setting(results: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Per model and task, only the runs of its most frequent setting (:func:`run_settings`;
+    a tie keeps the setting seen first), so that the runs compared or combined share one.
+
+    Returns:
+        ``(kept, n_left_out)``: the kept rows (the original columns plus ``setting``; index
+        renumbered, file order kept) and how many runs were left out.
+    """
+    if results.empty:
+        return results.assign(setting=pd.Series(dtype=object)), 0
+    results = results.assign(setting=run_settings(results))
+    sizes = results.groupby(["model", "task", "setting"], sort=False).size().reset_index(name="n")
+    main = sizes.sort_values("n", ascending=False, kind="stable").drop_duplicates(["model", "task"])
+    kept = results.merge(main[["model", "task", "setting"]], how="inner")
+    return kept.reset_index(drop=True), len(results) - len(kept)
+
+
 def points_frame(results: pd.DataFrame) -> pd.DataFrame:
     """A results frame (``ResultsFile.frame()``) as one row per run and metric, in points.
 

@@ -413,3 +413,21 @@ def test_overall_counts_a_significant_half_point_as_a_gain_and_says_not_stated_w
         "baseline": BASE, "copy first 3": half}, majority="0")))  # the paper claims nothing here
     assert uspto[["verdict", "paper_value"]].values.tolist() == [["not stated", "not stated"]]
     assert uspto["claimed_gain"].tolist() == [None]
+
+
+def test_runs_keep_their_main_setting_and_a_missing_size_is_a_setting_of_its_own():
+    """RQ4 and RQ5 compare runs of one setting only (issue 10, 3d). SST-2 evaluates on the whole
+    dev set (max_eval_samples missing), which once broke the setting key (NaN is not a string)."""
+    runs = pd.DataFrame({
+        "model": ["m"] * 5 + ["n"] * 2, "task": ["sst2"] * 7,
+        "hyperparameters.learning_rate": [1e-4, 2e-5, 1e-4, 1e-4, 2e-5, 1e-4, 1e-4],
+        "max_eval_samples": [np.nan] * 4 + [872, np.nan, 500], "run_key": list("abcdefg")})
+    assert paper.run_settings(runs).tolist()[:2] == [
+        "hyperparameters.learning_rate=0.0001 max_eval_samples=None",
+        "hyperparameters.learning_rate=2e-05 max_eval_samples=None"]
+    kept, left_out = paper.keep_main_setting(runs)
+    # m: 3 runs at 1e-4 beat 1 at 2e-5 and 1 with 872 examples; n: a tie keeps the first seen
+    assert kept["run_key"].tolist() == ["a", "c", "d", "f"] and left_out == 3
+    assert list(kept.index) == [0, 1, 2, 3] and "setting" in kept
+    empty, none = paper.keep_main_setting(runs.iloc[:0])
+    assert empty.empty and none == 0 and "setting" in empty
