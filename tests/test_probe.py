@@ -298,3 +298,26 @@ def test_duplication_summary_needs_a_baseline_and_no_variant_column():
     copied = _probe_rows("m", "one copy", [0.1, 0.5, 0.4], copies=(2,))
     with pytest.raises(ValueError, match="^no baseline rows for model 'm': probe with a baseline$"):
         probe_module.duplication_summary(copied)
+
+
+def test_masked_probe_keys_its_cache_on_the_mask_rate_and_uses_the_given_seed_and_data(
+        tmp_path, monkeypatch, shared_data_dir, zoo_cache):
+    """probe_models with masking (RQ1's masked-prediction form): another mask_rate misses the
+    cache; the masks are seeded with ``seed``; the corpus is read from ``data_dir`` when given
+    (here $DUPBERT_DATA_DIR points nowhere)."""
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(tmp_path / "no-data-here"))
+    (tmp_path / "models").symlink_to(zoo_cache / "models")
+    calls = []
+    real = probe_module.masked_prediction_accuracy
+
+    def recording(*args, **kwargs):
+        calls.append((kwargs["mask_rate"], kwargs["seed"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("dupbert.probe.masked_prediction_accuracy", recording)
+    for rate in (0.15, 0.3, 0.15):
+        probe_models(["rxnmapper-albert"], n_sequences=4, seed=3, masking="mask", mask_rate=rate,
+                     data_dir=shared_data_dir, progress=False)
+    # pretrained and control at 0.15, both again at 0.3, nothing at 0.15 again (cached)
+    assert calls == [(0.15, 3), (0.15, 3), (0.3, 3), (0.3, 3)]
