@@ -316,8 +316,9 @@ def test_masked_probe_keys_its_cache_on_the_mask_rate_and_uses_the_given_seed_an
         return real(*args, **kwargs)
 
     monkeypatch.setattr("dupbert.probe.masked_prediction_accuracy", recording)
-    for rate in (0.15, 0.3, 0.15):
-        probe_models(["rxnmapper-albert"], n_sequences=4, seed=3, masking="mask", mask_rate=rate,
-                     data_dir=shared_data_dir, progress=False)
-    # pretrained and control at 0.15, both again at 0.3, nothing at 0.15 again (cached)
-    assert calls == [(0.15, 3), (0.15, 3), (0.3, 3), (0.3, 3)]
+    for rate, seed in ((0.15, 3), (0.3, 3), (0.15, 3), (0.15, 4)):
+        probe_models(["rxnmapper-albert"], n_sequences=4, seed=seed, masking="mask",
+                     mask_rate=rate, data_dir=shared_data_dir, progress=False)
+    # pretrained and control at 0.15, both again at 0.3, nothing at 0.15 again (cached), both
+    # again with another seed (it draws the masks, not only the control's weights)
+    assert calls == [(0.15, 3), (0.15, 3), (0.3, 3), (0.3, 3), (0.15, 4), (0.15, 4)]
