@@ -617,8 +617,9 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
     Args:
         runs: :func:`read_runs` rows (``run_key``, ``model``, ``task``, ``duplication``,
             ``seed``, ``outputs_dir``, settings; ``reference``/``role`` are carried but not
-            used). Runs of one model and task must share one setting (hyper-parameters, subset
-            sizes): filter first.
+            used). Runs of one model and task must share one setting
+            (:func:`dupbert.paper.run_settings`: hyper-parameters, subset sizes and seed, data
+            source): filter first (:func:`dupbert.paper.keep_main_setting`).
         data_dir: overrides ``$DUPBERT_DATA_DIR``.
         k: ensemble size (>= 2), default the rule above.
 
@@ -638,13 +639,15 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
             configuration and seed.
         ValueError: ``k < 2``.
     """
+    from .paper import run_settings
+
     if k is not None and k < 2:
         raise ValueError(f"an ensemble needs k >= 2 members, got k={k}")
     evaluate = _Evaluator(data_dir)
     records = []
     for (model, task), group in runs.groupby(["model", "task"], sort=False):
         rows = group.to_dict("records")
-        settings = {_run_setting(r) for r in rows}
+        settings = set(run_settings(group))
         if len(settings) > 1:
             raise OutputsMismatch(f"{model} on {task}: runs of {len(settings)} settings "
                                   "(hyper-parameters or subset sizes); keep one")
@@ -676,15 +679,6 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _member_label(row: Mapping) -> str:
     return f"{row['duplication']} (seed {int(row['seed'])})"
-
-
-def _run_setting(row: Mapping) -> tuple:
-    """Hyper-parameters and subset sizes of a run (what RQ4 calls its setting)."""
-    hyperparameters = (sorted(row["hyperparameters"].items())
-                       if isinstance(row.get("hyperparameters"), Mapping) else
-                       sorted((c, row[c]) for c in row if c.startswith("hyperparameters.")))
-    return (str(row.get("max_train_samples")), str(row.get("max_eval_samples")),
-            str(hyperparameters))
 
 
 def _memberships(rows: Sequence[Mapping], k: int | None):

@@ -727,11 +727,13 @@ def test_macro_f1_averages_both_classes():
     assert metrics == {"accuracy": 0.75, "macro_f1": pytest.approx((0.8 + 2 / 3) / 2)}
 
 
-def test_run_setting_reads_nested_or_flattened_hyperparameters():
-    nested = {"max_train_samples": 8, "max_eval_samples": 3, "hyperparameters": {"b": 2, "a": 1}}
-    assert E._run_setting(nested) == ("8", "3", "[('a', 1), ('b', 2)]")
-    flat = {"max_train_samples": 8, "hyperparameters.b": 2, "hyperparameters.a": 1, "seed": 0}
-    assert E._run_setting(flat) == ("8", "None", "[('hyperparameters.a', 1), ('hyperparameters.b', 2)]")
+def test_runs_of_another_learning_rate_or_subset_seed_are_another_setting(tmp_path):
+    runs = _toy_grid(tmp_path)
+    for column, value in (("hyperparameters.learning_rate", 1e-4), ("train_subset_seed", 1)):
+        other = runs.assign(**{column: runs.get(column)})
+        other.loc[0, column] = value
+        with pytest.raises(OutputsMismatch, match="^toy on sst2: runs of 2 settings "):
+            E.rq5_ensembles(other)
 
 
 def test_rq5_differences_give_the_t_interval_over_disjoint_blocks(tmp_path):
