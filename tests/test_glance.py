@@ -524,6 +524,14 @@ def test_partial_studies_and_probes_do_not_break_the_page():
     assert (copies["ours"], copies["verdict"]) == (
         "top-1 at the worst hidden state 1..L of any duplicated variant: m: no duplicated "
         "variant probed", "not testable here")
+    # ... and the models after such a model are still judged
+    reconstruction = pd.concat([reconstruction, pd.DataFrame(
+        _probe("n", "pretrained", [0.3, 0.9, 0.95]) + _probe("n", "random-init control", [0.0] * 3))])
+    duplicated = pd.concat([duplicated, pd.DataFrame(
+        _probe("n", "first", [0.3, 0.9, 0.7, 0.9], column="duplication"))])
+    (_, copies) = glance.rq1_rows(reconstruction, duplicated)
+    assert copies["ours"].startswith("top-1 at the worst hidden state 1..L of any duplicated "
+                                     "variant: m: no duplicated variant probed; n: 0.700 [")
     # a model whose SQuAD ensemble means are all NaN is left out, not shown as "y: "
     summary = pd.DataFrame([dict(model=m, task="squad2", metric="f1", kind="cross-configuration",
                                  mean=v, ci_low=v, ci_high=v) for m, v in (("x", 60.0), ("y", NAN))])
