@@ -445,7 +445,8 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
     Returns:
         Columns ``model, task, metric, primary, gain, gain_ci_low, gain_ci_high, p_value,
         min_detectable_gain, n_pairs, n_secondary, n_secondary_gains, n_secondary_losses,
-        best_secondary, best_secondary_gain, learned, paper_value, claimed_gain, verdict``.
+        best_secondary, best_secondary_gain, learned, paper_value, claimed_gain, verdict``;
+        ``primary`` and ``best_secondary`` are ``None`` where there is none.
     """
     rows = []
     for (model, task, metric), group in table.groupby(["model", "task", "metric"], sort=False):
@@ -480,4 +481,8 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
             "claimed_gain": claimed,
             "verdict": verdict,
         })
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    for column in ("primary", "best_secondary"):  # None stays None (pandas 3 would make it NaN)
+        if column in table:
+            table[column] = pd.Series([row[column] for row in rows], index=table.index, dtype=object)
+    return table

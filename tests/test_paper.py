@@ -431,3 +431,17 @@ def test_runs_keep_their_main_setting_and_a_missing_size_is_a_setting_of_its_own
     assert list(kept.index) == [0, 1, 2, 3] and "setting" in kept
     empty, none = paper.keep_main_setting(runs.iloc[:0])
     assert empty.empty and none == 0 and "setting" in empty
+
+
+def test_a_model_without_a_primary_run_has_none_beside_one_with_it():
+    """A study part-way through: one model has its primary, another only its baseline. The
+    second's primary and best secondary are None, not NaN (pandas 3 turns None into NaN in a
+    column of strings; the RQ3 chapter then failed on `int(n_pairs)`)."""
+    base = [0.800, 0.802, 0.799, 0.801, 0.800]
+    both = _results("snli", "accuracy", {"baseline": base, "copy first 3": base,
+                                         "copy last": base})
+    alone = _results("snli", "accuracy", {"baseline": base}).assign(model="n")
+    summary = paper.overall(paper.comparison(pd.concat([both, alone], ignore_index=True)))
+    assert summary["primary"].tolist() == ["copy first 3", None]
+    assert summary["best_secondary"].tolist() == ["copy last", None]
+    assert summary["verdict"].tolist()[1] == "no primary run" and np.isnan(summary["n_pairs"].iloc[1])
