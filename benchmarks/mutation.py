@@ -66,6 +66,14 @@ def exit_codes(module: str, mutants: Path = REPO / "mutants") -> dict[str, int |
     return {name: code for name, code in codes.items() if counted(module, name)}
 
 
+def _generated_codes(module: str, mutants: Path) -> dict[str, int | None]:
+    """:func:`exit_codes`, or SystemExit when mutmut has not generated the module's mutants."""
+    codes = exit_codes(module, mutants)
+    if codes is None:
+        raise SystemExit(f"no mutants of {module} in {mutants}: run `make mutants` first")
+    return codes
+
+
 def unchecked(module: str, mutants: Path = REPO / "mutants") -> list[str] | None:
     """The counted mutants of ``module`` that mutmut has not run yet; ``None`` before mutmut
     has generated them (no ``.meta`` file)."""
@@ -80,10 +88,7 @@ def sample_order(module: str, mutants: Path = REPO / "mutants") -> list[str]:
     Raises:
         SystemExit: mutmut has not generated the module's mutants yet.
     """
-    codes = exit_codes(module, mutants)
-    if codes is None:
-        raise SystemExit(f"no mutants of {module} in {mutants}: run `make mutants` first")
-    names = sorted(codes)
+    names = sorted(_generated_codes(module, mutants))
     random.Random(0).shuffle(names)
     return names
 
@@ -101,13 +106,9 @@ def statuses(mutants: Path = REPO / "mutants") -> dict[str, collections.Counter]
     """mutmut's status counts per module, read from its ``mutants/dupbert/<module>.py.meta``."""
     from mutmut.stats import status_by_exit_code
 
-    counts = {}
-    for module in MODULES:
-        codes = exit_codes(module, mutants)
-        if codes is None:
-            raise SystemExit(f"no mutants of {module} in {mutants}: run `make mutants` first")
-        counts[module] = collections.Counter(status_by_exit_code[code] for code in codes.values())
-    return counts
+    return {module: collections.Counter(status_by_exit_code[code]
+                                        for code in _generated_codes(module, mutants).values())
+            for module in MODULES}
 
 
 def sampled(module: str, mutants: Path = REPO / "mutants") -> collections.Counter:

@@ -650,7 +650,8 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
         settings = set(run_settings(group))
         if len(settings) > 1:
             raise OutputsMismatch(f"{model} on {task}: runs of {len(settings)} settings "
-                                  "(hyper-parameters or subset sizes); keep one")
+                                  "(hyper-parameters, subset sizes or seed, data source); "
+                                  "keep one")
         for record in _memberships(rows, k):
             members = record.pop("members")
             metrics = evaluate(members)

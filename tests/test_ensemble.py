@@ -435,7 +435,8 @@ def test_runs_of_two_settings_are_refused(tmp_path):
     runs = _toy_grid(tmp_path)
     runs.loc[0, "max_eval_samples"] = 4
     with pytest.raises(OutputsMismatch, match=r"^toy on sst2: runs of 2 settings "
-                                              r"\(hyper-parameters or subset sizes\); keep one$"):
+                                              r"\(hyper-parameters, subset sizes or seed, "
+                                              r"data source\); keep one$"):
         E.rq5_ensembles(runs)
 
 
