@@ -322,3 +322,78 @@ def test_masked_probe_keys_its_cache_on_the_mask_rate_and_uses_the_given_seed_an
     # pretrained and control at 0.15, both again at 0.3, nothing at 0.15 again (cached), both
     # again with another seed (it draws the masks, not only the control's weights)
     assert calls == [(0.15, 3), (0.15, 3), (0.3, 3), (0.3, 3), (0.15, 4), (0.15, 4)]
+
+
+def test_standard_duplications_probed_without_the_cache(tmp_path, monkeypatch, shared_data_dir,
+                                                        zoo_cache):
+    """``duplications="standard"`` probes every variant of ``standard_duplications`` (for the
+    shared ALBERT: the baseline and 13, 14, 15, 17 and 20 repeats of its layer), each repeat read
+    from the shared block 11; ``cache=False`` computes every variant each time and writes
+    nothing to the cache."""
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+    (tmp_path / "models").symlink_to(zoo_cache / "models")
+    computed = []
+    real = probe_module.reconstruction_accuracy
+
+    def counting(*args, **kwargs):
+        computed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("dupbert.probe.reconstruction_accuracy", counting)
+    settings = dict(n_sequences=4, duplications="standard", include_control=False, cache=False,
+                    progress=False)
+    first = probe_models(["rxnmapper-albert"], **settings)
+    sizes = first.groupby("duplication", sort=False).size().to_dict()
+    assert sizes == {"baseline": 13, "13 repeats": 14, "14 repeats": 15, "15 repeats": 16,
+                     "17 repeats": 18, "20 repeats": 21}
+    twenty = first[first["duplication"] == "20 repeats"]
+    assert twenty["source_block"].tolist() == [-1, *range(12), *[11] * 8]
+    assert twenty["is_copy"].tolist() == [False] * 13 + [True] * 8
+    assert len(computed) == 6
+    again = probe_models(["rxnmapper-albert"], **settings)
+    assert len(computed) == 12  # nothing was cached
+    pd.testing.assert_frame_equal(first, again)
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_sequence_with_no_counted_token_is_left_out(rxnmapper, uspto_first_64):
+    """A text that tokenises to special tokens only (``""``) adds no token and no sequence: the
+    frame equals the one without it, ``top1_macro`` included. One sequence per batch, so the
+    empty text is a batch with no counted position at all."""
+    model, tokenizer = rxnmapper
+    texts = uspto_first_64[:3]
+    alone = reconstruction_accuracy(model, tokenizer, texts, batch_size=1, progress=False)
+    with_empty = reconstruction_accuracy(model, tokenizer, [texts[0], "", *texts[1:]],
+                                         batch_size=1, progress=False)
+    pd.testing.assert_frame_equal(alone, with_empty)
+    assert alone["n_sequences"].unique().tolist() == [3]
+
+
+def test_max_length_keeps_one_token_at_3_and_defaults_to_512(rxnmapper):
+    """``max_length`` counts the special tokens: 3 keeps CLS, one token and SEP; below 3 is
+    refused; the default truncates a long reaction to 512 tokens."""
+    _, tokenizer = rxnmapper
+    (short,) = tokenize_for_probe(tokenizer, ["CCO>>CCO"], max_length=3)
+    assert short["special_tokens_mask"] == [1, 0, 1]
+    assert short["input_ids"][1] == tokenizer("CCO>>CCO")["input_ids"][1]
+    with pytest.raises(ValueError, match="max_length must be at least 3 .*, got 2"):
+        tokenize_for_probe(tokenizer, ["CCO>>CCO"], max_length=2)
+    long_reaction = ".".join(["CCO"] * 300) + ">>CCO"
+    assert len(tokenizer(long_reaction)["input_ids"]) > 513
+    (truncated,) = tokenize_for_probe(tokenizer, [long_reaction])
+    assert len(truncated["input_ids"]) == 512
+
+
+def test_a_model_with_the_wrong_number_of_hidden_states_is_refused(rxnfp_like_bert, monkeypatch):
+    """The probe needs ``num_hidden_layers + 1`` hidden states; a model returning another number
+    is refused, naming both numbers."""
+    def too_few(model, input_ids, attention_mask):
+        return tuple(torch.zeros(1, 3, 16) for _ in range(4))
+
+    monkeypatch.setattr("dupbert.probe.encoder_hidden_states", too_few)
+    batch = {"input_ids": torch.tensor([[1, 2, 3]]), "attention_mask": torch.ones(1, 3)}
+    with pytest.raises(ValueError) as refused:
+        probe_module.batch_hidden_states(rxnfp_like_bert, batch, torch.device("cpu"))
+    assert str(refused.value) == ("model returned 4 hidden states, config says 5 "
+                                  "(num_hidden_layers + 1)")
