@@ -328,8 +328,8 @@ def test_standard_duplications_probed_without_the_cache(tmp_path, monkeypatch, s
                                                         zoo_cache):
     """``duplications="standard"`` probes every variant of ``standard_duplications`` (for the
     shared ALBERT: the baseline and 13, 14, 15, 17 and 20 repeats of its layer), each repeat read
-    from the shared block 11; ``cache=False`` computes every variant each time and writes
-    nothing to the cache."""
+    from the shared block 11, on the device asked for; ``cache=False`` computes every variant
+    each time and writes nothing to the cache."""
     monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
     monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
     (tmp_path / "models").symlink_to(zoo_cache / "models")
@@ -337,7 +337,7 @@ def test_standard_duplications_probed_without_the_cache(tmp_path, monkeypatch, s
     real = probe_module.reconstruction_accuracy
 
     def counting(*args, **kwargs):
-        computed.append(1)
+        computed.append(kwargs["device"])
         return real(*args, **kwargs)
 
     monkeypatch.setattr("dupbert.probe.reconstruction_accuracy", counting)
@@ -350,7 +350,7 @@ def test_standard_duplications_probed_without_the_cache(tmp_path, monkeypatch, s
     twenty = first[first["duplication"] == "20 repeats"]
     assert twenty["source_block"].tolist() == [-1, *range(12), *[11] * 8]
     assert twenty["is_copy"].tolist() == [False] * 13 + [True] * 8
-    assert len(computed) == 6
+    assert computed == ["cpu"] * 6  # every variant on the device asked for
     again = probe_models(["rxnmapper-albert"], **settings)
     assert len(computed) == 12  # nothing was cached
     pd.testing.assert_frame_equal(first, again)
