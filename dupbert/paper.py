@@ -446,7 +446,7 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
         Columns ``model, task, metric, primary, gain, gain_ci_low, gain_ci_high, p_value,
         min_detectable_gain, n_pairs, n_secondary, n_secondary_gains, n_secondary_losses,
         best_secondary, best_secondary_gain, learned, paper_value, claimed_gain, verdict``;
-        ``primary`` and ``best_secondary`` are ``None`` where there is none.
+        ``primary``, ``best_secondary`` and ``claimed_gain`` are ``None`` where there is none.
     """
     rows = []
     for (model, task, metric), group in table.groupby(["model", "task", "metric"], sort=False):
@@ -482,7 +482,8 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
             "verdict": verdict,
         })
     table = pd.DataFrame(rows)
-    for column in ("primary", "best_secondary"):  # None stays None (pandas 3 would make it NaN)
+    # None stays None (pandas turns it into NaN beside numbers, or in a column of strings)
+    for column in ("primary", "best_secondary", "claimed_gain"):
         if column in table:
             table[column] = pd.Series([row[column] for row in rows], index=table.index, dtype=object)
     return table

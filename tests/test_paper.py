@@ -283,7 +283,7 @@ def test_overall_says_not_stated_where_the_paper_claims_nothing_but_keeps_pendin
     assert summary.loc["accuracy", "verdict"] == "reproduced"
     assert summary.loc["macro_f1", "verdict"] == "not stated"
     assert summary.loc["accuracy", "claimed_gain"] == 0.6
-    assert np.isnan(summary.loc["macro_f1", "claimed_gain"])
+    assert summary.loc["macro_f1", "claimed_gain"] is None  # None, not NaN, beside a number
     waiting = paper.overall(paper.comparison(runs, planned_seeds={("m", "snli"): 8}))
     assert waiting["verdict"].tolist() == ["pending (5/8 seeds)"] * 2
 
@@ -428,9 +428,31 @@ def test_runs_keep_their_main_setting_and_a_missing_size_is_a_setting_of_its_own
     kept, left_out = paper.keep_main_setting(runs)
     # m: 3 runs at 1e-4 beat 1 at 2e-5 and 1 with 872 examples; n: a tie keeps the first seen
     assert kept["run_key"].tolist() == ["a", "c", "d", "f"] and left_out == 3
-    assert list(kept.index) == [0, 1, 2, 3] and "setting" in kept
+    assert list(kept.index) == [0, 1, 2, 3]
+    assert list(kept.columns) == [*runs.columns, "setting"]  # nothing else added
+    # a selection of rows keeps its own index (the settings line up with their rows)
+    picked = runs.iloc[[6, 4]]
+    assert paper.run_settings(picked).to_dict() == {
+        6: "hyperparameters.learning_rate=0.0001 max_eval_samples=500.0",
+        4: "hyperparameters.learning_rate=2e-05 max_eval_samples=872.0"}
     empty, none = paper.keep_main_setting(runs.iloc[:0])
     assert empty.empty and none == 0 and "setting" in empty
+
+
+def test_overall_of_several_tasks_keeps_each_tasks_claim():
+    """One table of two tasks: SNLI has a claimed gain (+0.6), USPTO-50k none. The comparison
+    stores the missing claim as NaN in a column of numbers; overall still reads it as no claim
+    ("not stated", claimed gain None), and SNLI keeps its claim."""
+    half = [b + 0.005 + 0.0001 * (-1) ** i for i, b in enumerate(BASE)]
+    both = pd.concat([
+        _results("snli", "accuracy", {"baseline": BASE, "copy first 3": half}),
+        _results("uspto50k", "accuracy", {"baseline": BASE, "copy first 3": half}, majority="0")],
+        ignore_index=True)
+    rows = paper.overall(paper.comparison(both)).set_index("task")
+    assert rows.loc["uspto50k", "verdict"] == "not stated"
+    assert rows.loc["uspto50k", "claimed_gain"] is None
+    assert rows.loc["snli", "claimed_gain"] == 0.6
+    assert rows.loc["snli", "verdict"] != "not stated"
 
 
 def test_a_model_without_a_primary_run_has_none_beside_one_with_it():
