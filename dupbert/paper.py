@@ -378,7 +378,7 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
         ``n_tests``, ``p_adjusted``, ``min_detectable_gain``, ``n_pairs`` (paired by seed
         against the reference; NaN for the baseline itself); ``trivial``, ``trivial_name``;
         ``learned`` (the baseline beat its floor, :func:`learning_status`); ``claim_id``,
-        ``claimed_gain``, ``paper_value``; ``verdict`` (``"did not learn"`` for every
+        ``claimed_gain`` (both ``None`` where the paper claims nothing), ``paper_value``; ``verdict`` (``"did not learn"`` for every
         configuration of a model and task whose baseline did not learn; ``"baseline"``,
         ``"control"``, ... for configurations no claim applies to; ``"pending (k/n seeds)"``
         before the planned seeds have landed).
@@ -406,8 +406,11 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
     status = learning_status(points, baseline)
     table["learned"] = [learned(status, m, t) for m, t in zip(table["model"], table["task"])]
     claims_ = [gain_claim(t, m) for t, m in zip(table["task"], table["metric"])]
-    table["claim_id"] = [c.id if c else None for c in claims_]
-    table["claimed_gain"] = [c.claimed_gain if c else None for c in claims_]
+    # object columns: a missing claim stays None (pandas makes it NaN beside a claimed one)
+    table["claim_id"] = pd.Series([c.id if c else None for c in claims_], index=table.index,
+                                  dtype=object)
+    table["claimed_gain"] = pd.Series([c.claimed_gain if c else None for c in claims_],
+                                      index=table.index, dtype=object)
     table["paper_value"] = [c.paper_value if c else NOT_STATED for c in claims_]
     table["verdict"] = [_verdict(row, c, planned_seeds)
                         for row, c in zip(table.to_dict("records"), claims_)]

@@ -440,15 +440,18 @@ def test_runs_keep_their_main_setting_and_a_missing_size_is_a_setting_of_its_own
 
 
 def test_overall_of_several_tasks_keeps_each_tasks_claim():
-    """One table of two tasks: SNLI has a claimed gain (+0.6), USPTO-50k none. The comparison
-    stores the missing claim as NaN in a column of numbers; overall still reads it as no claim
-    ("not stated", claimed gain None), and SNLI keeps its claim."""
+    """One table of two tasks: SNLI has a claimed gain (+0.6), USPTO-50k none. Beside a claimed
+    number the missing claim stays None (pandas would make it NaN), in the comparison and in
+    overall ("not stated"), and SNLI keeps its claim."""
     half = [b + 0.005 + 0.0001 * (-1) ** i for i, b in enumerate(BASE)]
     both = pd.concat([
         _results("snli", "accuracy", {"baseline": BASE, "copy first 3": half}),
         _results("uspto50k", "accuracy", {"baseline": BASE, "copy first 3": half}, majority="0")],
         ignore_index=True)
-    rows = paper.overall(paper.comparison(both)).set_index("task")
+    table = paper.comparison(both)
+    uspto = table[table["task"] == "uspto50k"]
+    assert uspto["claim_id"].tolist() == [None, None] == uspto["claimed_gain"].tolist()
+    rows = paper.overall(table).set_index("task")
     assert rows.loc["uspto50k", "verdict"] == "not stated"
     assert rows.loc["uspto50k", "claimed_gain"] is None
     assert rows.loc["snli", "claimed_gain"] == 0.6
