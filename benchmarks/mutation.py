@@ -4,6 +4,7 @@ writes the kill rate per module to benchmarks/results/mutation.json.
     python benchmarks/mutation.py run [--jobs N] [--modules M ...] [--sample N]
                                                     # mutmut, module by module, then `report`
     python benchmarks/mutation.py report            # only rewrite the JSON from mutants/
+    python benchmarks/mutation.py recheck [--modules M ...]  # timeouts again, without the limit
     python benchmarks/mutation.py survivors         # list the mutants not killed, with diffs
 
 mutmut's configuration is ``[tool.mutmut]`` in pyproject.toml: which files it mutates and which
@@ -26,6 +27,13 @@ is a simple random sample, and a later, larger ``N`` extends it. The counts abov
 conservative (every mutant not run counts as survived); ``report`` adds ``not_checked`` and, for
 a module run in part, the kill rate of the random sample run so far with its Wilson 95% interval
 (``sample``).
+
+Timeouts, re-checked: mutmut's wall-clock limit is (the tests' timed duration + 15 s) x 4, and
+the timed durations leave out fixtures (a zoo model's loading), so on slow or busy cores an
+equivalent mutant of ``probe`` can "time out" and pass for killed. ``recheck`` runs the tests of
+every timed-out mutant again without that limit (:func:`recheck_timeouts`) and records what they
+really do: pass (survived), fail (killed), or still run after ``RECHECK_FACTOR`` times the same
+tests' clean duration (a real hang: it stays a timeout).
 """
 
 from __future__ import annotations
@@ -34,9 +42,11 @@ import argparse
 import collections
 import itertools
 import json
+import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,6 +56,8 @@ MODULES = ("significance", "finetune", "paper", "glance", "ensemble", "duplicate
 FINETUNE_SWEEP = ("x_run_key", "xǁResultsFileǁ", "x_parse_shard",
                   "x_sweep_configurations", "x_sweep", "x_merge_results", "x__without_timings")
 KILLED = {"killed", "timeout"}
+TIMEOUT_CODES = (-24, 24, 152, 255, 36)  # mutmut's exit codes for "timeout" (mutmut.stats)
+RECHECK_FACTOR = 3.0  # a re-checked mutant's tests may take this many times their clean duration
 
 
 def module_patterns(module: str) -> list[str]:
@@ -194,6 +206,70 @@ def survivors() -> None:
             print(f"- `{name.split('.', 2)[2]}` ({status}): {diff_summary(name, module)}")
 
 
+def _pytest(tests: list[str], mutant: str | None, timeout: float | None,
+            mutants: Path = REPO / "mutants") -> int | None:
+    """Run ``tests`` (pytest node ids) in ``mutants/`` with ``mutant`` active (``None``: the
+    original code) and mutmut's pytest arguments; pytest's exit code, or ``None`` past
+    ``timeout`` seconds (wall clock)."""
+    import tomllib  # Python 3.11+
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mutmut"]
+    env = {k: v for k, v in os.environ.items() if k != "MUTANT_UNDER_TEST"}
+    if mutant is not None:
+        env["MUTANT_UNDER_TEST"] = mutant
+    command = [sys.executable, "-m", "pytest", "-x", "-q", *config.get("pytest_add_cli_args", []),
+               *tests]
+    try:
+        return subprocess.run(command, cwd=mutants, env=env, timeout=timeout,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def recheck_timeouts(module: str, mutants: Path = REPO / "mutants", run_tests=_pytest,
+                     factor: float = RECHECK_FACTOR) -> dict[str, str]:
+    """Run again, without mutmut's time limit, the tests of every timed-out mutant of
+    ``module`` (those mutmut ran for its function, read from ``mutants/mutmut-stats.json``) and
+    write what they did into ``mutants/dupbert/<module>.py.meta``: exit code 0 (survived) when
+    they pass, 1 (killed) when one fails; a mutant still running after ``factor`` times the
+    duration of the same tests on the original code keeps its timeout (it hangs).
+
+    Args:
+        run_tests: ``(tests, mutant or None, timeout s or None) -> exit code or None``
+            (``None``: ran past the timeout); default pytest in ``mutants/`` (:func:`_pytest`).
+
+    Returns:
+        ``{mutant: "survived" | "killed" | "timeout"}`` for every timed-out mutant.
+
+    Raises:
+        SystemExit: no mutants of ``module``, or its tests fail on the original code (nothing
+            can be judged then).
+    """
+    meta_path = mutants / "dupbert" / f"{module}.py.meta"
+    codes = _generated_codes(module, mutants)
+    tests_by_function = json.loads((mutants / "mutmut-stats.json").read_text())[
+        "tests_by_mangled_function_name"]
+    clean_seconds: dict[tuple[str, ...], float] = {}
+    outcomes = {}
+    for name in [n for n, code in codes.items() if code in TIMEOUT_CODES]:
+        tests = tuple(sorted(tests_by_function.get(name.rsplit("__mutmut_", 1)[0], ())))
+        if tests not in clean_seconds:
+            start = time.monotonic()
+            if run_tests(list(tests), None, None) != 0:
+                raise SystemExit(f"the tests of {name} fail without any mutant: fix them first")
+            clean_seconds[tests] = time.monotonic() - start
+        code = run_tests(list(tests), name, factor * clean_seconds[tests])
+        outcomes[name] = "timeout" if code is None else "survived" if code == 0 else "killed"
+        if code is not None:
+            meta = json.loads(meta_path.read_text())
+            meta["exit_code_by_key"][name] = 0 if code == 0 else 1
+            partial = meta_path.with_suffix(".meta.partial")
+            partial.write_text(json.dumps(meta))
+            os.replace(partial, meta_path)  # atomic: an interrupted recheck loses nothing
+        print(f"{name}: {outcomes[name]}", flush=True)
+    return outcomes
+
+
 def run(jobs: int, modules: tuple[str, ...] = MODULES, sample: int | None = None) -> None:
     """``mutmut run`` module by module (``modules``, default all) over every counted mutant not
     run yet (so an interrupted run resumes: mutmut itself re-runs every mutant named on its
@@ -219,9 +295,9 @@ def run(jobs: int, modules: tuple[str, ...] = MODULES, sample: int | None = None
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: ``run``, ``report`` or ``survivors`` (see the module doc)."""
+    """Command line: ``run``, ``report``, ``survivors`` or ``recheck`` (see the module doc)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["run", "report", "survivors"])
+    parser.add_argument("command", choices=["run", "report", "survivors", "recheck"])
     parser.add_argument("--jobs", type=int, default=1, help="mutmut worker processes (default 1)")
     parser.add_argument("--modules", nargs="+", choices=MODULES, default=list(MODULES),
                         help="run only these modules (default: all)")
@@ -231,6 +307,9 @@ def main(argv: list[str] | None = None) -> None:
     arguments = parser.parse_args(argv)
     if arguments.command == "survivors":
         return survivors()
+    if arguments.command == "recheck":
+        for module in arguments.modules:
+            recheck_timeouts(module)
     if arguments.command == "run":
         run(arguments.jobs, tuple(arguments.modules), arguments.sample)
     report()

@@ -47,3 +47,43 @@ def test_the_sample_order_is_fixed_and_covers_every_counted_mutant(tmp_path):
     assert mutation.unchecked("probe", folder) == names
     with pytest.raises(SystemExit, match="no mutants of duplicate"):
         mutation.sample_order("duplicate", folder)
+
+
+def test_recheck_judges_each_timeout_by_its_tests_run_without_the_limit(tmp_path):
+    """A timed-out mutant whose tests pass is survived, one whose tests fail is killed, one
+    still running after RECHECK_FACTOR x the clean duration stays a timeout; other mutants are
+    not run; each test set runs once on the original code, and its duration sets the limit."""
+    codes = {"dupbert.probe.x_f__mutmut_1": -24, "dupbert.probe.x_f__mutmut_2": 24,
+             "dupbert.probe.x_g__mutmut_1": 152, "dupbert.probe.x_g__mutmut_2": 0,
+             "dupbert.probe.x_g__mutmut_3": 1, "dupbert.probe.x_h__mutmut_1": None}
+    folder = _fake_mutants(tmp_path, "probe", codes)
+    (folder / "mutmut-stats.json").write_text(json.dumps({"tests_by_mangled_function_name": {
+        "dupbert.probe.x_f": ["tests/test_probe.py::b", "tests/test_probe.py::a"],
+        "dupbert.probe.x_g": ["tests/test_probe.py::c"]}}))
+    outcome = {"dupbert.probe.x_f__mutmut_1": 0, "dupbert.probe.x_f__mutmut_2": 1,
+               "dupbert.probe.x_g__mutmut_1": None}
+    calls = []
+
+    def fake_tests(tests, mutant, timeout):
+        calls.append((tuple(tests), mutant, timeout))
+        return 0 if mutant is None else outcome[mutant]
+
+    result = mutation.recheck_timeouts("probe", folder, run_tests=fake_tests, factor=2.0)
+    assert result == {"dupbert.probe.x_f__mutmut_1": "survived",
+                      "dupbert.probe.x_f__mutmut_2": "killed",
+                      "dupbert.probe.x_g__mutmut_1": "timeout"}
+    assert [(tests, mutant) for tests, mutant, _ in calls] == [
+        (("tests/test_probe.py::a", "tests/test_probe.py::b"), None),
+        (("tests/test_probe.py::a", "tests/test_probe.py::b"), "dupbert.probe.x_f__mutmut_1"),
+        (("tests/test_probe.py::a", "tests/test_probe.py::b"), "dupbert.probe.x_f__mutmut_2"),
+        (("tests/test_probe.py::c",), None),
+        (("tests/test_probe.py::c",), "dupbert.probe.x_g__mutmut_1")]
+    assert all(timeout is None for _, mutant, timeout in calls if mutant is None)
+    assert all(0 <= timeout < 1 for _, mutant, timeout in calls if mutant is not None)
+    assert mutation.exit_codes("probe", folder) == {**codes, "dupbert.probe.x_f__mutmut_1": 0,
+                                                    "dupbert.probe.x_f__mutmut_2": 1}
+
+    other = _fake_mutants(tmp_path / "other", "probe", {"dupbert.probe.x_f__mutmut_1": -24})
+    (other / "mutmut-stats.json").write_text(json.dumps({"tests_by_mangled_function_name": {}}))
+    with pytest.raises(SystemExit, match="x_f__mutmut_1 fail without any mutant"):
+        mutation.recheck_timeouts("probe", other, run_tests=lambda tests, mutant, timeout: 1)
