@@ -258,6 +258,8 @@ def recheck_timeouts(module: str, mutants: Path = REPO / "mutants", run_tests=_p
             if run_tests(list(tests), None, None) != 0:
                 raise SystemExit(f"the tests of {name} fail without any mutant: fix them first")
             clean_seconds[tests] = time.monotonic() - start
+            print(f"{len(tests)} tests of {name.rsplit('__mutmut_', 1)[0]}: "
+                  f"{clean_seconds[tests]:.0f} s without any mutant", flush=True)
         code = run_tests(list(tests), name, factor * clean_seconds[tests])
         outcomes[name] = "timeout" if code is None else "survived" if code == 0 else "killed"
         if code is not None:
