@@ -1,5 +1,7 @@
 """RQ1 probe on the real pretrained rxnmapper ALBERT over real USPTO-50k reactions."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -135,7 +137,8 @@ def test_probe_models_caches_and_labels_the_control(tmp_path, monkeypatch, share
     monkeypatch.setattr("dupbert.probe.reconstruction_accuracy", must_not_run)
     again = probe_models(["rxnmapper-albert"], n_sequences=8, progress=False)
     pd.testing.assert_frame_equal(first, again)
-    with pytest.raises(ValueError, match="models is empty"):
+    with pytest.raises(ValueError, match=r"^models is empty: name at least one model, e\.g\. "
+                                         r"\['rxnmapper-albert'\]$"):
         probe_models([], progress=False)
 
     # anything that determines the result misses the cache: count what is computed
@@ -151,11 +154,15 @@ def test_probe_models_caches_and_labels_the_control(tmp_path, monkeypatch, share
 
     monkeypatch.setattr("dupbert.probe.reconstruction_accuracy", counting)
     for kwargs in (dict(n_sequences=9), dict(n_sequences=8, corpus="uspto50k-valid"),
-                   dict(n_sequences=8, seed=1)):
+                   dict(n_sequences=8, max_length=64), dict(n_sequences=8, seed=1)):
         computed.clear()
         probe_models(["rxnmapper-albert"], progress=False, **kwargs)
-        # another size or corpus: both variants again; another seed: only the seeded control
+        # another size, corpus or length: both variants again; another seed: only the control
         assert len(computed) == (1 if "seed" in kwargs else 2), kwargs
+    # the seed is in the control's cache key only (it seeds the control's weights)
+    keys = [json.loads(path.read_text()) for path in (tmp_path / "results" / "probe").glob("*.json")]
+    assert {key["seed"] for key in keys if key["variant"] == "pretrained"} == {None}
+    assert {key["seed"] for key in keys if key["variant"] == "random-init control"} == {0, 1}
     computed.clear()
     probe_models(["rxnmapper-albert"], n_sequences=8, progress=False,
                  duplications={"first copied": [0, 0] + list(range(1, 12))}, include_control=False)
@@ -283,6 +290,7 @@ def test_duplication_summary_reads_copies_and_the_last_layer():
     assert two["last"] == 0.6 and two["last_change"] == pytest.approx(0.6 - 0.9)
     one = summary.loc[("n", "one copy")]
     assert (one["n_blocks"], one["n_copies"], one["before_first_copy"]) == (2, 1, 0.2)
+    assert one["min_after_first_copy"] == 0.6  # the first copy's own hidden state counts
     assert one["last_change"] == pytest.approx(0.1)
     base = summary.loc[("m", "baseline")]  # the control's zeros are not pretrained rows
     assert (base["n_blocks"], base["n_copies"], base["last"], base["last_change"]) == (2, 0, 0.9, 0.0)
@@ -312,6 +320,7 @@ def test_masked_probe_keys_its_cache_on_the_mask_rate_and_uses_the_given_seed_an
     real = probe_module.masked_prediction_accuracy
 
     def recording(*args, **kwargs):
+        assert (kwargs["device"], kwargs["batch_size"]) == ("cpu", 32)
         calls.append((kwargs["mask_rate"], kwargs["seed"]))
         return real(*args, **kwargs)
 
@@ -328,7 +337,7 @@ def test_standard_duplications_probed_without_the_cache(tmp_path, monkeypatch, s
                                                         zoo_cache):
     """``duplications="standard"`` probes every variant of ``standard_duplications`` (for the
     shared ALBERT: the baseline and 13, 14, 15, 17 and 20 repeats of its layer), each repeat read
-    from the shared block 11, on the device asked for; ``cache=False`` computes every variant
+    from the shared block 11, on the device and in the batches asked for; ``cache=False`` computes every variant
     each time and writes nothing to the cache."""
     monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
     monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
@@ -337,12 +346,12 @@ def test_standard_duplications_probed_without_the_cache(tmp_path, monkeypatch, s
     real = probe_module.reconstruction_accuracy
 
     def counting(*args, **kwargs):
-        computed.append(kwargs["device"])
+        computed.append((kwargs["device"], kwargs["batch_size"]))
         return real(*args, **kwargs)
 
     monkeypatch.setattr("dupbert.probe.reconstruction_accuracy", counting)
     settings = dict(n_sequences=4, duplications="standard", include_control=False, cache=False,
-                    progress=False)
+                    batch_size=3, progress=False)
     first = probe_models(["rxnmapper-albert"], **settings)
     sizes = first.groupby("duplication", sort=False).size().to_dict()
     assert sizes == {"baseline": 13, "13 repeats": 14, "14 repeats": 15, "15 repeats": 16,
@@ -350,7 +359,7 @@ def test_standard_duplications_probed_without_the_cache(tmp_path, monkeypatch, s
     twenty = first[first["duplication"] == "20 repeats"]
     assert twenty["source_block"].tolist() == [-1, *range(12), *[11] * 8]
     assert twenty["is_copy"].tolist() == [False] * 13 + [True] * 8
-    assert computed == ["cpu"] * 6  # every variant on the device asked for
+    assert computed == [("cpu", 3)] * 6  # every variant on the device and batch size asked for
     again = probe_models(["rxnmapper-albert"], **settings)
     assert len(computed) == 12  # nothing was cached
     pd.testing.assert_frame_equal(first, again)
