@@ -439,6 +439,19 @@ def test_runs_keep_their_main_setting_and_a_missing_size_is_a_setting_of_its_own
     assert empty.empty and none == 0 and "setting" in empty
 
 
+def test_a_tie_among_many_settings_keeps_the_one_seen_first():
+    """Ties are broken by file order however many settings there are (a sort that is not
+    stable picks another one beyond 16 settings). 40 settings of 1 to 3 runs each: the first
+    setting with 3 runs is kept."""
+    sizes = np.random.RandomState(0).randint(1, 4, 40)
+    runs = pd.DataFrame({"model": "m", "task": "sst2",
+                         "hyperparameters.learning_rate": np.repeat(np.arange(40) * 1e-6, sizes)})
+    first_of_the_most = int(np.flatnonzero(sizes == sizes.max())[0])
+    kept, left_out = paper.keep_main_setting(runs)
+    assert kept["hyperparameters.learning_rate"].unique().tolist() == [first_of_the_most * 1e-6]
+    assert (len(kept), left_out) == (3, sizes.sum() - 3)
+
+
 def test_overall_of_several_tasks_keeps_each_tasks_claim():
     """One table of two tasks: SNLI has a claimed gain (+0.6), USPTO-50k none. Beside a claimed
     number the missing claim stays None (pandas would make it NaN), in the comparison and in
