@@ -378,7 +378,8 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
         ``n_tests``, ``p_adjusted``, ``min_detectable_gain``, ``n_pairs`` (paired by seed
         against the reference; NaN for the baseline itself); ``trivial``, ``trivial_name``;
         ``learned`` (the baseline beat its floor, :func:`learning_status`); ``claim_id``,
-        ``claimed_gain`` (both ``None`` where the paper claims nothing), ``paper_value``; ``verdict`` (``"did not learn"`` for every
+        ``claimed_gain`` (both ``None`` where the paper claims nothing), ``paper_value``;
+        ``verdict`` (``"did not learn"`` for every
         configuration of a model and task whose baseline did not learn; ``"baseline"``,
         ``"control"``, ... for configurations no claim applies to; ``"pending (k/n seeds)"``
         before the planned seeds have landed).
