@@ -266,6 +266,7 @@ def test_finetune_variants_cover_the_issue_configurations(rxnmapper):
         "baseline", "copy first 1", "copy first 2", "copy first 3", "repeat first 3",
         "copy middle", "copy last", "depth control"]
     assert block_sources(make_variant(bert, "copy middle")) == [0, 1, 2, 2, 3]
+    assert block_sources(make_variant(bert, "copy last")) == [0, 1, 2, 3, 3]
     assert block_sources(make_variant(bert, "repeat first 3")) == [0, 1, 2, 0, 1, 2, 3]
     albert, _ = rxnmapper
     variants = finetune_variants(albert)
@@ -406,3 +407,24 @@ def test_per_block_attention_types_follow_the_new_order():
     assert deeper.config.layer_types == ["full_attention", "full_attention", "sliding_attention",
                                          "sliding_attention", "full_attention"]
     assert model.config.layer_types[1] == "sliding_attention"  # the original is left alone
+
+
+def test_a_model_without_a_known_block_list_is_refused_with_the_lists_it_has():
+    """``encoder_blocks`` names the model, the paths it looked for and every ``ModuleList`` the
+    model has (``none`` when it has none)."""
+    from dupbert.duplicate import _LAYER_LISTS
+
+    class NoBlocks(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base_model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+
+    model = NoBlocks()
+    looked = f"looked for {list(_LAYER_LISTS)} under Sequential; ModuleLists found (path: length)"
+    with pytest.raises(ValueError) as refused:
+        encoder_blocks(model)
+    assert str(refused.value) == f"cannot find the encoder's block list in NoBlocks: {looked}: none"
+    model.base_model.stages = torch.nn.ModuleList([torch.nn.Linear(2, 2)] * 2)
+    with pytest.raises(ValueError) as refused:
+        encoder_blocks(model)
+    assert str(refused.value).endswith(f"{looked}: stages: 2")
