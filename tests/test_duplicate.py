@@ -428,3 +428,183 @@ def test_a_model_without_a_known_block_list_is_refused_with_the_lists_it_has():
     with pytest.raises(ValueError) as refused:
         encoder_blocks(model)
     assert str(refused.value).endswith(f"{looked}: stages: 2")
+
+
+def test_errors_of_the_order_helpers_name_the_bad_value_in_full():
+    """``order_copy_after`` names its argument ``blocks``; ``order_repeat_span`` refuses an
+    empty span and one past the last block, and accepts a span that ends at the last block."""
+    with pytest.raises(ValueError) as refused:
+        order_copy_after([12], 12)
+    assert str(refused.value) == ("blocks holds block 12, but the model has blocks 0..11 "
+                                  "(12 blocks; block i produces hidden state i + 1)")
+    for start, stop in [(3, 3), (2, 13), (-1, 2)]:
+        with pytest.raises(ValueError) as refused:
+            order_repeat_span(start, stop, 12)
+        assert str(refused.value) == (f"need 0 <= start < stop <= num_layers, got start={start}, "
+                                      f"stop={stop}, num_layers=12")
+    assert order_repeat_span(10, 12, 12) == list(range(12)) + [10, 11]
+    assert order_repeat_span(0, 1, 1) == [0, 0]
+
+
+def test_albert_errors_in_full():
+    """Several shared groups without ``unshare``, and ``unshare_albert`` of a BERT."""
+    torch.manual_seed(0)
+    model = AlbertForMaskedLM(AlbertConfig(**TINY, embedding_size=8, num_hidden_groups=2)).eval()
+    with pytest.raises(ValueError) as refused:
+        duplicate_layers(model, [0, 1, 2, 3, 3])
+    assert str(refused.value) == ("this ALBERT has 2 shared layer groups for 4 blocks; repeats "
+                                  "are defined for one shared group only: pass unshare=True")
+    with pytest.raises(ValueError) as refused:
+        unshare_albert(BertForSequenceClassification(BertConfig(**TINY)))
+    assert str(refused.value) == ("BertForSequenceClassification is not an ALBERT model: "
+                                  "nothing to unshare")
+
+
+def test_a_block_list_at_the_root_of_the_base_model_is_replaced():
+    """ModernBERT keeps its blocks at ``layers`` (no dot in the path): the duplicated model
+    really applies five blocks, the copy its own weights."""
+    from transformers import ModernBertConfig, ModernBertForMaskedLM
+
+    torch.manual_seed(0)
+    config = ModernBertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=4,
+                              num_attention_heads=2, intermediate_size=32,
+                              max_position_embeddings=64, pad_token_id=0, bos_token_id=1,
+                              eos_token_id=2, cls_token_id=1, sep_token_id=2)
+    model = ModernBertForMaskedLM(config).eval()
+    deeper = duplicate_layers(model, [0, 0, 1, 2, 3])
+    path, blocks = encoder_blocks(deeper)
+    assert path == "layers" and len(blocks) == 5 and len(deeper.model.layers) == 5
+    assert blocks[1] is not blocks[0]
+    assert torch.equal(blocks[1].mlp.Wo.weight, encoder_blocks(model)[1][0].mlp.Wo.weight)
+    ids = {"input_ids": torch.tensor([[1, 5, 7, 9, 2]])}
+    assert not torch.equal(outputs(deeper, ids), outputs(model, ids))
+
+
+def test_standard_duplications_copy_each_block_once():
+    torch.manual_seed(0)
+    variants = standard_duplications(AutoModelForMaskedLM.from_config(BertConfig(**TINY)))
+    assert variants["baseline"] == [0, 1, 2, 3]
+    assert variants["first 3 copied"] == [0, 0, 1, 1, 2, 2, 3]
+    assert [variants[f"block {b} copied"] for b in range(4)] == [
+        [0, 0, 1, 2, 3], [0, 1, 1, 2, 3], [0, 1, 2, 2, 3], [0, 1, 2, 3, 3]]
+    albert = standard_duplications(_tiny_shared_albert())
+    assert albert["5 repeats"] == [0, 1, 2, 3, 3] and albert["12 repeats"] == [0, 1, 2, 3] + [3] * 8
+
+
+def test_every_configuration_spec_in_full():
+    """``finetune_variants`` of a 4-block BERT and a 4-block shared ALBERT, every spec pinned:
+    orders, the depth control's position, the shared repeats and references and roles."""
+    from dupbert.duplicate import finetune_variants
+
+    torch.manual_seed(0)
+    bert = finetune_variants(BertForSequenceClassification(BertConfig(**TINY)).eval())
+    base = ("baseline", "secondary")
+    expected = {
+        "baseline": ({"order": [0, 1, 2, 3]}, (None, "reference")),
+        "copy first 1": ({"order": [0, 0, 1, 2, 3]}, base),
+        "copy first 2": ({"order": [0, 0, 1, 1, 2, 3]}, base),
+        "copy first 3": ({"order": [0, 0, 1, 1, 2, 2, 3]}, ("baseline", "primary")),
+        "repeat first 3": ({"order": [0, 1, 2, 0, 1, 2, 3]}, base),
+        "copy middle": ({"order": [0, 1, 2, 2, 3]}, base),
+        "copy last": ({"order": [0, 1, 2, 3, 3]}, base),
+        "depth control": ({"fresh_at": [1]}, base),
+    }
+    assert bert == {name: {**spec, "reference": ref, "role": role}
+                    for name, (spec, (ref, role)) in expected.items()}
+    albert = finetune_variants(_tiny_shared_albert())
+    assert albert["repeat shared +3"] == {"order": [0, 1, 2, 3, 3, 3, 3], "shared": True,
+                                          "reference": "baseline", "role": "primary"}
+    assert albert["unshared baseline"] == {"order": [0, 1, 2, 3], "reference": "baseline",
+                                           "role": "secondary"}
+    assert albert["copy last"] == {"order": [0, 1, 2, 3, 3], "reference": "unshared baseline",
+                                   "role": "secondary"}
+    assert albert["copy first 1"]["reference"] == "unshared baseline"
+
+
+@pytest.mark.parametrize("num_layers, names", [
+    (2, ["baseline", "copy first 1", "copy first 2", "copy middle", "copy last", "depth control"]),
+    (3, ["baseline", "copy first 1", "copy first 2", "copy first 3", "repeat first 3",
+         "copy middle", "copy last", "depth control"]),
+])
+def test_configurations_that_exist_at_a_shallow_depth(num_layers, names):
+    """``copy first 3`` and ``repeat first 3`` need three blocks, and exist with exactly
+    three."""
+    from dupbert.duplicate import finetune_variants
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(**{**TINY, "num_hidden_layers": num_layers}))
+    variants = finetune_variants(model)
+    assert list(variants) == names
+    if num_layers == 3:
+        assert variants["copy first 3"]["order"] == [0, 0, 1, 1, 2, 2]
+        assert variants["repeat first 3"]["order"] == [0, 1, 2, 0, 1, 2]
+
+
+def test_the_shared_albert_primary_applies_the_shared_layer_three_more_times():
+    """``repeat shared +3``: 4 + 3 applications of the one shared layer, recorded as repeats of
+    the last block, no new parameters, and the original model left as it was."""
+    from dupbert.duplicate import make_variant
+
+    albert = _tiny_shared_albert()
+    repeated = make_variant(albert, "repeat shared +3")
+    assert repeated.config.num_hidden_layers == 7 and repeated.config.num_hidden_groups == 1
+    assert block_sources(repeated) == [0, 1, 2, 3, 3, 3, 3]
+    assert block_is_copy(repeated) == [False] * 4 + [True] * 3
+    assert n_parameters(repeated) == n_parameters(albert)
+    assert albert.config.num_hidden_layers == 4
+
+
+def test_the_baseline_variant_owns_its_weights():
+    """Fine-tuning the ``baseline`` variant must not change the loaded model: a deep copy."""
+    from dupbert.duplicate import make_variant
+
+    torch.manual_seed(0)
+    bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
+    before = {name: p.clone() for name, p in bert.named_parameters()}
+    baseline = make_variant(bert, "baseline")
+    assert not any(a.data_ptr() == b.data_ptr()
+                   for a, b in zip(baseline.parameters(), bert.parameters()))
+    with torch.no_grad():
+        for parameter in baseline.parameters():
+            parameter.add_(1.0)
+    assert all(torch.equal(p, before[name]) for name, p in bert.named_parameters())
+
+
+def test_depth_control_at_position_1_and_at_the_end():
+    """A fresh block after block 0 marks no other block as a copy; one at position L (after the
+    last block) is allowed; one past it is refused with the range; the default seed is 0."""
+    from dupbert.duplicate import insert_fresh_blocks
+
+    torch.manual_seed(0)
+    bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
+    first = insert_fresh_blocks(bert, [1])
+    assert block_sources(first) == [0, None, 1, 2, 3]
+    assert block_is_copy(first) == [False, True, False, False, False]
+    seeded = insert_fresh_blocks(bert, [1], seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(),
+                                                  seeded.state_dict().values(), strict=True))
+    last = insert_fresh_blocks(bert, [4])
+    assert block_sources(last) == [0, 1, 2, 3, None]
+    assert block_is_copy(last) == [False, False, False, False, True]
+    with pytest.raises(ValueError) as refused:
+        insert_fresh_blocks(bert, [5])
+    assert str(refused.value) == "a fresh block can go at positions 1..4, got 5"
+
+
+def test_depth_control_of_a_shared_albert_unshares_it_first():
+    """The shared ALBERT's depth control: five blocks of their own; the four pretrained ones
+    equal the shared layer, the fresh one does not; the original stays shared."""
+    from dupbert.duplicate import insert_fresh_blocks
+
+    albert = _tiny_shared_albert()
+    control = insert_fresh_blocks(albert, [1])
+    assert control.config.num_hidden_groups == 5 and control.config.num_hidden_layers == 5
+    assert block_sources(control) == [0, None, 1, 2, 3]
+    shared = albert.albert.encoder.albert_layer_groups[0].state_dict()
+    groups = control.albert.encoder.albert_layer_groups
+    for position in (0, 2, 3, 4):
+        assert all(torch.equal(a, b) for a, b in zip(groups[position].state_dict().values(),
+                                                      shared.values(), strict=True))
+    assert not torch.equal(groups[1].albert_layers[0].ffn.weight,
+                           albert.albert.encoder.albert_layer_groups[0].albert_layers[0].ffn.weight)
+    assert albert.config.num_hidden_groups == 1 and len(albert.albert.encoder.albert_layer_groups) == 1
