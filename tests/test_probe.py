@@ -406,3 +406,90 @@ def test_a_model_with_the_wrong_number_of_hidden_states_is_refused(rxnfp_like_be
         probe_module.batch_hidden_states(rxnfp_like_bert, batch, torch.device("cpu"))
     assert str(refused.value) == ("model returned 4 hidden states, config says 5 "
                                   "(num_hidden_layers + 1)")
+
+
+def test_mask_rate_bounds_and_one_masked_token_at_least(rxnmapper):
+    """``mask_rate`` 1 masks every non-special position, above 1 is refused with the value;
+    a sequence of 3 tokens at 15% still gets one mask (``max(1, round(0.45))``); the examples
+    keep their ``special_tokens_mask``."""
+    _, tokenizer = rxnmapper
+    (example,) = tokenize_for_probe(tokenizer, ["CCO>>CCO"])
+    (every,) = mask_for_probe([example], tokenizer, mask_rate=1)
+    n = len(example["input_ids"])
+    assert every["labels"] == [-100] + example["input_ids"][1:-1] + [-100]
+    assert every["input_ids"] == ([example["input_ids"][0]] + [tokenizer.mask_token_id] * (n - 2)
+                                  + [example["input_ids"][-1]])
+    assert every["special_tokens_mask"] == example["special_tokens_mask"]
+    with pytest.raises(ValueError) as refused:
+        mask_for_probe([example], tokenizer, mask_rate=1.5)
+    assert str(refused.value) == "mask_rate must be in (0, 1], got 1.5"
+    (short,) = tokenize_for_probe(tokenizer, ["CCO>>CCO"], max_length=5)
+    assert short["special_tokens_mask"] == [1, 0, 0, 0, 1]
+    (masked,) = mask_for_probe([short], tokenizer, mask_rate=0.15)
+    assert sum(label != -100 for label in masked["labels"]) == 1
+
+
+def test_a_tokenizer_without_a_mask_token_is_refused_by_name():
+    class WordPieceWithoutMask:
+        mask_token_id = None
+
+    with pytest.raises(ValueError) as refused:
+        mask_for_probe([{"input_ids": [1, 5, 2], "special_tokens_mask": [1, 0, 1]}],
+                       WordPieceWithoutMask())
+    assert str(refused.value) == ("WordPieceWithoutMask has no mask token: masked prediction "
+                                  "needs one (tokenizer.mask_token)")
+
+
+def test_bert_rule_replacements_are_vocabulary_tokens(rxnmapper, uspto_first_64):
+    """The 10% "random" tokens of the 80-10-10 rule are token ids of the vocabulary."""
+    _, tokenizer = rxnmapper
+    examples = tokenize_for_probe(tokenizer, uspto_first_64)
+    replaced = [result["input_ids"][p]
+                for example, result in zip(examples, mask_for_probe(examples, tokenizer,
+                                                                    rule="80-10-10"))
+                for p, label in enumerate(result["labels"])
+                if label != -100 and result["input_ids"][p] not in (tokenizer.mask_token_id,
+                                                                   example["input_ids"][p])]
+    assert len(replaced) > 50
+    assert all(isinstance(token, int) and 0 <= token < len(tokenizer) for token in replaced)
+
+
+def test_probe_models_arguments_reach_the_cache_key(tmp_path, monkeypatch, shared_data_dir,
+                                                    zoo_cache):
+    """Without computing anything (``cached_frame`` recorded): one model given as a string,
+    ``max_length`` 512 by default, ``duplications="paper"`` (the shared ALBERT's baseline and 15
+    repeats), and the full message for an unknown masking rule."""
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+    (tmp_path / "models").symlink_to(zoo_cache / "models")
+    keys = []
+
+    def recorded(kind, fields, run, enabled=True):
+        keys.append(fields)
+        return pd.DataFrame({column: [0] for column in PROBE_COLUMNS})
+
+    monkeypatch.setattr("dupbert.probe.cached_frame", recorded)
+    frame = probe_models("rxnmapper-albert", n_sequences=2, include_control=False, progress=False)
+    assert frame["model"].tolist() == ["rxnmapper-albert"]
+    assert [(k["model"], k["max_length"]) for k in keys] == [("rxnmapper-albert", 512)]
+    keys.clear()
+    paper = probe_models(["rxnmapper-albert"], n_sequences=2, duplications="paper",
+                         include_control=False, progress=False)
+    assert paper["duplication"].tolist() == ["baseline", "15 repeats"]
+    assert [k["order"] for k in keys] == [None, list(range(12)) + [11, 11, 11]]
+    with pytest.raises(ValueError) as refused:
+        probe_models(["rxnmapper-albert"], masking="random", progress=False)
+    assert str(refused.value) == ("masking must be None or one of ['mask', '80-10-10'], "
+                                  "got 'random'")
+
+
+def test_duplication_summary_keeps_the_order_of_the_frame():
+    """One row per (model, duplication) in the order they first appear, not sorted."""
+    frame = pd.concat([
+        _probe_rows("n", "one copy", [0.2, 0.6, 0.8], copies=(1,)),
+        _probe_rows("n", "baseline", [0.2, 0.7]),
+        _probe_rows("m", "baseline", [0.1, 0.5, 0.9]),
+    ])
+    summary = probe_module.duplication_summary(frame)
+    assert list(zip(summary["model"], summary["duplication"])) == [
+        ("n", "one copy"), ("n", "baseline"), ("m", "baseline")]
