@@ -451,7 +451,7 @@ def probe_models(
                 fields = dict(model=name, duplication=label, order=order, variant=variant,
                               corpus=corpus_name, n_sequences=n_sequences, max_length=max_length,
                               seed=seed if variant == CONTROL else None, code=code,
-                              **input_fingerprint(name, corpus_name))
+                              **input_fingerprint(name, corpus_name, data_dir))
                 if masking is not None:  # reconstruction keeps its earlier cache keys
                     fields.update(masking=masking, mask_rate=mask_rate, mask_seed=seed)
 

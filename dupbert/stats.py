@@ -713,7 +713,7 @@ def layer_similarity_report(
             fields = dict(model=name, duplication=label, order=order, corpus=corpus_name,
                           n_sequences=n_sequences, max_tokens=int(max_tokens), seed=seed,
                           max_length=max_length, code=source_fingerprint(*STATS_CODE),
-                          **input_fingerprint(name, corpus_name),
+                          **input_fingerprint(name, corpus_name, data_dir),
                           sampled_reconstruction=reconstruction == "sample")
             memo = {}
 

@@ -493,3 +493,127 @@ def test_duplication_summary_keeps_the_order_of_the_frame():
     summary = probe_module.duplication_summary(frame)
     assert list(zip(summary["model"], summary["duplication"])) == [
         ("n", "one copy"), ("n", "baseline"), ("m", "baseline")]
+
+
+def test_probe_models_rows_are_the_direct_computations(tmp_path, monkeypatch, shared_data_dir,
+                                                       zoo_cache, capsys):
+    """Without the cache: the pretrained rows are ``reconstruction_accuracy`` of the model at
+    the ``max_length`` asked for, the control's rows that of ``random_init_control`` with the
+    given seed, and with ``masking="80-10-10"`` the rows are ``masked_prediction_accuracy``
+    with that rule, rate and seed; one 0-based index; nothing on stderr without progress."""
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+    (tmp_path / "models").symlink_to(zoo_cache / "models")
+    from dupbert import load_mlm
+    from dupbert.data import load_texts
+
+    model, tokenizer = load_mlm("rxnmapper-albert")
+    texts = load_texts("uspto50k-test", 4)
+    settings = dict(n_sequences=4, seed=3, max_length=24, cache=False, progress=False)
+    frame = probe_models(["rxnmapper-albert"], **settings)
+    pretrained = frame[frame["variant"] == "pretrained"][PROBE_COLUMNS].reset_index(drop=True)
+    control = frame[frame["variant"] == "random-init control"][PROBE_COLUMNS].reset_index(drop=True)
+    pd.testing.assert_frame_equal(pretrained, reconstruction_accuracy(
+        model, tokenizer, texts, max_length=24, progress=False))
+    pd.testing.assert_frame_equal(control, reconstruction_accuracy(
+        random_init_control(model, seed=3), tokenizer, texts, max_length=24, progress=False))
+    assert frame.index.tolist() == list(range(26))
+    masked = probe_models(["rxnmapper-albert"], masking="80-10-10", mask_rate=0.5,
+                          include_control=False, **settings)
+    pd.testing.assert_frame_equal(masked[PROBE_COLUMNS], masked_prediction_accuracy(
+        model, tokenizer, texts, mask_rate=0.5, rule="80-10-10", seed=3, max_length=24,
+        progress=False))
+    assert capsys.readouterr().err == ""
+
+
+def test_the_cache_key_holds_the_masking_rule_and_the_data_folder_read(
+        tmp_path, monkeypatch, shared_data_dir, zoo_cache):
+    """Another masking rule at the same rate and seed misses the cache; so does the same corpus
+    name read from another data folder (``data_dir``, not only ``$DUPBERT_DATA_DIR``), whose
+    file the key names."""
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
+    monkeypatch.delenv("DUPBERT_DATA_DIR", raising=False)
+    (tmp_path / "models").symlink_to(zoo_cache / "models")
+    computed = []
+    real = probe_module.masked_prediction_accuracy
+
+    def counting(*args, **kwargs):
+        computed.append(kwargs["rule"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("dupbert.probe.masked_prediction_accuracy", counting)
+    settings = dict(n_sequences=2, include_control=False, progress=False)
+    for rule in ("mask", "80-10-10", "mask"):
+        probe_models(["rxnmapper-albert"], masking=rule, data_dir=shared_data_dir, **settings)
+    assert computed == ["mask", "80-10-10"]
+    # the same corpus, its first two reactions in the other order, in another folder
+    other = tmp_path / "other-data"
+    lines = (shared_data_dir / "reactions" / "uspto50k_test_unmapped.csv").read_text().splitlines()
+    (other / "reactions").mkdir(parents=True)
+    (other / "reactions" / "uspto50k_test_unmapped.csv").write_text(
+        "\n".join([lines[0], lines[2], lines[1], *lines[3:6]]) + "\n")
+    probe_models(["rxnmapper-albert"], masking="mask", data_dir=other, **settings)
+    assert computed == ["mask", "80-10-10", "mask"]
+    keys = [json.loads(path.read_text()) for path in (tmp_path / "results" / "probe").glob("*.json")]
+    assert sorted(key["corpus_file"][0] for key in keys) == sorted(
+        [str(shared_data_dir / "reactions" / "uspto50k_test_unmapped.csv")] * 2
+        + [str(other / "reactions" / "uspto50k_test_unmapped.csv")])
+
+
+def test_macro_accuracy_is_the_mean_of_each_sequences_accuracy(rxnmapper, uspto_first_64):
+    """``top1_macro`` per hidden state = the mean over sequences of each sequence's own top-1
+    accuracy (each computed alone); a sequence with one counted token counts as one."""
+    model, tokenizer = rxnmapper
+    texts = [*uspto_first_64[:3], "CCO>>CCO"]
+    together = reconstruction_accuracy(model, tokenizer, texts, max_length=40, progress=False)
+    alone = [reconstruction_accuracy(model, tokenizer, [text], max_length=40, progress=False)
+             for text in texts]
+    np.testing.assert_allclose(together["top1_macro"],
+                               np.mean([frame["top1"] for frame in alone], axis=0), rtol=1e-12)
+    short = reconstruction_accuracy(model, tokenizer, ["CCO>>CCO"], max_length=3, progress=False)
+    assert (short["n_tokens"] == 1).all() and (short["n_sequences"] == 1).all()
+    np.testing.assert_array_equal(short["top1_macro"], short["top1"])
+
+
+def test_the_head_in_chunks_of_three_positions_gives_the_same_hits(rxnfp_like_bert,
+                                                                     monkeypatch):
+    """``LOGITS_BLOCK`` bounds the logits held at once: with chunks of 3 positions (fewer than
+    the top-5, and far fewer than the hidden size) every count equals the unchunked one. A tiny
+    random BERT (plumbing) on hand-made token ids."""
+    class Tokenizer:
+        pad_token_id = 0
+
+    generator = torch.Generator().manual_seed(0)
+    examples = []
+    for length in (12, 12, 9, 11):
+        ids = [2, *torch.randint(5, 40, (length - 2,), generator=generator).tolist(), 3]
+        examples.append({"input_ids": ids, "special_tokens_mask": [1] + [0] * (length - 2) + [1]})
+    whole = probe_module._probe_examples(rxnfp_like_bert, Tokenizer(), examples, 8, "cpu", False,
+                                         "probe")
+    monkeypatch.setattr(probe_module, "LOGITS_BLOCK", 3 * rxnfp_like_bert.config.vocab_size)
+    chunked = probe_module._probe_examples(rxnfp_like_bert, Tokenizer(), examples, 8, "cpu",
+                                           False, "probe")
+    pd.testing.assert_frame_equal(whole, chunked)
+    assert whole["n_tokens"].iloc[0] == 36 and whole["top5"].iloc[-1] > whole["top1"].iloc[-1]
+
+
+def test_progress_bars_only_when_asked(rxnmapper, uspto_first_64, capsys):
+    model, tokenizer = rxnmapper
+    reconstruction_accuracy(model, tokenizer, uspto_first_64[:2], progress=False)
+    assert capsys.readouterr().err == ""
+    reconstruction_accuracy(model, tokenizer, uspto_first_64[:2], progress=True)
+    bar = capsys.readouterr().err
+    assert bar.lstrip("\r").startswith("probe: ") and "| 1/1 [" in bar and "batch/s]" in bar
+
+
+def test_bad_texts_and_no_countable_token_messages_in_full(rxnmapper):
+    model, tokenizer = rxnmapper
+    for texts, message in [("CCO>>CCO", "texts must be a sequence of strings, got a single string"),
+                           ([], "texts is empty: the probe needs at least one sequence")]:
+        with pytest.raises(ValueError) as refused:
+            tokenize_for_probe(tokenizer, texts)
+        assert str(refused.value) == message
+    with pytest.raises(ValueError) as refused:
+        reconstruction_accuracy(model, tokenizer, [""], progress=False)
+    assert str(refused.value) == ("no countable token: every token of every text is special or "
+                                  "padding")
