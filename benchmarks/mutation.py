@@ -206,6 +206,17 @@ def survivors() -> None:
             print(f"- `{name.split('.', 2)[2]}` ({status}): {diff_summary(name, module)}")
 
 
+def one_thread_environment() -> dict[str, str]:
+    """This process's environment with one torch intra-op thread (``OMP_NUM_THREADS`` and
+    ``MKL_NUM_THREADS`` 1 unless already set), for mutmut's children and ``recheck``'s tests:
+    with two children on two cores, torch's default of a thread per core made them spin against
+    each other, and probe's mutants ran 4-5 times slower (benchmarks/README.md)."""
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(name, "1")
+    return env
+
+
 def _pytest(tests: list[str], mutant: str | None, timeout: float | None,
             mutants: Path = REPO / "mutants") -> int | None:
     """Run ``tests`` (pytest node ids) in ``mutants/`` with ``mutant`` active (``None``: the
@@ -214,7 +225,7 @@ def _pytest(tests: list[str], mutant: str | None, timeout: float | None,
     import tomllib  # Python 3.11+
 
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mutmut"]
-    env = {k: v for k, v in os.environ.items() if k != "MUTANT_UNDER_TEST"}
+    env = {k: v for k, v in one_thread_environment().items() if k != "MUTANT_UNDER_TEST"}
     if mutant is not None:
         env["MUTANT_UNDER_TEST"] = mutant
     command = [sys.executable, "-m", "pytest", "-x", "-q", *config.get("pytest_add_cli_args", []),
@@ -293,7 +304,7 @@ def run(jobs: int, modules: tuple[str, ...] = MODULES, sample: int | None = None
                                                       for i in range(0, len(selection), 20)]
         for batch in batches:
             subprocess.run([mutmut, "run", "--max-children", str(jobs), *batch], cwd=REPO,
-                           check=True)
+                           env=one_thread_environment(), check=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,6 +4,7 @@ sample of a module's mutants is drawn. Fake mutmut state, no mutmut run."""
 import collections
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,11 @@ def test_recheck_judges_each_timeout_by_its_tests_run_without_the_limit(tmp_path
     (other / "mutmut-stats.json").write_text(json.dumps({"tests_by_mangled_function_name": {}}))
     with pytest.raises(SystemExit, match="x_f__mutmut_1 fail without any mutant"):
         mutation.recheck_timeouts("probe", other, run_tests=lambda tests, mutant, timeout: 1)
+
+
+def test_mutmut_children_get_one_torch_thread_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "4")
+    env = mutation.one_thread_environment()
+    assert (env["OMP_NUM_THREADS"], env["MKL_NUM_THREADS"]) == ("1", "4")
+    assert env["PATH"] == os.environ["PATH"]
