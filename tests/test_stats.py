@@ -385,3 +385,30 @@ def test_the_glance_rule_reads_debiased_cka_given_depth():
                            "(monotone in depth)")
     assert glance.rq2_row(table(0.6))["verdict"] == "reproduced"
     assert glance.rq2_row(table(-0.6))["verdict"] == "refuted"
+
+
+def test_the_rq2_cache_key_names_the_data_folder_read(tmp_path, monkeypatch, shared_data_dir,
+                                                      zoo_cache):
+    """``layer_similarity_report(data_dir=...)`` keys its cached statistics on the corpus file
+    of the folder it reads, not on ``$DUPBERT_DATA_DIR``'s (here unset)."""
+    import dupbert.stats as stats_module
+    from dupbert.results import input_fingerprint
+
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
+    monkeypatch.delenv("DUPBERT_DATA_DIR", raising=False)
+    (tmp_path / "models").symlink_to(zoo_cache / "models")
+    keys = []
+
+    def recorded(kind, fields, compute, enabled=True):
+        keys.append(fields)
+        raise KeyboardInterrupt  # stop before anything is computed
+
+    monkeypatch.setattr(stats_module, "cached_frame", recorded)
+    with pytest.raises(KeyboardInterrupt):
+        stats_module.layer_similarity_report(["rxnmapper-albert"], n_sequences=2,
+                                             data_dir=shared_data_dir, progress=False)
+    corpus = shared_data_dir / "reactions" / "uspto50k_test_unmapped.csv"
+    assert keys[0]["corpus_file"][0] == str(corpus)
+    assert input_fingerprint("rxnmapper-albert", "uspto50k-test")["corpus_file"] == "hub"
+    assert input_fingerprint("rxnmapper-albert", "uspto50k-test", shared_data_dir) == {
+        "model_weights": keys[0]["model_weights"], "corpus_file": keys[0]["corpus_file"]}
