@@ -524,6 +524,10 @@ def test_probe_models_rows_are_the_direct_computations(tmp_path, monkeypatch, sh
         model, tokenizer, texts, mask_rate=0.5, rule="80-10-10", seed=3, max_length=24,
         progress=False))
     assert capsys.readouterr().err == ""
+    for masking, bar in ((None, "probe: "), ("mask", "masked: ")):
+        probe_models(["rxnmapper-albert"], n_sequences=2, include_control=False, cache=False,
+                     masking=masking, progress=True)
+        assert capsys.readouterr().err.lstrip("\r").startswith(bar)
 
 
 def test_the_cache_key_holds_the_masking_rule_and_the_data_folder_read(
