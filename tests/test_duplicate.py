@@ -608,3 +608,30 @@ def test_depth_control_of_a_shared_albert_unshares_it_first():
     assert not torch.equal(groups[1].albert_layers[0].ffn.weight,
                            albert.albert.encoder.albert_layer_groups[0].albert_layers[0].ffn.weight)
     assert albert.config.num_hidden_groups == 1 and len(albert.albert.encoder.albert_layer_groups) == 1
+
+
+def test_a_block_applied_three_times_has_three_independent_weights():
+    """Every occurrence of a block after the first is its own copy, however many there are."""
+    torch.manual_seed(0)
+    bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
+    deeper = duplicate_layers(bert, [0, 0, 0, 1, 2, 3])
+    blocks = encoder_blocks(deeper)[1]
+    pointers = [block.output.dense.weight.data_ptr() for block in blocks]
+    assert len(set(pointers)) == 6
+    block_size = n_parameters(encoder_blocks(bert)[1][0])
+    assert n_parameters(deeper) == n_parameters(bert) + 2 * block_size
+    assert block_is_copy(deeper) == [False, True, True, False, False, False]
+
+
+def test_the_block_list_message_names_every_list_and_the_root():
+    """A base model that is itself a ``ModuleList`` is named ``<root>``; several lists are
+    separated by commas."""
+    class RootList(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base_model = torch.nn.ModuleList([torch.nn.Linear(2, 2),
+                                                   torch.nn.ModuleList([torch.nn.Linear(2, 2)])])
+
+    with pytest.raises(ValueError) as refused:
+        encoder_blocks(RootList())
+    assert str(refused.value).endswith("ModuleLists found (path: length): <root>: 2, 1: 1")
