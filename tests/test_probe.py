@@ -481,6 +481,22 @@ def test_probe_models_arguments_reach_the_cache_key(tmp_path, monkeypatch, share
         probe_models(["rxnmapper-albert"], masking="random", progress=False)
     assert str(refused.value) == ("masking must be None or one of ['mask', '80-10-10'], "
                                   "got 'random'")
+    with pytest.raises(ValueError) as refused:
+        probe_models(["rxnmapper-albert"], duplications="all", progress=False)
+    assert str(refused.value) == ("duplications must be None, 'standard', 'paper' or a mapping, "
+                                  "got 'all'")
+    # the key's fields, under the names its JSON keeps; with no data folder both corpora read
+    # from the Hub ("hub"), so only the corpus name tells them apart; n_sequences defaults to 500
+    monkeypatch.delenv("DUPBERT_DATA_DIR")
+    keys.clear()
+    for corpus in ("uspto50k-test", "uspto50k-valid"):
+        probe_models(["rxnmapper-albert"], corpus=corpus, include_control=False, progress=False)
+    assert [set(key) for key in keys] == [{
+        "model", "duplication", "order", "variant", "corpus", "n_sequences", "max_length", "seed",
+        "code", "model_weights", "corpus_file"}] * 2
+    assert [(k["corpus"], k["corpus_file"], k["n_sequences"], k["duplication"]) for k in keys] == [
+        ("uspto50k-test", "hub", 500, "baseline"), ("uspto50k-valid", "hub", 500, "baseline")]
+    assert keys[0]["code"] == probe_module.source_fingerprint(*probe_module.PROBE_CODE)
 
 
 def test_duplication_summary_keeps_the_order_of_the_frame():
