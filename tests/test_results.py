@@ -1,0 +1,41 @@
+"""dupbert.results: what the cache keys of the probe and the RQ2 statistics say about their
+inputs (issue 13: "the probe's cache key omits the model weights and the data folder")."""
+
+import os
+
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+from dupbert.results import cache_key, input_fingerprint
+from dupbert.zoo import ZOO
+
+
+def _tiny_bert(seed):
+    torch.manual_seed(seed)
+    return BertForMaskedLM(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2,
+                                      num_attention_heads=2, intermediate_size=32))
+
+
+def test_new_weights_in_a_model_folder_change_the_key(tmp_path, monkeypatch):
+    """A local model folder is fingerprinted by its weight files (path, size, modification
+    time): weights saved again in the same folder give another key."""
+    monkeypatch.delenv("DUPBERT_DATA_DIR", raising=False)
+    folder = tmp_path / "my-bert"
+    _tiny_bert(0).save_pretrained(folder)
+    weights = folder / "model.safetensors"
+    before = input_fingerprint(str(folder), "uspto50k-test")
+    assert before == {"model_weights": [[str(weights), weights.stat().st_size,
+                                         weights.stat().st_mtime_ns]], "corpus_file": "hub"}
+    _tiny_bert(1).save_pretrained(folder)
+    os.utime(weights, ns=(before["model_weights"][0][2] + 10**9,) * 2)  # a later write
+    after = input_fingerprint(str(folder), "uspto50k-test")
+    assert after != before
+    assert cache_key(model=str(folder), **after) != cache_key(model=str(folder), **before)
+
+
+def test_zoo_models_by_their_wheel_and_hub_ids_by_name(tmp_path):
+    """A zoo model is its wheel's sha256; a Hub id (no folder of that name) only its name."""
+    assert input_fingerprint("rxnfp-bert", "uspto50k-test", tmp_path)["model_weights"] == (
+        ZOO["rxnfp-bert"].wheel_sha256)
+    assert input_fingerprint("bert-base-uncased", "uspto50k-test", tmp_path) == {
+        "model_weights": "bert-base-uncased", "corpus_file": "hub"}
