@@ -457,8 +457,9 @@ def test_bert_rule_replacements_are_vocabulary_tokens(rxnmapper, uspto_first_64)
 def test_probe_models_arguments_reach_the_cache_key(tmp_path, monkeypatch, shared_data_dir,
                                                     zoo_cache):
     """Without computing anything (``cached_frame`` recorded): one model given as a string,
-    ``max_length`` 512 by default, ``duplications="paper"`` (the shared ALBERT's baseline and 15
-    repeats), and the full message for an unknown masking rule."""
+    ``max_length`` 512 and ``n_sequences`` 500 by default, ``duplications="paper"`` (the shared
+    ALBERT's baseline and 15 repeats), the key's fields by name, and the full messages for an
+    unknown masking rule and an unknown ``duplications`` string."""
     monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
     monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
     (tmp_path / "models").symlink_to(zoo_cache / "models")
