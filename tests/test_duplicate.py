@@ -389,18 +389,21 @@ def test_fresh_blocks_need_distinct_positions(positions):
         insert_fresh_blocks(bert, positions)
 
 
-def test_per_block_attention_types_follow_the_new_order():
-    """ModernBERT alternates full and sliding-window attention per block (config.layer_types):
-    a copied block keeps its own kind."""
+def _tiny_modernbert():
+    """A tiny random 4-block ModernBERT, full attention in blocks 0 and 3 (plumbing only)."""
     from transformers import ModernBertConfig, ModernBertForMaskedLM
 
     torch.manual_seed(0)
-    config = ModernBertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=4,
-                              num_attention_heads=2, intermediate_size=32,
-                              max_position_embeddings=64, global_attn_every_n_layers=3,
-                              pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
-                              sep_token_id=2)
-    model = ModernBertForMaskedLM(config).eval()
+    return ModernBertForMaskedLM(ModernBertConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=64, global_attn_every_n_layers=3,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)).eval()
+
+
+def test_per_block_attention_types_follow_the_new_order():
+    """ModernBERT alternates full and sliding-window attention per block (config.layer_types):
+    a copied block keeps its own kind."""
+    model = _tiny_modernbert()
     assert model.config.layer_types == ["full_attention", "sliding_attention",
                                         "sliding_attention", "full_attention"]
     deeper = duplicate_layers(model, [0, 0, 1, 2, 3])
@@ -463,14 +466,7 @@ def test_albert_errors_in_full():
 def test_a_block_list_at_the_root_of_the_base_model_is_replaced():
     """ModernBERT keeps its blocks at ``layers`` (no dot in the path): the duplicated model
     really applies five blocks, the copy its own weights."""
-    from transformers import ModernBertConfig, ModernBertForMaskedLM
-
-    torch.manual_seed(0)
-    config = ModernBertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=4,
-                              num_attention_heads=2, intermediate_size=32,
-                              max_position_embeddings=64, pad_token_id=0, bos_token_id=1,
-                              eos_token_id=2, cls_token_id=1, sep_token_id=2)
-    model = ModernBertForMaskedLM(config).eval()
+    model = _tiny_modernbert()
     deeper = duplicate_layers(model, [0, 0, 1, 2, 3])
     path, blocks = encoder_blocks(deeper)
     assert path == "layers" and len(blocks) == 5 and len(deeper.model.layers) == 5
