@@ -536,3 +536,32 @@ def test_partial_studies_and_probes_do_not_break_the_page():
     summary = pd.DataFrame([dict(model=m, task="squad2", metric="f1", kind="cross-configuration",
                                  mean=v, ci_low=v, ci_high=v) for m, v in (("x", 60.0), ("y", NAN))])
     assert glance.rq5_rows(summary)[1]["ours"] == "x: cross-configuration 60.00 [60.00, 60.00]"
+
+
+def test_tasks_the_paper_says_nothing_about_are_shown_beside_the_method_and_never_judged():
+    snli = _runs("a", "snli", "accuracy", 0.70, +0.010)  # reproduced
+    loss = _runs("r", "uspto50k", "accuracy", 0.85, -0.010, trivial=0.30)  # a clear loss
+    stuck = _runs("s", "uspto50k", "accuracy", 0.50, +0.050, trivial=0.30)  # below the floor 80
+    waiting = _runs("w", "uspto50k", "accuracy", 0.85, -0.010, trivial=0.30, seeds=3)
+    bare = _runs("b", "uspto50k", "accuracy", 0.85, 0.0, trivial=0.30).query(
+        "duplication == 'baseline'")
+    # r's per-seed gains are -1.2, -0.9, -1.1, -0.8, -1.0, -1.2 points, w's the first three:
+    # scipy.stats.ttest_1samp / t.interval give p 2.03e-05, [-1.20, -0.86] and [-1.45, -0.69]
+    rows = {row["id"]: row for row in glance.rq3_rq4_rows(
+        pd.concat([snli, loss, stuck, waiting, bare]),
+        planned_seeds={("a", "snli"): 6, ("w", "uspto50k"): 6, ("b", "uspto50k"): 4})}
+    assert rows["rq3-method"]["ours"] == (
+        "rq3-squad2-f1: not testable here; rq3-squad2-exact: not testable here; "
+        "rq3-snli-accuracy: reproduced; rq3-sst2-accuracy: not testable here; "
+        "beyond the paper's tasks (shown, not judged): "
+        "r on uspto50k: copy first 3 -1.03 [-1.20, -0.86] points (p 2.03e-05, 6 seeds); "
+        "s on uspto50k: did not learn (baseline accuracy 50.50 < floor 80); "
+        "w on uspto50k: pending (3/6 seeds), copy first 3 -1.07 [-1.45, -0.69] points so far; "
+        "b on uspto50k: pending (0/4 seeds)")
+    # the significant loss on a task without a claim moves no verdict
+    assert rows["rq3-method"]["verdict"] == "reproduced"
+    assert rows["rq4-consistent-across-models"]["verdict"] == "reproduced"
+    alone = {row["id"]: row for row in glance.rq3_rq4_rows(bare)}
+    assert alone["rq3-method"]["ours"].endswith(
+        "(shown, not judged): b on uspto50k: no primary run yet")
+    assert _rq3(snli)["rq3-method"]["ours"].endswith("rq3-sst2-accuracy: not testable here")
