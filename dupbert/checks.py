@@ -471,7 +471,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 study_profile=_STUDY, profile=_PROFILE),
     "rq5": dict(results_paths=Parameter("names", none=True, check=_files_exist),
                 outputs_dirs=Parameter("names", none=True), baseline=Parameter("str"),
-                ensemble_size=Parameter("int", none=True, minimum=1),
+                ensemble_size=Parameter("int", none=True, minimum=1), study_profile=_STUDY,
                 smoke_sweeps=Parameter("mappings"), tables_dir=_FOLDER, profile=_PROFILE),
     "glance": dict(tables_dir=Parameter("str"), results_paths=Parameter("names"),
                    study_profile=_STUDY,

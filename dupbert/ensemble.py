@@ -32,22 +32,30 @@ The RQ5 comparison (:func:`rq5_ensembles`, :func:`rq5_summary`, :func:`rq5_diffe
 model and task, on the same runs: (a) single models, and the *best single* configuration (best
 mean over seeds of the task's primary metric, chosen on the evaluation data itself, which favours
 it); (b) *cross-configuration* ensembles: ``k`` different configurations, each member from a
-different seed; (c) the *same-configuration* control: one configuration at the same ``k`` seeds.
-Both arms draw their members from the same ``k`` different seeds, have the same size and the
-same number of ensembles, so that (b) − (c) isolates what the diversity of configurations adds
+different seed; (c) the *same-configuration* control: each configuration of the cross ensemble
+alone, at the same ``k`` seeds. Both arms draw their members from the same ``k`` different seeds
+and have the same size, so that (b) − (c) isolates what the diversity of configurations adds
 beyond ensembling runs of different seeds (issue 10, item 4: a cross ensemble of one seed against
-a control of several seeds confounds configuration diversity with seed diversity).
+a control of several seeds confounds configuration diversity with seed diversity); and both weigh
+the same configurations equally, so that it is not a better or worse configuration swapped in.
 
 The membership rule (:func:`matched_ensembles`): with the seeds sorted ``s_0 .. s_{n-1}`` and
 ``k = min(configurations, seeds)`` unless given, for every seed offset ``j = 0 .. n-1`` and every
 ``k``-subset ``S = (c_1 .. c_k)`` of the configurations (``itertools.combinations`` in order of
 first appearance), the cross-configuration ensemble takes member ``i`` from configuration
 ``c_i`` at seed ``s_{(j+i) mod n}`` (``i = 0 .. k-1``, ``c`` 0-based here); its matched control
-takes configuration ``S[j mod k]`` at the same seeds. Nothing is picked. Ensembles of nearby
+is the ``k`` same-configuration ensembles of ``c_0 .. c_{k-1}``, each at the same seeds, and the
+paired difference is the cross ensemble minus their mean. Nothing is picked. Ensembles of nearby
 offsets share runs, so they are dependent: each cross ensemble is compared with its own control
 (a paired difference), and the tests use only the *disjoint seed blocks*, offsets ``j = 0, k,
 2k, ...`` with ``j + k <= n`` (one unit per block: the mean paired difference of its
 ensembles); every ensemble is shown descriptively.
+
+Until 2026-12-01 the control was one configuration, ``S[j mod k]``: meant to rotate, it never
+did in the disjoint blocks (``j mod k = 0`` there), so every tested control was the first
+configuration (usually the baseline), and cross − control mixed diversity with swapping a
+better or worse configuration into a baseline ensemble (found by a review of the RQ5 chapter at
+56 of the study's 128 runs; the chapter gives the numbers before and after).
 """
 
 from __future__ import annotations
@@ -560,8 +568,9 @@ def matched_ensembles(configurations: Sequence[str], seeds: Sequence[int], k: in
 
     With ``s_0 .. s_{n-1}`` the seeds sorted, for every offset ``j = 0 .. n-1`` (outer loop) and
     every ``k``-subset ``S`` of ``configurations`` (``itertools.combinations``, in the order
-    given): the cross ensemble is ``[(S[i], s_{(j+i) mod n}) for i in 0 .. k-1]``, the control
-    ``[(S[j mod k], s_{(j+i) mod n}) for i in 0 .. k-1]``: the same ``k`` different seeds.
+    given): the cross ensemble is ``[(S[i], s_{(j+i) mod n}) for i in 0 .. k-1]``, the controls
+    ``[(c, s_{(j+i) mod n}) for i in 0 .. k-1]`` for each ``c`` in ``S``: the same ``k``
+    different seeds, every configuration of the cross ensemble weighed equally.
 
     Args:
         configurations: distinct configuration names, in order of first appearance.
@@ -572,8 +581,9 @@ def matched_ensembles(configurations: Sequence[str], seeds: Sequence[int], k: in
         One dict per pair, ``n * C(len(configurations), k)`` in all: ``pair`` (0-based, in
         order), ``offset`` (``j``), ``seeds`` (tuple, ``s_{(j+i) mod n}`` for ``i = 0..k-1``),
         ``disjoint`` (``j % k == 0 and j + k <= n``: the blocks whose seed sets do not overlap,
-        used by the tests), ``cross`` and ``control`` (lists of ``(configuration, seed)``),
-        ``control_configuration`` (``S[j mod k]``).
+        used by the tests), ``cross`` (a list of ``(configuration, seed)``), ``controls`` (``k``
+        such lists, one per configuration of ``S``, in its order), ``control_configurations``
+        (``S``).
 
     Raises:
         ValueError: ``k < 2``; ``k`` above the number of configurations or of seeds (members
@@ -589,13 +599,51 @@ def matched_ensembles(configurations: Sequence[str], seeds: Sequence[int], k: in
     for offset in range(n):
         chosen = tuple(ordered[(offset + i) % n] for i in range(k))
         for subset in itertools.combinations(configurations, k):
-            control = subset[offset % k]
             pairs.append({"pair": len(pairs), "offset": offset, "seeds": chosen,
                           "disjoint": offset % k == 0 and offset + k <= n,
                           "cross": list(zip(subset, chosen)),
-                          "control": [(control, s) for s in chosen],
-                          "control_configuration": control})
+                          "controls": [[(c, s) for s in chosen] for c in subset],
+                          "control_configurations": subset})
     return pairs
+
+
+WAITING_COLUMNS = ["model", "task", "configuration", "seeds", "planned"]
+
+
+def complete_configurations(runs: pd.DataFrame, plan=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs of the configurations whose planned seeds have all landed, and the planned
+    configurations still short of them: RQ5 combines a study that runs in the background only
+    at its planned size, as RQ3 judges it (``dupbert.paper.comparison``'s ``planned_seeds``), so
+    that no ensemble mixes complete configurations with one whose seeds are still landing (its
+    disjoint seed blocks would then differ in what they contain).
+
+    Args:
+        runs: :func:`read_runs` rows (``model``, ``task``, ``duplication``, ``seed``).
+        plan: the study's ``dupbert.profiles.PlannedSweep`` entries (``plan_sweep`` of its RQ3
+            profile), or ``None``: every run is kept and nothing waits.
+
+    Returns:
+        ``(kept, waiting)``: ``kept`` the rows of ``runs`` of every configuration not in the plan
+        or with runs at all of its planned seeds; ``waiting`` one row per planned configuration
+        that has fewer (:data:`WAITING_COLUMNS`: ``model, task, configuration``, ``seeds``
+        landed, ``planned``), in plan order.
+    """
+    if plan is None:
+        return runs, pd.DataFrame(columns=WAITING_COLUMNS)
+    waiting = []
+    for entry in plan:
+        for configuration in entry.duplications:
+            mine = runs[(runs["model"] == entry.model) & (runs["task"] == entry.task)
+                        & (runs["duplication"] == configuration)]
+            landed = set(mine["seed"].astype(int)) & set(entry.seeds)
+            if len(landed) < len(entry.seeds):
+                waiting.append({"model": entry.model, "task": entry.task,
+                                "configuration": configuration, "seeds": len(landed),
+                                "planned": len(entry.seeds)})
+    waiting = pd.DataFrame(waiting, columns=WAITING_COLUMNS)
+    short = set(zip(waiting["model"], waiting["task"], waiting["configuration"]))
+    keep = [(m, t, d) not in short for m, t, d in zip(runs["model"], runs["task"], runs["duplication"])]
+    return runs[keep], waiting
 
 
 def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
@@ -608,11 +656,13 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
       outputs, so that it is comparable with the ensembles);
     - ``cross-configuration`` and ``same-configuration`` (the control): the pairs of
       :func:`matched_ensembles`: member ``i`` of a cross ensemble is configuration ``c_i`` at
-      seed ``s_{(j+i) mod n}``, its control configuration ``S[j mod k]`` at the same seeds;
-      both arms have the same size, the same seeds and the same number of ensembles;
+      seed ``s_{(j+i) mod n}``, its control each of ``c_0 .. c_{k-1}`` alone at the same seeds
+      (``k`` same-configuration ensembles per cross ensemble, one row each, sharing its
+      ``pair``); both arms have the same size and the same seeds, and weigh the same
+      configurations equally;
     - ``k`` = :func:`ensemble_size` unless given; no ensembles for a model and task with fewer
-      than ``k`` configurations or seeds (or ``k < 2``). A pair is left out, both arms
-      together, when one of its runs is missing.
+      than ``k`` configurations or seeds (or ``k < 2``). A pair is left out, cross ensemble
+      and controls together, when one of their runs is missing.
 
     Args:
         runs: :func:`read_runs` rows (``run_key``, ``model``, ``task``, ``duplication``,
@@ -685,8 +735,8 @@ def _member_label(row: Mapping) -> str:
 def _memberships(rows: Sequence[Mapping], k: int | None):
     """One dict per single run and RQ5 ensemble of one model and task (the rule of
     :func:`rq5_ensembles`), in a fixed order: singles by seed then configuration, then each
-    pair's cross ensemble followed by its control. Keys: ``kind, pair, offset, disjoint, seed,
-    seeds, configuration, members`` (the member rows)."""
+    pair's cross ensemble followed by its ``k`` controls. Keys: ``kind, pair, offset, disjoint,
+    seed, seeds, configuration, members`` (the member rows)."""
     configurations = list(dict.fromkeys(r["duplication"] for r in rows))
     seeds = sorted({int(r["seed"]) for r in rows})
     run = _run_index(rows)
@@ -701,15 +751,16 @@ def _memberships(rows: Sequence[Mapping], k: int | None):
         return
     number = 0
     for pair in matched_ensembles(configurations, seeds, size):
-        if not all(member in run for member in pair["cross"] + pair["control"]):
+        if not all(member in run for members in (pair["cross"], *pair["controls"])
+                   for member in members):
             continue
         common = {"pair": number, "offset": pair["offset"], "disjoint": pair["disjoint"],
                   "seed": None, "seeds": " + ".join(map(str, pair["seeds"]))}
         yield {"kind": "cross-configuration", **common, "configuration": None,
                "members": [run[m] for m in pair["cross"]]}
-        yield {"kind": "same-configuration", **common,
-               "configuration": pair["control_configuration"],
-               "members": [run[m] for m in pair["control"]]}
+        for configuration, control in zip(pair["control_configurations"], pair["controls"]):
+            yield {"kind": "same-configuration", **common, "configuration": configuration,
+                   "members": [run[m] for m in control]}
         number += 1
 
 
@@ -850,8 +901,9 @@ def rq5_differences(ensembles: pd.DataFrame) -> pd.DataFrame:
 
     Both are paired per cross-configuration ensemble, then tested over independent units:
 
-    - ``cross-configuration − same-configuration``: each cross ensemble minus its matched
-      control (same seeds, same size; :func:`matched_ensembles`);
+    - ``cross-configuration − same-configuration``: each cross ensemble minus the mean of its
+      ``k`` matched controls (same seeds, same size, each of its configurations alone;
+      :func:`matched_ensembles`);
     - ``cross-configuration − best single``: each cross ensemble minus the mean of the best
       single configuration's runs at the ensemble's seeds (chosen on the evaluation data:
       optimistic for it); an ensemble with a seed lacking that run is left out.
@@ -876,7 +928,8 @@ def rq5_differences(ensembles: pd.DataFrame) -> pd.DataFrame:
         if cross.empty:
             continue
         base = {"model": model, "task": task, "metric": metric}
-        control = group[group["kind"] == "same-configuration"].set_index("pair")["value"]
+        control = (group[group["kind"] == "same-configuration"].groupby("pair")["value"]
+                   .agg(lambda values: values.mean(skipna=False)))  # a missing control: no pair
         rows.append({**base, "comparison": "cross-configuration − same-configuration",
                      **_paired_test(cross.assign(other=control))})
         chosen = best.loc[(best["model"] == model) & (best["task"] == task), "configuration"]

@@ -299,7 +299,11 @@ BASE, LAST = "baseline", "copy last"
 def test_the_membership_rule_of_three_seeds_and_two_configurations():
     pairs = E.matched_ensembles([BASE, LAST], [2, 0, 1], k=2)
     assert [p["cross"] for p in pairs] == [[(BASE, 0), (LAST, 1)], [(BASE, 1), (LAST, 2)], [(BASE, 2), (LAST, 0)]]
-    assert [p["control"] for p in pairs] == [[(BASE, 0), (BASE, 1)], [(LAST, 1), (LAST, 2)], [(BASE, 2), (BASE, 0)]]
+    # the control: each configuration of the cross ensemble alone, at the same seeds
+    assert [p["controls"] for p in pairs] == [
+        [[(BASE, 0), (BASE, 1)], [(LAST, 0), (LAST, 1)]], [[(BASE, 1), (BASE, 2)], [(LAST, 1), (LAST, 2)]],
+        [[(BASE, 2), (BASE, 0)], [(LAST, 2), (LAST, 0)]]]
+    assert [p["control_configurations"] for p in pairs] == [(BASE, LAST)] * 3
     assert [p["seeds"] for p in pairs] == [(0, 1), (1, 2), (2, 0)]
     assert [p["disjoint"] for p in pairs] == [True, False, False]
     assert [p["offset"] for p in pairs] == [0, 1, 2] and [p["pair"] for p in pairs] == [0, 1, 2]
@@ -310,7 +314,12 @@ def test_three_configurations_at_k_two_use_every_subset_at_every_offset():
     assert len(pairs) == 4 * 3
     assert [p["cross"] for p in pairs[3:6]] == [[("a", 1), ("b", 2)], [("a", 1), ("c", 2)],
                                                 [("b", 1), ("c", 2)]]
-    assert [p["control_configuration"] for p in pairs[3:6]] == ["b", "c", "c"]  # S[1 % 2]
+    assert [p["control_configurations"] for p in pairs[3:6]] == [("a", "b"), ("a", "c"), ("b", "c")]
+    assert pairs[5]["controls"] == [[("b", 1), ("b", 2)], [("c", 1), ("c", 2)]]
+    # every disjoint block's controls weigh each configuration as often as its cross ensembles do
+    block = [p for p in pairs if p["offset"] == 2]
+    assert sorted(c for p in block for c, _ in p["cross"]) == sorted(
+        c for p in block for c in p["control_configurations"]) == ["a", "a", "b", "b", "c", "c"]
     assert [p["offset"] for p in pairs if p["disjoint"]] == [0, 0, 0, 2, 2, 2]
 
 
@@ -327,32 +336,39 @@ def test_rq5_ensembles_have_the_hand_listed_members(tmp_path):
     same = ensembles[ensembles["kind"] == "same-configuration"]
     assert cross["run_keys"].tolist() == [_keys([(BASE, 0), (LAST, 1)]), _keys([(BASE, 1), (LAST, 2)]),
                                           _keys([(BASE, 2), (LAST, 0)])]
-    assert same["run_keys"].tolist() == [_keys([(BASE, 0), (BASE, 1)]), _keys([(LAST, 1), (LAST, 2)]),
-                                         _keys([(BASE, 2), (BASE, 0)])]
-    assert same["configuration"].tolist() == [BASE, LAST, BASE] and cross["configuration"].isna().all()
+    assert same["run_keys"].tolist() == [
+        _keys([(BASE, 0), (BASE, 1)]), _keys([(LAST, 0), (LAST, 1)]),
+        _keys([(BASE, 1), (BASE, 2)]), _keys([(LAST, 1), (LAST, 2)]),
+        _keys([(BASE, 2), (BASE, 0)]), _keys([(LAST, 2), (LAST, 0)])]
+    assert same["configuration"].tolist() == [BASE, LAST] * 3 and cross["configuration"].isna().all()
     assert cross["members"].iloc[2] == "baseline (seed 2) + copy last (seed 0)"
-    for kind in (cross, same):
-        assert kind["pair"].tolist() == [0, 1, 2] and kind["offset"].tolist() == [0, 1, 2]
-        assert kind["seeds"].tolist() == ["0 + 1", "1 + 2", "2 + 0"]
-        assert kind["disjoint"].tolist() == [True, False, False] and set(kind["k"]) == {2}
+    for kind, times in ((cross, 1), (same, 2)):  # each cross ensemble, then its two controls
+        assert kind["pair"].tolist() == [p for p in (0, 1, 2) for _ in range(times)]
+        assert kind["offset"].tolist() == [p for p in (0, 1, 2) for _ in range(times)]
+        assert kind["seeds"].tolist() == [s for s in ("0 + 1", "1 + 2", "2 + 0") for _ in range(times)]
+        assert kind["disjoint"].tolist() == [d for d in (True, False, False) for _ in range(times)]
+        assert set(kind["k"]) == {2}
+    assert ensembles["kind"].tolist()[6:9] == ["cross-configuration", "same-configuration",
+                                               "same-configuration"]
     singles = ensembles[ensembles["kind"] == "single"]
     assert singles["run_keys"].tolist() == [_toy_key(c, s) for s in (0, 1, 2) for c in (BASE, LAST)]
     assert singles["seed"].tolist() == [0, 0, 1, 1, 2, 2]
     # every ensemble's metric is the ensemble of its hand-listed members
     assert 100 * cross["metrics.accuracy"].iloc[2] == _score(runs, [(BASE, 2), (LAST, 0)])
-    assert 100 * same["metrics.accuracy"].iloc[1] == _score(runs, [(LAST, 1), (LAST, 2)])
+    assert 100 * same["metrics.accuracy"].iloc[3] == _score(runs, [(LAST, 1), (LAST, 2)])
     assert E.rq5_ensembles(runs).equals(ensembles)  # deterministic
 
 
 def test_a_missing_run_drops_its_pair_from_both_arms(tmp_path):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2), missing=[(LAST, 2)])
     ensembles = E.rq5_ensembles(runs)
-    # (LAST, 2) is in pair 1 (cross B1 + C2, control C1 + C2): both go; pairs renumbered
+    # (LAST, 2) is in offset 1 (cross B1 + L2) and in the control L2 + L0 of offset 2: both
+    # pairs go, cross ensemble and controls together
     assert ensembles.loc[ensembles["kind"] == "cross-configuration", "run_keys"].tolist() == [
-        _keys([(BASE, 0), (LAST, 1)]), _keys([(BASE, 2), (LAST, 0)])]
+        _keys([(BASE, 0), (LAST, 1)])]
     assert ensembles.loc[ensembles["kind"] == "same-configuration", "run_keys"].tolist() == [
-        _keys([(BASE, 0), (BASE, 1)]), _keys([(BASE, 2), (BASE, 0)])]
-    assert ensembles["pair"].dropna().tolist() == [0, 0, 1, 1]
+        _keys([(BASE, 0), (BASE, 1)]), _keys([(LAST, 0), (LAST, 1)])]
+    assert ensembles["pair"].dropna().tolist() == [0, 0, 0]
 
 
 def test_two_runs_of_one_configuration_and_seed_are_refused(tmp_path):
@@ -363,17 +379,18 @@ def test_two_runs_of_one_configuration_and_seed_are_refused(tmp_path):
 
 
 def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
-    """3 configurations x 4 seeds, k = 2: 4 offsets x 3 subsets = 12 pairs; blocks j = 0
-    (seeds 0, 1) and j = 2 (seeds 2, 3); controls S[0] at both."""
+    """3 configurations x 4 seeds, k = 2: 4 offsets x 3 subsets = 12 pairs, each with 2 controls;
+    blocks j = 0 (seeds 0, 1) and j = 2 (seeds 2, 3)."""
     a, b, c = "baseline", "copy first 3", "copy last"
     runs = _toy_grid(tmp_path, configurations=(a, b, c), seeds=(0, 1, 2, 3))
     ensembles = E.rq5_ensembles(runs, k=2)
     assert ensembles["kind"].value_counts().to_dict() == {
-        "single": 12, "cross-configuration": 12, "same-configuration": 12}
+        "single": 12, "cross-configuration": 12, "same-configuration": 24}
 
-    def block(s, t):
+    def block(s, t):  # each cross ensemble, and the mean of its two configurations alone
         cross = [_score(runs, [(x, s), (y, t)]) for x, y in ((a, b), (a, c), (b, c))]
-        control = [_score(runs, [(x, s), (x, t)]) for x in (a, a, b)]
+        alone = {x: _score(runs, [(x, s), (x, t)]) for x in (a, b, c)}
+        control = [(alone[x] + alone[y]) / 2 for x, y in ((a, b), (a, c), (b, c))]
         return np.array(cross), np.array(control)
 
     (cross0, control0), (cross2, control2) = block(0, 1), block(2, 3)
@@ -415,9 +432,9 @@ def test_one_disjoint_block_gives_no_test_but_every_pair_described(tmp_path):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2))
     differences = E.rq5_differences(E.rq5_ensembles(runs)).set_index(["metric", "comparison"])
     matched = differences.loc[("accuracy", "cross-configuration − same-configuration")]
-    pairs = [([(BASE, 0), (LAST, 1)], [(BASE, 0), (BASE, 1)]), ([(BASE, 1), (LAST, 2)], [(LAST, 1), (LAST, 2)]),
-             ([(BASE, 2), (LAST, 0)], [(BASE, 2), (BASE, 0)])]
-    each = [_score(runs, x) - _score(runs, y) for x, y in pairs]
+    pairs = [([(BASE, s), (LAST, t)], [(BASE, s), (BASE, t)], [(LAST, s), (LAST, t)])
+             for s, t in ((0, 1), (1, 2), (2, 0))]
+    each = [_score(runs, x) - (_score(runs, y) + _score(runs, z)) / 2 for x, y, z in pairs]
     assert (matched["n_pairs"], matched["n_units"]) == (3, 1)
     assert matched["mean_all"] == pytest.approx(np.mean(each))
     assert matched["difference"] == pytest.approx(each[0])
@@ -475,27 +492,28 @@ def test_rq5_on_the_tiny_study(tiny_study):
     counts = ensembles.groupby(["model", "task", "kind"], sort=False).size().to_dict()
     albert, minilm = ("rxnmapper-albert", "uspto50k"), ("all-MiniLM-L6-v2", "squad2")
     assert counts == {(*albert, "single"): 9, (*albert, "cross-configuration"): 3,
-                      (*albert, "same-configuration"): 3, (*minilm, "single"): 4,
-                      (*minilm, "cross-configuration"): 2, (*minilm, "same-configuration"): 2}
+                      (*albert, "same-configuration"): 9, (*minilm, "single"): 4,
+                      (*minilm, "cross-configuration"): 2, (*minilm, "same-configuration"): 4}
     r, s, c = "baseline", "repeat shared +3", "copy last"
-    expected = {  # (kind, offset): members, by the rule written out by hand
-        ("cross-configuration", 0): [(r, 0), (s, 1), (c, 2)],
-        ("same-configuration", 0): [(r, 0), (r, 1), (r, 2)],
-        ("cross-configuration", 1): [(r, 1), (s, 2), (c, 0)],
-        ("same-configuration", 1): [(s, 1), (s, 2), (s, 0)],
-        ("cross-configuration", 2): [(r, 2), (s, 0), (c, 1)],
-        ("same-configuration", 2): [(c, 2), (c, 0), (c, 1)]}
+    expected = {  # (kind, offset, configuration): members, by the rule written out by hand
+        ("cross-configuration", 0, None): [(r, 0), (s, 1), (c, 2)],
+        ("cross-configuration", 1, None): [(r, 1), (s, 2), (c, 0)],
+        ("cross-configuration", 2, None): [(r, 2), (s, 0), (c, 1)],
+        **{("same-configuration", 0, x): [(x, 0), (x, 1), (x, 2)] for x in (r, s, c)},
+        **{("same-configuration", 1, x): [(x, 1), (x, 2), (x, 0)] for x in (r, s, c)},
+        **{("same-configuration", 2, x): [(x, 2), (x, 0), (x, 1)] for x in (r, s, c)}}
     found = ensembles[(ensembles["model"] == albert[0]) & (ensembles["kind"] != "single")]
-    assert {(kind, o): keys.split() for kind, o, keys in
-            zip(found["kind"], found["offset"], found["run_keys"])} == {
+    assert {(kind, o, x if isinstance(x, str) else None): keys.split() for kind, o, x, keys in
+            zip(found["kind"], found["offset"], found["configuration"], found["run_keys"])} == {
         slot: [key(*albert, x, seed) for x, seed in members]
         for slot, members in expected.items()}
     squad = ensembles[(ensembles["model"] == minilm[0]) & (ensembles["kind"] != "single")]
     d = "copy first 3"
     assert squad["run_keys"].str.split().tolist() == [
         [key(*minilm, x, seed) for x, seed in members]
-        for members in ([(r, 0), (d, 1)], [(r, 0), (r, 1)], [(r, 1), (d, 0)], [(d, 1), (d, 0)])]
-    assert squad["disjoint"].tolist() == [True, True, False, False]
+        for members in ([(r, 0), (d, 1)], [(r, 0), (r, 1)], [(d, 0), (d, 1)],
+                        [(r, 1), (d, 0)], [(r, 1), (r, 0)], [(d, 1), (d, 0)])]
+    assert squad["disjoint"].tolist() == [True, True, True, False, False, False]
     # a single run scores as its row says (the one-model ensemble reproduces the run)
     singles = ensembles[ensembles["kind"] == "single"].set_index("run_keys")
     stored = study_runs.set_index("run_key")
@@ -687,7 +705,7 @@ def test_rq5_tables_have_their_documented_columns_sizes_and_configurations(tmp_p
         "metrics.accuracy"].mean().idxmax()
     assert accuracy[["kind", "k", "n", "n_all"]].values.tolist() == [
         ["single", 1, 6, 6], ["baseline", 1, 3, 3], ["best single", 1, 3, 3],
-        ["cross-configuration", 2, 1, 3], ["same-configuration", 2, 1, 3]]
+        ["cross-configuration", 2, 1, 3], ["same-configuration", 2, 1, 6]]
     assert accuracy["configuration"].tolist()[1:3] == [BASE, best]
     assert accuracy["configuration"].isna().tolist() == [True, False, False, True, True]
     assert summary["metric"].tolist() == ["accuracy"] * 5 + ["macro_f1"] * 5
@@ -742,8 +760,9 @@ def test_rq5_differences_give_the_t_interval_over_disjoint_blocks(tmp_path):
     differences = E.rq5_differences(E.rq5_ensembles(runs, k=2)).set_index(["metric", "comparison"])
     matched = differences.loc[("accuracy", "cross-configuration − same-configuration")]
 
-    def unit(s, t):  # block of seeds s, t: cross (BASE s, LAST t) minus control (BASE s, BASE t)
-        return _score(runs, [(BASE, s), (LAST, t)]) - _score(runs, [(BASE, s), (BASE, t)])
+    def unit(s, t):  # block of seeds s, t: cross (BASE s, LAST t) minus its controls' mean
+        return _score(runs, [(BASE, s), (LAST, t)]) - (
+            _score(runs, [(BASE, s), (BASE, t)]) + _score(runs, [(LAST, s), (LAST, t)])) / 2
 
     from dupbert.significance import mean_ci
     expected = mean_ci([unit(0, 1), unit(2, 3)])
@@ -995,3 +1014,27 @@ def test_ranked_union_breaks_ties_by_token_index_on_wide_features():
     index, found = E._ranked_union(levels[None, None, :], np.ones((1, 40), bool), 40)
     expected = sorted(range(40), key=lambda token: (-levels[token], token))
     assert index[0].tolist() == expected and found.all()
+
+
+def test_rq5_keeps_only_configurations_whose_planned_seeds_have_all_landed():
+    from dupbert.profiles import PlannedSweep
+
+    plan = [PlannedSweep(model="m", task="snli", duplications=("baseline", "copy first 3", "copy last",
+                                                              "depth control"),
+                         max_train_samples=None, max_eval_samples=None, seeds=(0, 1, 2, 3)),
+            PlannedSweep(model="r", task="uspto50k", duplications=("baseline",),
+                         max_train_samples=None, max_eval_samples=None, seeds=(0, 1))]
+    runs = pd.DataFrame(
+        [{"model": "m", "task": "snli", "duplication": d, "seed": s}
+         for d, seeds in (("baseline", range(4)), ("copy first 3", range(4)), ("copy last", (0, 1)))
+         for s in seeds]
+        + [{"model": "m", "task": "snli", "duplication": "copy last", "seed": 7},  # not a planned seed
+           {"model": "r", "task": "uspto50k", "duplication": "baseline", "seed": 0},
+           {"model": "x", "task": "sst2", "duplication": "baseline", "seed": 0}])  # not planned
+    kept, waiting = E.complete_configurations(runs, plan)
+    assert waiting.values.tolist() == [["m", "snli", "copy last", 2, 4], ["m", "snli", "depth control", 0, 4],
+                                       ["r", "uspto50k", "baseline", 1, 2]]
+    assert list(waiting.columns) == E.WAITING_COLUMNS
+    assert kept.index.tolist() == list(range(8)) + [12]  # m's complete two, and the unplanned x
+    same, none = E.complete_configurations(runs, None)
+    assert same is runs and none.empty and list(none.columns) == E.WAITING_COLUMNS
