@@ -125,6 +125,27 @@ def minimum_detectable_gain(std_of_differences: float, n_seeds: int, alpha: floa
     return float(optimize.brentq(shortfall, 0.0, upper, xtol=1e-10) * std_of_differences)
 
 
+def equivalence_sd_limit(n_seeds: int, margin: float = EQUIVALENCE_MARGIN,
+                         confidence: float = 0.95) -> float:
+    """The largest standard deviation of the per-seed differences at which a "no gain" claim
+    can still be reproduced over ``n_seeds`` seeds: the rule of :func:`verdict` needs the whole
+    95% t interval within ``±margin``, i.e. a half-width ``t(0.975, n-1) * sd / sqrt(n) <=
+    margin`` (reached only when, besides, the mean difference is 0). A smallest detectable
+    *gain* says nothing about such a claim; this is its counterpart.
+
+    Args:
+        n_seeds: paired seeds (>= 2).
+        margin: the equivalence margin, in the metric's units (points).
+
+    Returns:
+        ``margin * sqrt(n) / t(1 - (1 - confidence) / 2, n - 1)`` in the metric's units (0.60
+        points at 8 seeds, 0.5 margin); NaN for fewer than 2 seeds.
+    """
+    if n_seeds < 2:
+        return float("nan")
+    return float(margin * np.sqrt(n_seeds) / stats.t.ppf(1 - (1 - confidence) / 2, n_seeds - 1))
+
+
 def check_one_run_per_seed(frame: pd.DataFrame, by: Sequence[str]) -> None:
     """Refuse a frame in which some configuration has two runs with the same seed.
 

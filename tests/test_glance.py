@@ -565,3 +565,9 @@ def test_tasks_the_paper_says_nothing_about_are_shown_beside_the_method_and_neve
     assert alone["rq3-method"]["ours"].endswith(
         "(shown, not judged): b on uspto50k: no primary run yet")
     assert _rq3(snli)["rq3-method"]["ours"].endswith("rq3-sst2-accuracy: not testable here")
+
+
+def test_a_model_with_runs_but_no_baseline_says_so():
+    only_copies = _runs("e", "snli", "accuracy", 0.70, +0.010).query("duplication != 'baseline'")
+    row = _rq3(only_copies)["rq3-snli-accuracy"]
+    assert (row["ours"], row["verdict"]) == ("e: no baseline run", "did not learn")

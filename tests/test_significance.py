@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dupbert.significance import (check_one_run_per_seed, holm, mean_ci,
+from dupbert.significance import (check_one_run_per_seed, equivalence_sd_limit, holm, mean_ci,
                                   minimum_detectable_gain, paired_gains, paired_p_value,
                                   paired_t_power, summarize_runs, verdict)
 
@@ -259,3 +259,16 @@ def test_mean_ci_of_nothing_says_what_it_needs():
         mean_ci([])
     assert mean_ci([3.0, 3.0, 3.0]) == {"n": 3, "mean": 3.0, "std": 0.0, "ci_low": 3.0,
                                          "ci_high": 3.0}
+
+
+def test_the_equivalence_sd_limit_is_where_the_t_interval_just_fits_the_margin():
+    # 8 seeds: t(0.975, 7) = 2.3646; 0.5 * sqrt(8) / 2.3646 = 0.598
+    assert round(equivalence_sd_limit(8), 3) == 0.598
+    assert round(equivalence_sd_limit(4), 3) == 0.314  # 0.5 * 2 / 3.1824
+    assert round(equivalence_sd_limit(8, margin=1.0), 3) == 1.196
+    # at the limit, the interval of differences with that sd and mean 0 spans exactly +-margin
+    sd = equivalence_sd_limit(8)
+    differences = np.array([1.0, -1.0] * 4) * sd * np.sqrt(7 / 8)  # sample sd exactly `sd`
+    low, high = stats.t.interval(0.95, 7, 0.0, stats.sem(differences))
+    assert (low, high) == pytest.approx((-0.5, 0.5))
+    assert np.isnan(equivalence_sd_limit(1))
