@@ -357,7 +357,8 @@ def pending(n_pairs: int, planned: int) -> str:
 
 
 def comparison(results: pd.DataFrame, baseline: str = "baseline",
-               planned_seeds: Mapping[tuple[str, str], int] | None = None) -> pd.DataFrame:
+               planned_seeds: Mapping[tuple[str, str], int] | None = None,
+               family_sizes: Mapping[tuple[str, str], int] | None = None) -> pd.DataFrame:
     """Every configuration against its reference, per model, task and metric, with the paper's
     claim beside it and the verdict of :func:`dupbert.significance.verdict`.
 
@@ -370,6 +371,9 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
             part of the data: a study that ran in the background is judged once, at its planned
             size, never at whichever size it had reached when the book was built (no optional
             stopping). ``None``: every comparison is judged at the size it has.
+        family_sizes: ``{(model, task): m}`` secondary comparisons planned by that study
+            (``dupbert.profiles.planned_family_sizes``): Holm and the detectable gain count all
+            ``m`` while some have not landed (:func:`dupbert.significance.paired_gains`).
 
     Returns:
         One row per (model, task, metric, duplication), the baseline included: ``n``, ``mean``,
@@ -394,7 +398,7 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
     if points.empty:
         return pd.DataFrame()
     summary = summarize_runs(points, "value", by=[*by, "duplication"])
-    gains = paired_gains(points, "value", baseline=baseline, by=by)
+    gains = paired_gains(points, "value", baseline=baseline, by=by, family_sizes=family_sizes)
     table = summary.merge(gains, on=[*by, "duplication"], how="left") if not gains.empty \
         else summary
     trivial = points.groupby(by, sort=False).agg(trivial=("trivial", "mean"),

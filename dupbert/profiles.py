@@ -270,6 +270,22 @@ def planned_seeds(plan: Sequence[PlannedSweep] | str | os.PathLike) -> dict[tupl
     return {(entry.model, entry.task): len(entry.seeds) for entry in plan}
 
 
+def planned_family_sizes(plan: Sequence[PlannedSweep] | str | os.PathLike) -> dict[tuple[str, str], int]:
+    """``{(model, task): m}``: the secondary comparisons of a plan, or of the RQ3 profile file that
+    plans it: every planned configuration but the baseline and the primary one (each is
+    compared with its reference, ``dupbert.duplicate.finetune_variants``). The Holm family that
+    ``dupbert.paper.comparison`` counts while some of them have not landed.
+
+    Raises:
+        FileNotFoundError: a profile path that does not exist; as :func:`plan_sweep`.
+    """
+    if isinstance(plan, (str, os.PathLike)):
+        plan = plan_sweep(load_profile(plan))[0]
+    return {(entry.model, entry.task): sum(d != "baseline" and d not in entry.primary
+                                           for d in entry.duplications)
+            for entry in plan}
+
+
 def planned_run_keys(plan: Sequence[PlannedSweep]) -> set[str]:
     """The ``run_key`` of every run of the plan (to select this plan's rows from a results file
     that also holds other runs)."""

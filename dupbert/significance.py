@@ -15,7 +15,7 @@ that could not be computed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -203,7 +203,8 @@ def _comparisons(group: pd.DataFrame, baseline: str) -> list[tuple[str, str, str
 
 
 def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
-                 by: Sequence[str] = ("model", "task")) -> pd.DataFrame:
+                 by: Sequence[str] = ("model", "task"),
+                 family_sizes: Mapping[tuple[str, str], int] | None = None) -> pd.DataFrame:
     """Every configuration against its reference on the same seeds (paired t-test).
 
     Args:
@@ -212,6 +213,12 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
             baseline`` for unshared ALBERT variants) and ``role`` (``primary``/``secondary``).
             Without them every configuration is a secondary comparison with ``baseline``.
         baseline: the default reference.
+        family_sizes: ``{(model, task): m}``, the planned number of secondary comparisons of a
+            pre-registered study (``dupbert.profiles.planned_family_sizes``; ``by`` must then
+            hold ``model`` and ``task``): while some have not landed, Holm and the detectable
+            gain still count all ``m`` (the missing ones as NaN p-values, :func:`holm`), so a
+            partial family never looks stronger than the planned one. ``None``: the family is
+            the secondary comparisons present.
 
     Returns:
         One row per (``by``, configuration): ``reference``, ``role``, ``n_pairs``, ``gain`` (mean
@@ -232,6 +239,9 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
         wide = group.pivot_table(index="seed", columns="duplication", values=metric)
         comparisons = _comparisons(group, baseline)
         n_secondary = sum(role != PRIMARY for _, _, role in comparisons)
+        if family_sizes:
+            named = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+            n_secondary = max(n_secondary, family_sizes.get((named["model"], named["task"]), 0))
         for configuration, reference, role in comparisons:
             if reference in wide:
                 pairs = wide[[reference, configuration]].dropna()
@@ -255,7 +265,9 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
         return result
     result["p_adjusted"] = result["p_value"]
     for _, index in result[result["role"] != PRIMARY].groupby(list(by), sort=False).groups.items():
-        result.loc[index, "p_adjusted"] = holm(result.loc[index, "p_value"])
+        landed = result.loc[index, "p_value"].tolist()
+        missing = int(result.loc[index, "n_tests"].max()) - len(landed)  # planned, not landed
+        result.loc[index, "p_adjusted"] = holm(landed + [np.nan] * missing)[:len(landed)]
     result["significant"] = result["p_adjusted"] < ALPHA
     return result
 

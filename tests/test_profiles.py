@@ -191,3 +191,11 @@ def test_hub_runs_never_pass_for_runs_on_the_offline_data(monkeypatch, tmp_path)
     assert run_key({**row, "data_source": "hub"}) != run_key(row)
     monkeypatch.delenv("DUPBERT_DATA_DIR", raising=False)
     assert data_source(tmp_path) == "local"
+
+
+def test_the_cpu_study_plans_its_secondary_families():
+    sizes = profiles.planned_family_sizes(PARAMS / "cpu" / "rq3.yaml")
+    # MiniLM and rxnfp-bert: copy last, depth control; the shared ALBERT also copy first 3 and
+    # unshared baseline (its primary is repeat shared +3)
+    assert sizes == {("all-MiniLM-L6-v2", "snli"): 2, ("all-MiniLM-L6-v2", "sst2"): 2,
+                     ("rxnmapper-albert", "uspto50k"): 4, ("rxnfp-bert", "uspto50k"): 2}

@@ -272,3 +272,31 @@ def test_the_equivalence_sd_limit_is_where_the_t_interval_just_fits_the_margin()
     low, high = stats.t.interval(0.95, 7, 0.0, stats.sem(differences))
     assert (low, high) == pytest.approx((-0.5, 0.5))
     assert np.isnan(equivalence_sd_limit(1))
+
+
+def test_a_planned_family_counts_its_secondary_comparisons_that_have_not_landed():
+    """Planned: 3 secondary comparisons; landed: one. Holm multiplies its p by 3, not 1, and its
+    detectable gain is the one at alpha / 3 (issue 10, item 3c: every test of the family)."""
+    base = [80.0, 81.0, 79.5, 80.5, 80.2]
+    gain = [0.9, 0.5, 1.4, 0.2, 1.1]
+    rows = [{"model": "m", "task": "t", "duplication": d, "seed": s, "value": v,
+             "reference": r, "role": role}
+            for s in range(5)
+            for d, v, r, role in (("baseline", base[s], None, None),
+                                  ("copy first 3", base[s] + 0.3, "baseline", "primary"),
+                                  ("copy last", base[s] + gain[s], "baseline", "secondary"))]
+    frame = pd.DataFrame(rows)
+    p = stats.ttest_rel(np.array(base) + gain, base).pvalue  # 0.0211
+    planned = paired_gains(frame, "value", family_sizes={("m", "t"): 3}).set_index("duplication")
+    alone = paired_gains(frame, "value").set_index("duplication")
+    assert alone.loc["copy last", "p_adjusted"] == pytest.approx(p)
+    assert (planned.loc["copy last", "n_tests"], alone.loc["copy last", "n_tests"]) == (3, 1)
+    assert planned.loc["copy last", "p_adjusted"] == pytest.approx(3 * p)
+    assert not planned.loc["copy last", "significant"] and alone.loc["copy last", "significant"]
+    sd = np.std(gain, ddof=1)
+    assert planned.loc["copy last", "min_detectable_gain"] == pytest.approx(
+        minimum_detectable_gain(sd, 5, n_tests=3))
+    # the primary is untouched; a family larger than planned keeps its own size
+    assert planned.loc["copy first 3", "p_adjusted"] == alone.loc["copy first 3", "p_adjusted"]
+    assert paired_gains(frame, "value", family_sizes={("m", "t"): 0}).set_index(
+        "duplication").loc["copy last", "n_tests"] == 1
