@@ -1038,3 +1038,40 @@ def test_rq5_keeps_only_configurations_whose_planned_seeds_have_all_landed():
     assert kept.index.tolist() == list(range(8)) + [12]  # m's complete two, and the unplanned x
     same, none = E.complete_configurations(runs, None)
     assert same is runs and none.empty and list(none.columns) == E.WAITING_COLUMNS
+
+
+def test_a_missing_run_drops_only_the_pairs_that_need_it(tmp_path):
+    runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2), missing=[(LAST, 0)])
+    ensembles = E.rq5_ensembles(runs)
+    # (LAST, 0) is in offset 0's control L0 + L1 and offset 2's cross B2 + L0; offset 1 stays
+    assert ensembles.loc[ensembles["kind"] == "cross-configuration", "run_keys"].tolist() == [
+        _keys([(BASE, 1), (LAST, 2)])]
+    assert ensembles.loc[ensembles["kind"] == "same-configuration", "run_keys"].tolist() == [
+        _keys([(BASE, 1), (BASE, 2)]), _keys([(LAST, 1), (LAST, 2)])]
+    assert ensembles["offset"].dropna().tolist() == [1, 1, 1]
+
+
+def test_a_complete_plan_leaves_nothing_waiting():
+    from dupbert.profiles import PlannedSweep
+
+    plan = [PlannedSweep(model="m", task="snli", duplications=("baseline",), max_train_samples=None,
+                         max_eval_samples=None, seeds=(0, 1))]
+    runs = pd.DataFrame([{"model": "m", "task": "snli", "duplication": "baseline", "seed": s}
+                         for s in (0, 1)])
+    kept, waiting = E.complete_configurations(runs, plan)
+    assert kept.equals(runs) and waiting.empty and list(waiting.columns) == E.WAITING_COLUMNS
+
+
+def test_a_control_without_the_metric_drops_its_pair_instead_of_half_a_control():
+    study = _hand_study()
+    a = study[study["model"] == "a"]
+    # pair 0 of model a gets a second control, whose macro-F1 is known while the first one's is not
+    extra = a[(a["kind"] == "same-configuration") & (a["pair"] == 0)].assign(
+        **{"metrics.macro_f1": 0.70, "configuration": "copy last"})
+    differences = E.rq5_differences(pd.concat([a, extra], ignore_index=True)).set_index(
+        ["metric", "comparison"])
+    matched = differences.loc[("macro_f1", "cross-configuration − same-configuration")]
+    assert matched["n_pairs"] == 0  # every pair has a control without macro-F1
+    accuracy = differences.loc[("accuracy", "cross-configuration − same-configuration")]
+    # pair 0's control: the mean of its two controls, 78 and 78 points
+    assert (accuracy["n_pairs"], accuracy["mean_all"]) == (5, pytest.approx(3.0))
