@@ -623,15 +623,17 @@ def complete_configurations(runs: pd.DataFrame, plan=None) -> tuple[pd.DataFrame
             profile), or ``None``: every run is kept and nothing waits.
 
     Returns:
-        ``(kept, waiting)``: ``kept`` the rows of ``runs`` of every configuration not in the plan
-        or with runs at all of its planned seeds; ``waiting`` one row per planned configuration
+        ``(kept, waiting)``: ``kept`` the rows of ``runs`` of every model and task not in the
+        plan, and of every planned configuration with runs at all of its planned seeds (those
+        seeds only); ``waiting`` one row per planned configuration
         that has fewer (:data:`WAITING_COLUMNS`: ``model, task, configuration``, ``seeds``
         landed, ``planned``), in plan order.
     """
     if plan is None:
         return runs, pd.DataFrame(columns=WAITING_COLUMNS)
-    waiting = []
+    waiting, seeds_of = [], {}
     for entry in plan:
+        seeds_of[entry.model, entry.task] = set(entry.seeds)
         for configuration in entry.duplications:
             mine = runs[(runs["model"] == entry.model) & (runs["task"] == entry.task)
                         & (runs["duplication"] == configuration)]
@@ -642,7 +644,8 @@ def complete_configurations(runs: pd.DataFrame, plan=None) -> tuple[pd.DataFrame
                                 "planned": len(entry.seeds)})
     waiting = pd.DataFrame(waiting, columns=WAITING_COLUMNS)
     short = set(zip(waiting["model"], waiting["task"], waiting["configuration"]))
-    keep = [(m, t, d) not in short for m, t, d in zip(runs["model"], runs["task"], runs["duplication"])]
+    keep = [(m, t, d) not in short and int(s) in seeds_of.get((m, t), {int(s)})
+            for m, t, d, s in zip(runs["model"], runs["task"], runs["duplication"], runs["seed"])]
     return runs[keep], waiting
 
 
@@ -675,8 +678,9 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
 
     Returns:
         One row per single run or ensemble: ``model, task, kind, k`` (members), ``pair`` (Int64:
-        the index of a cross ensemble and its control within the model and task; NA for single
-        runs), ``offset`` (Int64, ``j``), ``disjoint`` (boolean: in a disjoint seed block),
+        the index of a cross ensemble and its controls within the model and task; NA for single
+        runs; a control recurs, scored once, in every pair of its configuration at its offset:
+        :func:`distinct_ensembles` keeps one of each), ``offset`` (Int64, ``j``), ``disjoint`` (boolean: in a disjoint seed block),
         ``seed`` (Int64, single runs only), ``seeds`` (the members' seeds, ``"0 + 1"``),
         ``configuration`` (of a single run or control; None for cross ensembles), ``members``
         (``"baseline (seed 0) + copy last (seed 1)"``), ``run_keys`` (space-separated, member
@@ -702,9 +706,11 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
             raise OutputsMismatch(f"{model} on {task}: runs of {len(settings)} settings "
                                   "(hyper-parameters, subset sizes or seed, data source); "
                                   "keep one")
+        scored = {}  # a control belongs to every pair of its configuration at those seeds
         for record in _memberships(rows, k):
             members = record.pop("members")
-            metrics = evaluate(members)
+            keys = tuple(m["run_key"] for m in members)
+            metrics = scored[keys] = scored[keys] if keys in scored else evaluate(members)
             records.append({"model": model, "task": task, **record, "k": len(members),
                             "members": " + ".join(_member_label(m) for m in members),
                             "run_keys": " ".join(m["run_key"] for m in members),
@@ -774,6 +780,17 @@ def _run_index(rows: Sequence[Mapping]) -> dict[tuple[str, int], Mapping]:
                                   f"seed {key[1]} ({run[key]['run_key']}, {row['run_key']})")
         run[key] = row
     return run
+
+
+def distinct_ensembles(ensembles: pd.DataFrame) -> pd.DataFrame:
+    """:func:`rq5_ensembles` rows with each ensemble once: a same-configuration control recurs in
+    every pair of its configuration at its offset (``C(m-1, k-1)`` pairs of ``m``
+    configurations); the first row of each (model, task, members) is kept, in order, and every
+    other row. For counts, means and plots of ensembles; the pairing (:func:`rq5_differences`)
+    needs them all."""
+    control = ensembles["kind"] == "same-configuration"
+    repeated = control & ensembles.duplicated(["model", "task", "kind", "run_keys"])
+    return ensembles[~repeated].reset_index(drop=True)
 
 
 def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
@@ -856,7 +873,8 @@ def rq5_summary(ensembles: pd.DataFrame, baseline: str | None = None) -> pd.Data
     configuration's run at each seed; ``cross-configuration`` and ``same-configuration``: each
     disjoint seed block (offsets ``0, k, 2k, ...`` with ``j + k <= n``; the mean of the block's
     ensembles of the kind), since ensembles of overlapping seeds share runs. ``n_all`` and
-    ``mean_all`` describe every run or ensemble of the kind, overlapping ones included.
+    ``mean_all`` describe every run or ensemble of the kind, overlapping ones included, each
+    distinct ensemble once (:func:`distinct_ensembles`).
 
     Args:
         ensembles: :func:`rq5_ensembles` output.
@@ -870,7 +888,7 @@ def rq5_summary(ensembles: pd.DataFrame, baseline: str | None = None) -> pd.Data
     """
     from .significance import mean_ci
 
-    points = ensemble_points(ensembles)
+    points = ensemble_points(distinct_ensembles(ensembles))
     parts = _single_units(points, best_single(ensembles), baseline) + _block_units(points)
     units = pd.concat(parts, ignore_index=True)
     sizes = points.groupby(["model", "task", "kind"], sort=False)["k"].max()

@@ -2,18 +2,22 @@
 paper's statement or number, ours with a 95% confidence interval, a verdict and the chapter that
 holds the evidence.
 
-Verdicts are ``reproduced``, ``refuted``, ``undecided`` or ``not testable here``. Each claim's rule
+Verdicts are ``reproduced``, ``refuted``, ``undecided``, ``did not learn`` or ``not testable
+here``. Each claim's rule
 is written in the function that decides it, fixed before the runs, and printed on the page:
 
 - RQ1 (:func:`rq1_rows`): top-1 reconstruction per hidden state against the random-init control,
   with Wilson 95% intervals over tokens.
-- RQ2 (:func:`rq2_row`): Spearman correlation between the linear CKA of each hidden state with the
-  last one and RQ1 top-1, per model.
+- RQ2 (:func:`rq2_row`): Spearman correlation between the debiased linear CKA of each hidden
+  state with the last one and RQ1 top-1, per model, and the partial correlation given depth,
+  which decides.
 - RQ3/RQ4 (:func:`rq3_rq4_rows`): the pre-registered primary comparison of each model and task
   (:func:`dupbert.paper.overall`, paired seeds, :func:`dupbert.significance.verdict`); a model
   whose baseline misses its pre-registered floor (:func:`dupbert.paper.learning_status`) did not
   learn the task: "did not learn", deciding nothing; a model and task whose planned seeds have not
-  all landed is ``undecided`` (pending), whatever the runs so far say.
+  all landed is ``undecided`` (pending), whatever the runs so far say. Tasks the paper makes no
+  claim about (USPTO-50k) are shown beside the method's claim, not judged
+  (:func:`beyond_the_paper`).
 - RQ5 (:func:`rq5_rows`): the paper's numbers are ALBERT ensembles on the full SQuAD 2.0 task; no
   ALBERT or BERT English weights load offline, so they are ``not testable here``; our nearest
   numbers (the cross-configuration ensembles of :mod:`dupbert.ensemble`) are shown beside them.
@@ -275,7 +279,8 @@ def beyond_the_paper(summary: pd.DataFrame, status: pd.DataFrame,
             and task without its primary runs reads ``pending (0/n seeds)``.
 
     Returns:
-        One text per model and task on the task's primary metric, in the order of ``summary``:
+        One text per model and task on the task's primary metric, in the order of ``summary``
+        (then the planned ones with no run yet, ``pending (0/n seeds)``):
         ``"rxnmapper-albert on uspto50k: repeat shared +3 -3.90 [-7.10, -0.70] points (p 0.024,
         8 seeds)"``, or its pending / did-not-learn / no-primary-run state (:func:`_cell_text`).
     """
@@ -289,6 +294,10 @@ def beyond_the_paper(summary: pd.DataFrame, status: pd.DataFrame,
         if planned and state == "no primary run":
             text = f"{cell.model}: {paper.pending(0, planned)}"
         texts.append(f"{cell.model} on {cell.task}{text[len(cell.model):]}")
+    landed = set(zip(summary["model"], summary["task"])) if not summary.empty else set()
+    for (model, task), planned in (planned_seeds or {}).items():
+        if task not in claimed_tasks and (model, task) not in landed:  # planned, nothing landed
+            texts.append(f"{model} on {task}: {paper.pending(0, planned)}")
     return texts
 
 

@@ -371,6 +371,8 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
             part of the data: a study that ran in the background is judged once, at its planned
             size, never at whichever size it had reached when the book was built (no optional
             stopping). ``None``: every comparison is judged at the size it has.
+            A secondary comparison short of its seeds also stays out of Holm (NaN there, no
+            ``p_adjusted``), so its partial p-value never moves a complete one's verdict.
         family_sizes: ``{(model, task): m}`` secondary comparisons planned by that study
             (``dupbert.profiles.planned_family_sizes``): Holm and the detectable gain count all
             ``m`` while some have not landed (:func:`dupbert.significance.paired_gains`).
@@ -398,7 +400,8 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
     if points.empty:
         return pd.DataFrame()
     summary = summarize_runs(points, "value", by=[*by, "duplication"])
-    gains = paired_gains(points, "value", baseline=baseline, by=by, family_sizes=family_sizes)
+    gains = paired_gains(points, "value", baseline=baseline, by=by, family_sizes=family_sizes,
+                         planned_seeds=planned_seeds)
     table = summary.merge(gains, on=[*by, "duplication"], how="left") if not gains.empty \
         else summary
     trivial = points.groupby(by, sort=False).agg(trivial=("trivial", "mean"),

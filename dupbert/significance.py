@@ -204,7 +204,8 @@ def _comparisons(group: pd.DataFrame, baseline: str) -> list[tuple[str, str, str
 
 def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
                  by: Sequence[str] = ("model", "task"),
-                 family_sizes: Mapping[tuple[str, str], int] | None = None) -> pd.DataFrame:
+                 family_sizes: Mapping[tuple[str, str], int] | None = None,
+                 planned_seeds: Mapping[tuple[str, str], int] | None = None) -> pd.DataFrame:
     """Every configuration against its reference on the same seeds (paired t-test).
 
     Args:
@@ -219,13 +220,18 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
             gain still count all ``m`` (the missing ones as NaN p-values, :func:`holm`), so a
             partial family never looks stronger than the planned one. ``None``: the family is
             the secondary comparisons present.
+        planned_seeds: ``{(model, task): seeds}`` of that study (``by`` must hold ``model`` and
+            ``task``): a secondary comparison with fewer seed pairs enters Holm as NaN (a test
+            of the family not yet done) and gets no ``p_adjusted``, so that its partial p-value
+            never moves the verdict of a complete one.
 
     Returns:
         One row per (``by``, configuration): ``reference``, ``role``, ``n_pairs``, ``gain`` (mean
         paired difference, metric units), ``gain_ci_low``, ``gain_ci_high`` (95% t interval),
         ``p_value`` (two-sided paired t-test, :func:`paired_p_value`), ``n_tests`` (1 for the
-        primary, else the size of the group's secondary family), ``p_adjusted`` (the primary's
-        own p; Holm over the secondary family of each group of ``by``),
+        primary, else the size of the group's secondary family: those present, or the planned
+        ``m`` where larger), ``p_adjusted`` (the primary's own p; Holm over the secondary family
+        of each group of ``by``; NaN for a secondary short of its planned seeds),
         ``min_detectable_gain`` (80% power at ``ALPHA / n_tests``) and ``significant``
         (``p_adjusted < ALPHA``). Seeds missing on either side are left out of the pair; a
         reference with no run gives ``n_pairs`` 0.
@@ -264,10 +270,14 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
     if result.empty:
         return result
     result["p_adjusted"] = result["p_value"]
-    for _, index in result[result["role"] != PRIMARY].groupby(list(by), sort=False).groups.items():
-        landed = result.loc[index, "p_value"].tolist()
+    for key, index in result[result["role"] != PRIMARY].groupby(list(by), sort=False).groups.items():
+        landed = result.loc[index, "p_value"].to_numpy(float).copy()
+        if planned_seeds:
+            named = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+            planned = planned_seeds.get((named["model"], named["task"]), 0)
+            landed[result.loc[index, "n_pairs"].to_numpy() < planned] = np.nan  # not yet a test
         missing = int(result.loc[index, "n_tests"].max()) - len(landed)  # planned, not landed
-        result.loc[index, "p_adjusted"] = holm(landed + [np.nan] * missing)[:len(landed)]
+        result.loc[index, "p_adjusted"] = holm([*landed, *[np.nan] * missing])[:len(landed)]
     result["significant"] = result["p_adjusted"] < ALPHA
     return result
 

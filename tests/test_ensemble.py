@@ -404,6 +404,14 @@ def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
         (control0.mean() + control2.mean()) / 2)
     all_cross = 100 * ensembles.loc[ensembles["kind"] == "cross-configuration", "metrics.accuracy"]
     assert accuracy.loc["cross-configuration", "n_all"] == 12
+    # each control ensemble once: 4 offsets x 3 configurations, though 24 rows pair them
+    assert accuracy.loc["same-configuration", "n_all"] == 12
+    distinct = E.distinct_ensembles(ensembles)
+    assert distinct["kind"].value_counts().to_dict() == {
+        "single": 12, "cross-configuration": 12, "same-configuration": 12}
+    assert not distinct.duplicated(["kind", "run_keys"]).any()
+    same_rows = ensembles[ensembles["kind"] == "same-configuration"]
+    assert same_rows.groupby("run_keys")["metrics.accuracy"].nunique().eq(1).all()  # scored alike
     assert accuracy.loc["cross-configuration", "mean_all"] == pytest.approx(all_cross.mean())
     single = ensembles[ensembles["kind"] == "single"]
     means = single.groupby("configuration", sort=False)["metrics.accuracy"].mean()
@@ -1030,12 +1038,13 @@ def test_rq5_keeps_only_configurations_whose_planned_seeds_have_all_landed():
          for s in seeds]
         + [{"model": "m", "task": "snli", "duplication": "copy last", "seed": 7},  # not a planned seed
            {"model": "r", "task": "uspto50k", "duplication": "baseline", "seed": 0},
+           {"model": "m", "task": "snli", "duplication": "baseline", "seed": 9},  # complete, unplanned seed
            {"model": "x", "task": "sst2", "duplication": "baseline", "seed": 0}])  # not planned
     kept, waiting = E.complete_configurations(runs, plan)
     assert waiting.values.tolist() == [["m", "snli", "copy last", 2, 4], ["m", "snli", "depth control", 0, 4],
                                        ["r", "uspto50k", "baseline", 1, 2]]
     assert list(waiting.columns) == E.WAITING_COLUMNS
-    assert kept.index.tolist() == list(range(8)) + [12]  # m's complete two, and the unplanned x
+    assert kept.index.tolist() == list(range(8)) + [13]  # m's complete two at their planned seeds, and x
     same, none = E.complete_configurations(runs, None)
     assert same is runs and none.empty and list(none.columns) == E.WAITING_COLUMNS
 

@@ -279,11 +279,12 @@ def test_a_planned_family_counts_its_secondary_comparisons_that_have_not_landed(
     detectable gain is the one at alpha / 3 (issue 10, item 3c: every test of the family)."""
     base = [80.0, 81.0, 79.5, 80.5, 80.2]
     gain = [0.9, 0.5, 1.4, 0.2, 1.1]
+    primary = [0.1, 0.6, 0.2, 0.5, 0.3]
     rows = [{"model": "m", "task": "t", "duplication": d, "seed": s, "value": v,
              "reference": r, "role": role}
             for s in range(5)
             for d, v, r, role in (("baseline", base[s], None, None),
-                                  ("copy first 3", base[s] + 0.3, "baseline", "primary"),
+                                  ("copy first 3", base[s] + primary[s], "baseline", "primary"),
                                   ("copy last", base[s] + gain[s], "baseline", "secondary"))]
     frame = pd.DataFrame(rows)
     p = stats.ttest_rel(np.array(base) + gain, base).pvalue  # 0.0211
@@ -296,7 +297,43 @@ def test_a_planned_family_counts_its_secondary_comparisons_that_have_not_landed(
     sd = np.std(gain, ddof=1)
     assert planned.loc["copy last", "min_detectable_gain"] == pytest.approx(
         minimum_detectable_gain(sd, 5, n_tests=3))
-    # the primary is untouched; a family larger than planned keeps its own size
-    assert planned.loc["copy first 3", "p_adjusted"] == alone.loc["copy first 3", "p_adjusted"]
+    # the primary is untouched: its own p, one test, its detectable gain at alpha
+    p_primary = stats.ttest_rel(np.array(base) + primary, base).pvalue
+    assert planned.loc["copy first 3", "p_adjusted"] == pytest.approx(p_primary)
+    assert planned.loc["copy first 3", "n_tests"] == 1
+    assert planned.loc["copy first 3", "min_detectable_gain"] == pytest.approx(
+        minimum_detectable_gain(np.std(primary, ddof=1), 5))
+    # a family larger than planned keeps its own size
     assert paired_gains(frame, "value", family_sizes={("m", "t"): 0}).set_index(
         "duplication").loc["copy last", "n_tests"] == 1
+
+
+def test_a_secondary_short_of_its_planned_seeds_stays_out_of_holm():
+    """Two secondaries: `copy last` complete (5 of 5 seeds, p 0.0211), `depth control` at 3 of
+    5 seeds with a tiny p. Holm over both would rank the partial one first and leave `copy
+    last` at its raw p; the partial one is a test not yet done: NaN, ranked last."""
+    base = [80.0, 81.0, 79.5, 80.5, 80.2]
+    gain = [0.9, 0.5, 1.4, 0.2, 1.1]
+    rows = [{"model": "m", "task": "t", "duplication": d, "seed": s, "value": v,
+             "reference": "baseline" if d != "baseline" else None,
+             "role": "secondary" if d != "baseline" else None}
+            for s in range(5)
+            for d, v in (("baseline", base[s]), ("copy last", base[s] + gain[s]),
+                         *((("depth control", base[s] - 5.0 - 0.01 * s),) if s < 3 else ()))]
+    frame = pd.DataFrame(rows)
+    p = stats.ttest_rel(np.array(base) + gain, base).pvalue
+    pooled = paired_gains(frame, "value").set_index("duplication")
+    assert pooled.loc["copy last", "p_adjusted"] == pytest.approx(p)  # ranked second: x 1
+    waiting = paired_gains(frame, "value", planned_seeds={("m", "t"): 5}).set_index("duplication")
+    assert waiting.loc["copy last", "p_adjusted"] == pytest.approx(2 * p)  # ranked first of 2
+    assert np.isnan(waiting.loc["depth control", "p_adjusted"])
+    assert not waiting.loc["depth control", "significant"]
+    assert waiting.loc["depth control", "p_value"] == pooled.loc["depth control", "p_value"]
+    # two complete secondaries are ranked as Holm ranks them
+    both = paired_gains(frame[frame["duplication"] != "depth control"].pipe(
+        lambda f: pd.concat([f, f[f["duplication"] == "copy last"].assign(
+            duplication="copy middle", value=lambda g: g["value"] + 0.01 * g["seed"])])),
+        "value", planned_seeds={("m", "t"): 5}).set_index("duplication")
+    raw = both.loc[["copy last", "copy middle"], "p_value"]
+    assert both.loc[["copy last", "copy middle"], "p_adjusted"].tolist() == pytest.approx(
+        holm(raw.tolist()).tolist())
