@@ -566,6 +566,9 @@ def test_tasks_the_paper_says_nothing_about_are_shown_beside_the_method_and_neve
     assert nothing_yet["rq3-method"]["ours"].endswith(
         "rq3-sst2-accuracy: not testable here; beyond the paper's tasks (shown, not judged): "
         "z on uspto50k: pending (0/8 seeds)")
+    no_runs = {row["id"]: row for row in glance.rq3_rq4_rows(
+        pd.DataFrame(), planned_seeds={("z", "uspto50k"): 8})}
+    assert no_runs["rq3-method"]["ours"].endswith("(shown, not judged): z on uspto50k: pending (0/8 seeds)")
     alone = {row["id"]: row for row in glance.rq3_rq4_rows(bare)}
     assert alone["rq3-method"]["ours"].endswith(
         "(shown, not judged): b on uspto50k: no primary run yet")

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from dupbert import paper
 from dupbert.tasks import TASKS
@@ -483,3 +484,22 @@ def test_a_model_without_a_primary_run_has_none_beside_one_with_it():
     assert summary["primary"].tolist() == ["copy first 3", None]
     assert summary["best_secondary"].tolist() == ["copy last", None]
     assert summary["verdict"].tolist()[1] == "no primary run" and np.isnan(summary["n_pairs"].iloc[1])
+
+
+def test_comparison_counts_the_planned_family_and_keeps_partial_secondaries_out_of_holm():
+    """SNLI, 5 planned seeds, 3 planned secondaries: `copy last` complete (5 seeds), `copy
+    middle` at 3 seeds, a third not landed. Holm over (copy last, NaN, NaN): 3 x its p."""
+    base = [0.800, 0.810, 0.795, 0.805, 0.802]
+    last = [b + g for b, g in zip(base, [0.009, 0.005, 0.014, 0.002, 0.011])]
+    middle = [b - 0.05 - 0.0001 * i for i, b in enumerate(base[:3])]
+    runs = _results("snli", "accuracy", {"baseline": base, "copy last": last, "copy middle": middle})
+    p_last = stats.ttest_rel(np.array(last) * 100, np.array(base) * 100).pvalue
+    table = paper.comparison(runs, planned_seeds={("m", "snli"): 5},
+                             family_sizes={("m", "snli"): 3}).set_index("duplication")
+    assert table.loc["copy last", "n_tests"] == 3
+    assert table.loc["copy last", "p_adjusted"] == pytest.approx(3 * p_last)
+    assert np.isnan(table.loc["copy middle", "p_adjusted"])
+    assert table.loc["copy middle", "verdict"] == "pending (3/5 seeds)"
+    plain = paper.comparison(runs).set_index("duplication")  # the landed family of two
+    assert plain.loc["copy last", "n_tests"] == 2
+    assert plain.loc["copy last", "p_adjusted"] == pytest.approx(p_last)  # ranked second

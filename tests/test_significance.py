@@ -272,6 +272,7 @@ def test_the_equivalence_sd_limit_is_where_the_t_interval_just_fits_the_margin()
     low, high = stats.t.interval(0.95, 7, 0.0, stats.sem(differences))
     assert (low, high) == pytest.approx((-0.5, 0.5))
     assert np.isnan(equivalence_sd_limit(1))
+    assert round(equivalence_sd_limit(2), 4) == 0.0557  # 0.5 * sqrt(2) / 12.706
 
 
 def test_a_planned_family_counts_its_secondary_comparisons_that_have_not_landed():
@@ -303,6 +304,10 @@ def test_a_planned_family_counts_its_secondary_comparisons_that_have_not_landed(
     assert planned.loc["copy first 3", "n_tests"] == 1
     assert planned.loc["copy first 3", "min_detectable_gain"] == pytest.approx(
         minimum_detectable_gain(np.std(primary, ddof=1), 5))
+    # a family planned for another model and task changes nothing here
+    other = paired_gains(frame, "value", family_sizes={("x", "t"): 5}).set_index("duplication")
+    assert other.loc["copy last", "n_tests"] == 1
+    assert other.loc["copy last", "p_adjusted"] == pytest.approx(p)
     # a family larger than planned keeps its own size
     assert paired_gains(frame, "value", family_sizes={("m", "t"): 0}).set_index(
         "duplication").loc["copy last", "n_tests"] == 1
