@@ -410,6 +410,7 @@ def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
     assert distinct["kind"].value_counts().to_dict() == {
         "single": 12, "cross-configuration": 12, "same-configuration": 12}
     assert not distinct.duplicated(["kind", "run_keys"]).any()
+    assert list(distinct.columns) == list(ensembles.columns) and distinct.index.tolist() == list(range(36))
     same_rows = ensembles[ensembles["kind"] == "same-configuration"]
     assert same_rows.groupby("run_keys")["metrics.accuracy"].nunique().eq(1).all()  # scored alike
     assert accuracy.loc["cross-configuration", "mean_all"] == pytest.approx(all_cross.mean())
