@@ -385,8 +385,14 @@ def rq3_rq4_rows(results: pd.DataFrame,
                   paper.DID_NOT_LEARN if tested and all(v == paper.DID_NOT_LEARN for v in tested)
                   else "undecided")
     models = sorted(set(results["model"])) if not results.empty else []
+    claimed_tasks = {c.task for c in paper.CLAIMS if c.task is not None}
+    judged = {} if results.empty else {
+        model: sorted(set(group["task"]) & claimed_tasks)
+        for model, group in results.groupby("model", sort=True)}
+    on = "; ".join(f"{m} ({', '.join(t)})" for m, t in judged.items() if t) or "none"
     rows.append(_row("rq4-consistent-across-models",
-                     f"{len(models)} models ({', '.join(models)}); per-claim verdicts as above",
+                     f"{len(models)} models ({', '.join(models)}); judged on the paper's tasks: {on}; "
+                     "per-claim verdicts as above",
                      consistent if tested else "not testable here",
                      "reproduced when every model and task that learned reproduces its claim; "
                      "refuted when one refutes it"))

@@ -429,15 +429,17 @@ def _verdict(row: dict, c: Claim | None,
              planned_seeds: Mapping[tuple[str, str], int] | None = None) -> str:
     from .significance import verdict
 
-    labels = {**NOT_THE_METHOD, **CONTROLS}
-    if row["duplication"] in labels:
-        return labels[row["duplication"]]
+    if row["duplication"] == "baseline":
+        return NOT_THE_METHOD["baseline"]
     has_pairs = row.get("n_pairs") is not None and bool(row["n_pairs"]) \
         and not np.isnan(row["n_pairs"])
     planned = (planned_seeds or {}).get((row["model"], row["task"]))
     landed = int(row["n_pairs"]) if has_pairs else int(row["n"])  # without pairs: its own runs
     if planned is not None and landed < planned:
-        return pending(landed, int(planned))  # before the floor, too
+        return pending(landed, int(planned))  # before the floor and the labels, too
+    labels = {**NOT_THE_METHOD, **CONTROLS}
+    if row["duplication"] in labels:
+        return labels[row["duplication"]]
     if not row["learned"]:
         return DID_NOT_LEARN
     if not has_pairs:
@@ -455,8 +457,11 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         Columns ``model, task, metric, primary, gain, gain_ci_low, gain_ci_high, p_value,
-        min_detectable_gain, n_pairs, n_secondary, n_secondary_gains, n_secondary_losses,
-        best_secondary, best_secondary_gain, learned, paper_value, claimed_gain, verdict``;
+        min_detectable_gain, n_pairs, n_secondary, n_secondary_pending, n_secondary_gains,
+        n_secondary_losses, best_secondary, best_secondary_gain, learned, paper_value,
+        claimed_gain, verdict``; the secondary counts and the best secondary are over the
+        secondary comparisons with all their planned seeds (``n_secondary``), those still
+        pending are only counted (``n_secondary_pending``);
         ``primary``, ``best_secondary`` and ``claimed_gain`` are ``None`` where there is none.
     """
     rows = []
@@ -464,6 +469,9 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
         compared = group[group["n_pairs"].notna()]  # every configuration with a reference
         primary = compared[compared["role"] == "primary"]
         secondary = compared[compared["role"] != "primary"]
+        waiting = secondary["verdict"].astype(str).str.startswith("pending")
+        n_pending = int(waiting.sum())
+        secondary = secondary[~waiting]  # judged once complete (Holm leaves them out until then)
         claimed = group["claimed_gain"].iloc[0]
         claimed = None if claimed is None or pd.isna(claimed) else float(claimed)
         first = primary.iloc[0] if not primary.empty else None
@@ -482,7 +490,7 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
             **{k: (first[k] if first is not None else np.nan)
                for k in ("gain", "gain_ci_low", "gain_ci_high", "p_value", "min_detectable_gain",
                          "n_pairs")},
-            "n_secondary": len(secondary),
+            "n_secondary": len(secondary), "n_secondary_pending": n_pending,
             "n_secondary_gains": int((significant & (secondary["gain"] > 0)).sum()),
             "n_secondary_losses": int((significant & (secondary["gain"] < 0)).sum()),
             "best_secondary": best["duplication"] if best is not None else None,

@@ -332,11 +332,19 @@ def test_rq3_rq4_rows_texts_and_rules():
         "b: copy first 3 -0.03 [-0.20, +0.14] points (p 0.648, 6 seeds)")
     assert {rows[k]["rule"] for k in rows if k.startswith("rq3-") and k != "rq3-method"} == {RQ3_RULE}
     rq4 = rows["rq4-consistent-across-models"]
-    assert (rq4["ours"], rq4["verdict"]) == ("2 models (a, b); per-claim verdicts as above", "reproduced")
+    assert (rq4["ours"], rq4["verdict"]) == (
+        "2 models (a, b); judged on the paper's tasks: a (snli); b (sst2); per-claim verdicts as above",
+        "reproduced")
     assert rq4["rule"] == ("reproduced when every model and task that learned reproduces its claim; "
                            "refuted when one refutes it")
     empty = {row["id"]: row for row in glance.rq3_rq4_rows(pd.DataFrame())}
-    assert empty["rq4-consistent-across-models"]["ours"] == "0 models (); per-claim verdicts as above"
+    assert empty["rq4-consistent-across-models"]["ours"] == (
+        "0 models (); judged on the paper's tasks: none; per-claim verdicts as above")
+    mixed = _rq3(pd.concat([_runs("r", "uspto50k", "accuracy", 0.85, -0.01, trivial=0.30),
+                            _runs("a", "snli", "accuracy", 0.70, +0.010),
+                            _runs("a", "sst2", "accuracy", 0.85, 0.0, trivial=0.51)]))
+    assert mixed["rq4-consistent-across-models"]["ours"] == (
+        "2 models (a, r); judged on the paper's tasks: a (snli, sst2); per-claim verdicts as above")
     assert {row["verdict"] for row in empty.values()} == {"not testable here"}
 
 

@@ -238,13 +238,20 @@ def test_no_verdict_before_the_planned_seeds_have_landed():
                                          "depth control": base})
     table = paper.comparison(runs, planned_seeds={("m", "snli"): 8})
     verdicts = dict(zip(table["duplication"], table["verdict"]))
+    # every comparison waits for its seeds, the depth control too (then it reads "control")
     assert verdicts == {"baseline": "the baseline", "copy first 3": "pending (5/8 seeds)",
-                        "depth control": "control"}
+                        "depth control": "pending (5/8 seeds)"}
     row = table[table["duplication"] == "copy first 3"].iloc[0]
     assert row["gain"] == pytest.approx(1.1, abs=1e-9) and row["p_value"] < 0.05  # shown, not judged
     assert paper.overall(table)["verdict"].iloc[0] == "pending (5/8 seeds)"
-    assert paper.overall(paper.comparison(runs, planned_seeds={("m", "snli"): 5}))[
-        "verdict"].iloc[0] == "reproduced"
+    complete = paper.comparison(runs, planned_seeds={("m", "snli"): 5})
+    assert complete.loc[complete["duplication"] == "depth control", "verdict"].item() == "control"
+    assert paper.overall(complete)["verdict"].iloc[0] == "reproduced"
+    # a secondary short of its seeds is counted as pending, not among the judged ones
+    waiting = paper.overall(paper.comparison(runs, planned_seeds={("m", "snli"): 8}))
+    assert waiting[["n_secondary", "n_secondary_pending"]].values.tolist() == [[0, 1]]
+    assert waiting["best_secondary"].tolist() == [None]
+    assert paper.overall(complete)[["n_secondary", "n_secondary_pending"]].values.tolist() == [[1, 0]]
     other_cell = paper.comparison(runs, planned_seeds={("m", "sst2"): 8, ("other", "snli"): 8})
     assert paper.overall(other_cell)["verdict"].iloc[0] == "reproduced"
     unlearned = _results("snli", "accuracy", {"baseline": [0.5, 0.5], "copy first 3": [0.6, 0.6]})
@@ -328,7 +335,7 @@ def test_overall_columns_are_the_documented_ones():
     summary = paper.overall(paper.comparison(runs))
     assert list(summary.columns) == [
         "model", "task", "metric", "primary", "gain", "gain_ci_low", "gain_ci_high", "p_value",
-        "min_detectable_gain", "n_pairs", "n_secondary", "n_secondary_gains",
+        "min_detectable_gain", "n_pairs", "n_secondary", "n_secondary_pending", "n_secondary_gains",
         "n_secondary_losses", "best_secondary", "best_secondary_gain", "learned", "paper_value",
         "claimed_gain", "verdict"]
     assert summary["paper_value"].tolist() == [paper.claim("rq3-snli-accuracy").paper_value]
