@@ -680,7 +680,8 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
         One row per single run or ensemble: ``model, task, kind, k`` (members), ``pair`` (Int64:
         the index of a cross ensemble and its controls within the model and task; NA for single
         runs; a control recurs, scored once, in every pair of its configuration at its offset:
-        :func:`distinct_ensembles` keeps one of each), ``offset`` (Int64, ``j``), ``disjoint`` (boolean: in a disjoint seed block),
+        :func:`distinct_ensembles` keeps one of each), ``offset`` (Int64, ``j``), ``disjoint``
+        (boolean: in a disjoint seed block),
         ``seed`` (Int64, single runs only), ``seeds`` (the members' seeds, ``"0 + 1"``),
         ``configuration`` (of a single run or control; None for cross ensembles), ``members``
         (``"baseline (seed 0) + copy last (seed 1)"``), ``run_keys`` (space-separated, member
@@ -710,7 +711,9 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
         for record in _memberships(rows, k):
             members = record.pop("members")
             keys = tuple(m["run_key"] for m in members)
-            metrics = scored[keys] = scored[keys] if keys in scored else evaluate(members)
+            if keys not in scored:
+                scored[keys] = evaluate(members)
+            metrics = scored[keys]
             records.append({"model": model, "task": task, **record, "k": len(members),
                             "members": " + ".join(_member_label(m) for m in members),
                             "run_keys": " ".join(m["run_key"] for m in members),

@@ -55,6 +55,10 @@ def wilson_interval(fraction: float, n: int) -> tuple[float, float]:
     return float(interval.low), float(interval.high)
 
 
+# The tasks the paper makes a claim about; the others are shown, never judged.
+CLAIMED_TASKS = frozenset(c.task for c in paper.CLAIMS if c.task is not None)
+
+
 def _row(claim_id: str, ours: str, verdict: str, rule: str) -> dict:
     if verdict not in VERDICTS:
         raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
@@ -284,10 +288,9 @@ def beyond_the_paper(summary: pd.DataFrame, status: pd.DataFrame,
         ``"rxnmapper-albert on uspto50k: repeat shared +3 -3.90 [-7.10, -0.70] points (p 0.024,
         8 seeds)"``, or its pending / did-not-learn / no-primary-run state (:func:`_cell_text`).
     """
-    claimed_tasks = {c.task for c in paper.CLAIMS if c.task is not None}
     texts = []
     for cell in summary.itertuples() if not summary.empty else []:
-        if cell.task in claimed_tasks or cell.metric != paper.task_metrics(cell.task)[0]:
+        if cell.task in CLAIMED_TASKS or cell.metric != paper.task_metrics(cell.task)[0]:
             continue
         text, state = _cell_text(cell, status)
         planned = (planned_seeds or {}).get((cell.model, cell.task))
@@ -296,7 +299,7 @@ def beyond_the_paper(summary: pd.DataFrame, status: pd.DataFrame,
         texts.append(f"{cell.model} on {cell.task}{text[len(cell.model):]}")
     landed = set(zip(summary["model"], summary["task"])) if not summary.empty else set()
     for (model, task), planned in (planned_seeds or {}).items():
-        if task not in claimed_tasks and (model, task) not in landed:  # planned, nothing landed
+        if task not in CLAIMED_TASKS and (model, task) not in landed:  # planned, nothing landed
             texts.append(f"{model} on {task}: {paper.pending(0, planned)}")
     return texts
 
@@ -385,9 +388,8 @@ def rq3_rq4_rows(results: pd.DataFrame,
                   paper.DID_NOT_LEARN if tested and all(v == paper.DID_NOT_LEARN for v in tested)
                   else "undecided")
     models = sorted(set(results["model"])) if not results.empty else []
-    claimed_tasks = {c.task for c in paper.CLAIMS if c.task is not None}
     judged = {} if results.empty else {
-        model: sorted(set(group["task"]) & claimed_tasks)
+        model: sorted(set(group["task"]) & CLAIMED_TASKS)
         for model, group in results.groupby("model", sort=True)}
     on = "; ".join(f"{m} ({', '.join(t)})" for m, t in judged.items() if t) or "none"
     rows.append(_row("rq4-consistent-across-models",

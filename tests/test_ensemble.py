@@ -359,16 +359,22 @@ def test_rq5_ensembles_have_the_hand_listed_members(tmp_path):
     assert E.rq5_ensembles(runs).equals(ensembles)  # deterministic
 
 
-def test_a_missing_run_drops_its_pair_from_both_arms(tmp_path):
-    runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2), missing=[(LAST, 2)])
+@pytest.mark.parametrize("missing, offset", [
+    # (LAST, 2) is in offset 1 (cross B1 + L2) and in offset 2's control L2 + L0: only 0 stays
+    ((LAST, 2), 0),
+    # (LAST, 0) is in offset 0's control L0 + L1 and offset 2's cross B2 + L0: only 1 stays
+    # (a pair lacking a run is skipped, not the end of the pairs)
+    ((LAST, 0), 1)])
+def test_a_missing_run_drops_the_pairs_that_need_it_from_both_arms(tmp_path, missing, offset):
+    runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2), missing=[missing])
     ensembles = E.rq5_ensembles(runs)
-    # (LAST, 2) is in offset 1 (cross B1 + L2) and in the control L2 + L0 of offset 2: both
-    # pairs go, cross ensemble and controls together
+    s, t = offset, offset + 1
     assert ensembles.loc[ensembles["kind"] == "cross-configuration", "run_keys"].tolist() == [
-        _keys([(BASE, 0), (LAST, 1)])]
+        _keys([(BASE, s), (LAST, t)])]
     assert ensembles.loc[ensembles["kind"] == "same-configuration", "run_keys"].tolist() == [
-        _keys([(BASE, 0), (BASE, 1)]), _keys([(LAST, 0), (LAST, 1)])]
+        _keys([(BASE, s), (BASE, t)]), _keys([(LAST, s), (LAST, t)])]
     assert ensembles["pair"].dropna().tolist() == [0, 0, 0]
+    assert ensembles["offset"].dropna().tolist() == [offset] * 3
 
 
 def test_two_runs_of_one_configuration_and_seed_are_refused(tmp_path):
@@ -1048,17 +1054,6 @@ def test_rq5_keeps_only_configurations_whose_planned_seeds_have_all_landed():
     assert kept.index.tolist() == list(range(8)) + [13]  # m's complete two at their planned seeds, and x
     same, none = E.complete_configurations(runs, None)
     assert same is runs and none.empty and list(none.columns) == E.WAITING_COLUMNS
-
-
-def test_a_missing_run_drops_only_the_pairs_that_need_it(tmp_path):
-    runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2), missing=[(LAST, 0)])
-    ensembles = E.rq5_ensembles(runs)
-    # (LAST, 0) is in offset 0's control L0 + L1 and offset 2's cross B2 + L0; offset 1 stays
-    assert ensembles.loc[ensembles["kind"] == "cross-configuration", "run_keys"].tolist() == [
-        _keys([(BASE, 1), (LAST, 2)])]
-    assert ensembles.loc[ensembles["kind"] == "same-configuration", "run_keys"].tolist() == [
-        _keys([(BASE, 1), (BASE, 2)]), _keys([(LAST, 1), (LAST, 2)])]
-    assert ensembles["offset"].dropna().tolist() == [1, 1, 1]
 
 
 def test_a_complete_plan_leaves_nothing_waiting():
