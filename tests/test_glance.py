@@ -341,10 +341,12 @@ def test_rq3_rq4_rows_texts_and_rules():
     assert empty["rq4-consistent-across-models"]["ours"] == (
         "0 models (); judged on the paper's tasks: none; per-claim verdicts as above")
     mixed = _rq3(pd.concat([_runs("r", "uspto50k", "accuracy", 0.85, -0.01, trivial=0.30),
+                            _runs("b", "sst2", "accuracy", 0.85, 0.0, trivial=0.51),
                             _runs("a", "snli", "accuracy", 0.70, +0.010),
                             _runs("a", "sst2", "accuracy", 0.85, 0.0, trivial=0.51)]))
-    assert mixed["rq4-consistent-across-models"]["ours"] == (
-        "2 models (a, r); judged on the paper's tasks: a (snli, sst2); per-claim verdicts as above")
+    assert mixed["rq4-consistent-across-models"]["ours"] == (  # models and tasks sorted
+        "3 models (a, b, r); judged on the paper's tasks: a (snli, sst2); b (sst2); "
+        "per-claim verdicts as above")
     assert {row["verdict"] for row in empty.values()} == {"not testable here"}
 
 
