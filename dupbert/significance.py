@@ -165,6 +165,12 @@ def check_one_run_per_seed(frame: pd.DataFrame, by: Sequence[str]) -> None:
             "Keep the rows of one setting (e.g. dupbert.profiles.planned_run_keys).")
 
 
+def _group_names(by: Sequence[str], key) -> dict:
+    """``{column: value}`` of one group of ``frame.groupby(list(by))`` (its key a tuple, or a
+    scalar for one column)."""
+    return dict(zip(by, key if isinstance(key, tuple) else (key,)))
+
+
 def summarize_runs(frame: pd.DataFrame, metric: str,
                    by: Sequence[str] = ("model", "task", "duplication")) -> pd.DataFrame:
     """Mean, std and 95% CI of ``metric`` over seeds, one row per group of ``by``.
@@ -181,7 +187,7 @@ def summarize_runs(frame: pd.DataFrame, metric: str,
     group_keys = [c for c in by if c != "duplication"]
     if "duplication" in by:
         check_one_run_per_seed(frame, group_keys)
-    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))),
+    rows = [{**_group_names(by, key),
              **mean_ci(group[metric])}
             for key, group in frame.groupby(list(by), sort=False)]
     return pd.DataFrame(rows)
@@ -246,7 +252,7 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
         comparisons = _comparisons(group, baseline)
         n_secondary = sum(role != PRIMARY for _, _, role in comparisons)
         if family_sizes:
-            named = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+            named = _group_names(by, key)
             n_secondary = max(n_secondary, family_sizes.get((named["model"], named["task"]), 0))
         for configuration, reference, role in comparisons:
             if reference in wide:
@@ -258,7 +264,7 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
                 "n": 0, "mean": np.nan, "std": np.nan, "ci_low": np.nan, "ci_high": np.nan}
             n_tests = 1 if role == PRIMARY else n_secondary
             rows.append({
-                **dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                **_group_names(by, key),
                 "duplication": configuration, "reference": reference, "role": role,
                 "n_pairs": summary["n"], "gain": summary["mean"],
                 "gain_ci_low": summary["ci_low"], "gain_ci_high": summary["ci_high"],
@@ -273,7 +279,7 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
     for key, index in result[result["role"] != PRIMARY].groupby(list(by), sort=False).groups.items():
         landed = result.loc[index, "p_value"].to_numpy(float).copy()
         if planned_seeds:
-            named = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+            named = _group_names(by, key)
             planned = planned_seeds.get((named["model"], named["task"]), 0)
             landed[result.loc[index, "n_pairs"].to_numpy() < planned] = np.nan  # not yet a test
         missing = int(result.loc[index, "n_tests"].max()) - len(landed)  # planned, not landed
