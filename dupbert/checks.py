@@ -12,6 +12,10 @@ clear message, before any model, data set or heavy library is loaded.
   process switches to offline mode, so a model in the local Hugging Face cache still loads and
   any other fails at once.
 - :func:`check_configurations`: duplication configurations named for models that lack them.
+- :func:`check_number` / :func:`check_list`: a library argument that is not a number in its
+  range (``batch_size=0``, ``power=80``, a NaN learning rate), or not a list of distinct items
+  (a string where a list of names belongs, seed 0 twice); the message names the argument, its
+  value and what is allowed.
 - :func:`notebook_parameters`: every parameter of a chapter notebook, in the forms papermill
   users type (``-p``, ``-y``, ``-f``), normalised or rejected with the form to use. Each
   notebook calls it in the cell after its parameters cell::
@@ -38,7 +42,7 @@ from .errors import (ConfigurationNotAvailable, DeviceNotAvailable, DupbertError
                      ModelNotAvailable, ParameterError)
 
 __all__ = ["check_device", "check_model", "load_config", "hub_or_offline", "model_not_available",
-           "check_configurations", "notebook_parameters", "NOTEBOOK_PARAMETERS", "TASK_NAMES",
+           "check_configurations", "check_number", "check_list", "notebook_parameters", "NOTEBOOK_PARAMETERS", "TASK_NAMES",
            "HUB_TIMEOUT_S"]
 
 # The names of dupbert.tasks.TASKS (importing it imports `datasets`, ~2 s); tests keep them equal.
@@ -129,6 +133,87 @@ def check_device(device: Any) -> str:
         return name
     raise DeviceNotAvailable(f"device {name!r} is not supported by dupbert (cpu, cuda, cuda:N or "
                              f"mps); available devices: {', '.join(available)}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Library arguments
+
+
+def check_number(name: str, value: Any, *, integer: bool = False, minimum: float | None = None,
+                 maximum: float | None = None, above: float | None = None,
+                 below: float | None = None) -> int | float:
+    """``value`` if it is a finite number in the allowed range (an ``int`` when ``integer``).
+
+    Args:
+        name: the argument's name, for the message (``"batch_size"``, ``"--epochs"``).
+        integer: only whole numbers (``32`` or ``32.0``; not ``2.7``, not ``True``).
+        minimum, maximum: the smallest and largest value allowed (inclusive).
+        above, below: bounds the value must lie strictly beyond (exclusive).
+
+    Returns:
+        The value as ``int`` (``integer``) or ``float``.
+
+    Raises:
+        ParameterError: not a number (a bool or a string counts as not a number), NaN or
+            infinite, not whole when ``integer``, or out of range; the message names ``name``,
+            the value and the allowed range, e.g. ``batch_size must be an integer >= 1, got 0``.
+    """
+    import math
+    import numbers
+
+    bounds = [f">= {minimum:g}" if minimum is not None else "",
+              f"> {above:g}" if above is not None else "",
+              f"<= {maximum:g}" if maximum is not None else "",
+              f"< {below:g}" if below is not None else ""]
+    allowed = (f"{'an integer' if integer else 'a number'} "
+               f"{' and '.join(bound for bound in bounds if bound)}").strip()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ParameterError(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})")
+    number = float(value)
+    if not math.isfinite(number) or (integer and not number.is_integer()) \
+            or (minimum is not None and number < minimum) \
+            or (maximum is not None and number > maximum) \
+            or (above is not None and number <= above) or (below is not None and number >= below):
+        raise ParameterError(f"{name} must be {allowed}, got {value!r}")
+    return int(number) if integer else number
+
+
+def check_list(name: str, value: Any, *, what: str = "names", allow_empty: bool = False) -> list:
+    """``value`` as a list if it is a list (or tuple, or other iterable) of distinct items.
+
+    A string is refused, not split into its characters: ``models="rxnfp-bert"`` would otherwise
+    run models ``'r'``, ``'x'``, ... and ``seeds=[0, 0, 1]`` would plan three seeds of which two
+    can ever land, so a study waits for the third forever.
+
+    Args:
+        name: the argument's name, for the message.
+        what: what the items are (``"names"``, ``"seeds"``), for the message.
+        allow_empty: an empty list is allowed.
+
+    Returns:
+        ``list(value)``, in its order.
+
+    Raises:
+        ParameterError: a string, a mapping or anything not iterable; an empty list (unless
+            ``allow_empty``); an item that appears twice (the message names it).
+    """
+    if isinstance(value, (str, bytes)):
+        raise ParameterError(f"{name} must be a list of {what}, got the string {value!r}; "
+                             f"write [{value!r}] for one")
+    if isinstance(value, Mapping):
+        raise ParameterError(f"{name} must be a list of {what}, got a mapping {dict(value)!r}")
+    try:
+        items = list(value)
+    except TypeError:
+        raise ParameterError(f"{name} must be a list of {what}, got {value!r} "
+                             f"({type(value).__name__})") from None
+    if not items and not allow_empty:
+        raise ParameterError(f"{name} is empty: give at least one of the {what}")
+    repeated = [item for position, item in enumerate(items) if item in items[:position]]
+    if repeated:
+        raise ParameterError(f"{name} must be distinct {what}: {repeated[0]!r} appears "
+                             f"{items.count(repeated[0])} times in {items!r}")
+    return items
 
 
 # --------------------------------------------------------------------------------------------------

@@ -351,3 +351,52 @@ def test_the_planner_names_what_a_shallow_model_skips(zoo_env):
     assert notes == ["splade-tiny-en: skipping copy first 3 (not a configuration of this model; it "
                      "has baseline, copy first 1, copy first 2, copy middle, copy last, depth "
                      "control)"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Library arguments: check_number and check_list, used by every public function that takes sizes,
+# rates or lists
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: checks.check_number("batch_size", 0, integer=True, minimum=1),
+     "batch_size must be an integer >= 1, got 0"),
+    (lambda: checks.check_number("batch_size", 2.7, integer=True, minimum=1),
+     "batch_size must be an integer >= 1, got 2.7"),
+    (lambda: checks.check_number("learning_rate", float("nan"), above=0),
+     "learning_rate must be a number > 0, got nan"),
+    (lambda: checks.check_number("learning_rate", float("inf"), above=0),
+     "learning_rate must be a number > 0, got inf"),
+    (lambda: checks.check_number("power", 80, above=0, below=1),
+     "power must be a number > 0 and < 1, got 80"),
+    (lambda: checks.check_number("power", 1.0, above=0, below=1),
+     "power must be a number > 0 and < 1, got 1.0"),
+    (lambda: checks.check_number("epochs", 0, above=0), "epochs must be a number > 0, got 0"),
+    (lambda: checks.check_number("rate", 1.5, minimum=0, maximum=1),
+     "rate must be a number >= 0 and <= 1, got 1.5"),
+    (lambda: checks.check_number("seed", True, integer=True), "seed must be an integer, got True (bool)"),
+    (lambda: checks.check_number("seed", "3", integer=True), "seed must be an integer, got '3' (str)"),
+    (lambda: checks.check_list("models", "rxnfp-bert"),
+     "models must be a list of names, got the string 'rxnfp-bert'; write ['rxnfp-bert'] for one"),
+    (lambda: checks.check_list("seeds", [0, 0, 1], what="seeds"),
+     "seeds must be distinct seeds: 0 appears 2 times in [0, 0, 1]"),
+    (lambda: checks.check_list("seeds", [], what="seeds"), "seeds is empty: give at least one of the seeds"),
+    (lambda: checks.check_list("seeds", 5, what="seeds"), "seeds must be a list of seeds, got 5 (int)"),
+    (lambda: checks.check_list("tasks", {"snli": 1}), "tasks must be a list of names, got a mapping {'snli': 1}"),
+])
+def test_a_bad_argument_is_named_with_its_value_and_what_is_allowed(call, message):
+    with pytest.raises(ParameterError) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+def test_good_arguments_come_back_as_numbers_and_lists():
+    import numpy as np
+
+    assert checks.check_number("batch_size", 32.0, integer=True, minimum=1) == 32
+    assert type(checks.check_number("batch_size", np.int64(8), integer=True, minimum=1)) is int
+    assert checks.check_number("power", 0.8, above=0, below=1) == 0.8
+    assert checks.check_number("rate", 1, minimum=0, maximum=1) == 1.0
+    assert checks.check_list("seeds", (2, 0, 1)) == [2, 0, 1]
+    assert checks.check_list("seeds", [], allow_empty=True) == []
+    assert checks.check_list("models", (name for name in ["a", "b"])) == ["a", "b"]
