@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -390,13 +391,16 @@ def check_configurations(models: Sequence[str], duplications: str | Sequence[str
         ConfigurationNotAvailable: a name that no model has (with ``strict``: that some model
             lacks), or a model left with none of the names; the message lists each model's
             configurations (and its depth).
+        ParameterError: ``models`` or ``duplications`` is a string other than ``"all"``, empty,
+            or names something twice (:func:`check_list`).
     """
     from .profiles import configuration_specs
 
+    models = check_list("models", models, what="models")
     have = {model: list(configuration_specs(model)) for model in models}
     if duplications == "all":
         return have
-    wanted = list(duplications)
+    wanted = check_list("duplications", duplications, what="configuration names")
     depth = {model: _depth(model) for model in models}
     listing = "; ".join(f"{model} ({depth[model]} blocks): {', '.join(names)}"
                         for model, names in have.items())
@@ -468,7 +472,9 @@ class Parameter:
     by ``cast``), ``names_per_model`` (a list of strings, or ``{model: list}``), ``orders``
     (``{label: [block, ...]}``). ``none``: ``None`` (and ``""``, and the
     string ``"None"``) is allowed. ``choices``: allowed strings (besides a mapping for
-    ``orders``). ``minimum``, ``maximum``: the smallest and largest number allowed. Kind
+    ``orders``). ``minimum``, ``maximum``: the smallest and largest number allowed; ``above``:
+    numbers must be larger than it (``epochs``: 0 epochs would save an untrained run). The
+    items of every list must be distinct (seed 0 twice would plan a run that never lands). Kind
     ``mappings``: a list of mappings (e.g. RQ5's ``smoke_sweeps``), passed on as they are. ``check``: called with the value (after
     parsing; not for ``None``), may raise a :class:`~dupbert.errors.DupbertError`.
     """
@@ -478,6 +484,7 @@ class Parameter:
     choices: tuple = ()
     minimum: float | None = None
     maximum: float | None = None
+    above: float | None = None
     check: Callable[[Any], Any] | None = None
     cast: type | None = None
 
@@ -513,6 +520,15 @@ def _files_exist(paths: list[str]) -> None:
                              f"repository root, {repository_path('.').resolve()})")
 
 
+def _not_zero_steps(value: Any) -> None:
+    values = [value] if not isinstance(value, Mapping) else [
+        v for inner in value.values()
+        for v in (inner.values() if isinstance(inner, Mapping) else [inner])]
+    if 0 in values:
+        raise ParameterError("0 steps would save an untrained run: give -1 (train for the "
+                             "epochs) or a number of steps >= 1")
+
+
 _MODELS = Parameter("names")
 _MODEL = Parameter("str", none=True)
 _CORPUS = Parameter("str", none=True, check=_corpus_check)
@@ -531,7 +547,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 duplications=Parameter("orders", none=True, choices=("standard",)),
                 n_sequences_duplicated=_POSITIVE, n_sequences_masked=_POSITIVE,
                 masking=Parameter("str", choices=("mask", "80-10-10")),
-                mask_rate=Parameter("float", minimum=0.0, maximum=1.0),
+                mask_rate=Parameter("float", above=0.0, maximum=1.0),
                 lens_positions=_POSITIVE, tables_dir=_FOLDER),
     "rq2": dict(models=_MODELS, model=_MODEL, corpus=_CORPUS, n_sequences=_POSITIVE,
                 max_tokens=Parameter("int", minimum=2), batch_size=_POSITIVE, device=_DEVICE,
@@ -545,9 +561,10 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 seeds=Parameter("ints_per_model_task", minimum=0),
                 max_train_samples=Parameter("per_task_int", none=True, minimum=1),
                 max_eval_samples=Parameter("per_task_int", none=True, minimum=1),
-                epochs=Parameter("per_model_task", none=True, cast=float, minimum=0),
-                max_steps=Parameter("per_model_task", none=True, cast=int, minimum=-1),
-                learning_rate=Parameter("per_model_task", none=True, cast=float, minimum=0),
+                epochs=Parameter("per_model_task", none=True, cast=float, above=0),
+                max_steps=Parameter("per_model_task", none=True, cast=int, minimum=-1,
+                                    check=_not_zero_steps),
+                learning_rate=Parameter("per_model_task", none=True, cast=float, above=0),
                 batch_size=Parameter("per_model_task", none=True, cast=int, minimum=1),
                 group_by_length=Parameter("per_model_task", none=True, cast=bool),
                 device=_DEVICE, results_path=_FOLDER, outputs_dir=_FOLDER,
@@ -605,13 +622,14 @@ def _structured(value: str) -> Any:
         raise _Bad(f"{value!r} is neither JSON nor YAML ({str(error).splitlines()[0]})") from None
 
 
-def _names(value: Any) -> list[str]:
+def _names(value: Any, distinct: bool = True) -> list[str]:
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
             value = _structured(text)
         else:
-            return [part.strip() for part in text.split(",") if part.strip()]
+            names = [part.strip() for part in text.split(",") if part.strip()]
+            return _distinct(names) if distinct else names
     if isinstance(value, (list, tuple)):
         bad = [item for item in value if not isinstance(item, (str, int, float)) or isinstance(item, bool)]
         if bad:
@@ -619,7 +637,7 @@ def _names(value: Any) -> list[str]:
         names = [str(item).strip() for item in value]
         if any(not name for name in names):
             raise _Bad("the list holds an empty name")
-        return names
+        return _distinct(names) if distinct else names
     raise _Bad(f"{value!r} ({type(value).__name__}) is not a list of names")
 
 
@@ -643,6 +661,10 @@ def _number(value: Any, cast: type, spec: Parameter) -> int | float | bool:
         raise _Bad(f"{number!r} is below the smallest allowed value, {spec.minimum:g}")
     if spec.maximum is not None and number > spec.maximum:
         raise _Bad(f"{number!r} is above the largest allowed value, {spec.maximum:g}")
+    if spec.above is not None and number <= spec.above:
+        raise _Bad(f"{number!r} is not above {spec.above:g}")
+    if cast is float and not math.isfinite(number):
+        raise _Bad(f"{value!r} is not a finite number")
     return number
 
 
@@ -732,10 +754,19 @@ def _read(name: str, value: Any, spec: Parameter) -> Any:
 
 
 def _ints(value: Any, spec: Parameter) -> list[int]:
-    items = [value] if isinstance(value, int) and not isinstance(value, bool) else _names(value)
+    items = [value] if isinstance(value, int) and not isinstance(value, bool) \
+        else _names(value, distinct=False)
     if not items:
         raise _Bad("the list is empty")
-    return [_number(item, int, spec) for item in items]
+    return _distinct([_number(item, int, spec) for item in items])
+
+
+def _distinct(items: list) -> list:
+    repeated = [item for position, item in enumerate(items) if item in items[:position]]
+    if repeated:
+        raise _Bad(f"{repeated[0]!r} appears {items.count(repeated[0])} times; give each once")
+    return items
+
 
 
 def _task_keys(mapping: Mapping) -> None:

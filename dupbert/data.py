@@ -256,10 +256,12 @@ def load_corpus(name: str, n_sequences: int | None = None,
 
     Raises :class:`UnknownCorpus` (listing the allowed names), :class:`CorpusNotFound` (a missing file,
     naming its full path and ``DUPBERT_DATA_DIR`` and how to get it; or no data dir and no reachable Hub
-    copy), ``ValueError`` if ``n_sequences <= 0`` or the corpus has no rows after filtering.
+    copy), ``ValueError`` if ``n_sequences`` is not a whole number >= 1 (``2.5``, ``True``, ``0``) or the
+    corpus has no rows after filtering.
     """
     corpus = _corpus(name)
-    if n_sequences is not None and n_sequences <= 0:
+    if n_sequences is not None and (isinstance(n_sequences, bool) or not _whole(n_sequences)
+                                    or n_sequences <= 0):
         raise ValueError(f"n_sequences must be a positive number of rows or None, got {n_sequences!r}")
     reader, features = _READERS[name]
     root = resolve_data_dir(data_dir)
@@ -272,8 +274,15 @@ def load_corpus(name: str, n_sequences: int | None = None,
     if n_rows == 0:
         raise ValueError(f"corpus {name!r} has no rows after filtering ({where})")
     if n_sequences is not None:
-        columns = {key: values[:n_sequences] for key, values in columns.items()}
+        columns = {key: values[:int(n_sequences)] for key, values in columns.items()}
     return datasets.Dataset.from_dict(columns, features=features)
+
+
+def _whole(value) -> bool:
+    """An ``int`` or a whole ``float`` (``2.0``; YAML and papermill may give one), not ``2.5``."""
+    import numbers
+
+    return isinstance(value, numbers.Integral) or (isinstance(value, float) and value.is_integer())
 
 
 def load_texts(name: str, n_sequences: int | None = None,

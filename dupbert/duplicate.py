@@ -111,9 +111,10 @@ def order_repeat_span(start: int, stop: int, num_layers: int) -> list[int]:
     "duplicate the first three layers".
 
     Raises:
-        ValueError: not ``0 <= start < stop <= num_layers``.
+        ValueError: not integers with ``0 <= start < stop <= num_layers``.
     """
-    if not 0 <= start < stop <= num_layers:
+    whole = [isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, num_layers)]
+    if not all(whole) or not 0 <= start < stop <= num_layers:
         raise ValueError(
             f"need 0 <= start < stop <= num_layers, got start={start}, stop={stop}, "
             f"num_layers={num_layers}"
@@ -298,8 +299,13 @@ def insert_fresh_blocks(
     A shared ALBERT is unshared first.
 
     Raises:
-        ValueError: a position outside ``1..L`` (after earlier insertions) or repeated.
+        ValueError: ``positions`` is not a list of integers (a string, ``[1.5]``), or a position
+            is outside ``1..L`` (after earlier insertions) or repeated.
     """
+    if isinstance(positions, (str, bytes)) or not isinstance(positions, Sequence) \
+            or any(isinstance(p, bool) or not isinstance(p, int) for p in positions):
+        raise ValueError(f"positions must be a list of integer positions in the new encoder, "
+                         f"got {positions!r}")
     positions = sorted(positions)
     if len(set(positions)) != len(positions) or not positions:
         raise ValueError(f"positions must be distinct and non-empty, got {positions}")

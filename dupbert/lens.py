@@ -20,7 +20,9 @@ import pandas as pd
 import torch
 import transformers
 
+from .checks import check_device
 from .models import encoder_hidden_states, mlm_head
+from .probe import check_max_length
 
 LENS_COLUMNS = ["layer", "position", "input_token", "input_id", "special", "guess", "token",
                 "token_id", "probability", "input_rank", "input_probability"]
@@ -48,7 +50,8 @@ def lens(
         tokenizer: its tokenizer.
         text: one input sequence (not empty).
         k: guesses kept per hidden state and position, ``1 <= k <= V``.
-        max_length: truncation length in tokens, special tokens included.
+        max_length: truncation length in tokens, special tokens included, at least 3 (CLS, a
+            token, SEP).
         device: where to run; default the model's device.
 
     Returns:
@@ -61,7 +64,9 @@ def lens(
         rank optimistically) and ``input_probability``.
 
     Raises:
-        ValueError: ``text`` is not a string or is empty/blank, or ``k`` is not in ``1..V``.
+        ValueError: ``text`` is not a string or is empty/blank, ``k`` is not in ``1..V``, or
+            ``max_length`` is not an integer >= 3 (tokenizers read 0 as "do not truncate").
+        DeviceNotAvailable: ``device`` is not one this machine's torch can use.
         MLMHeadMissing: the model has no MLM head (``dupbert.mlm_head``).
     """
     if not isinstance(text, str) or not text.strip():
@@ -70,8 +75,10 @@ def lens(
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= vocab_size:
         raise ValueError(f"k must be an integer in 1..{vocab_size} (the vocabulary size), "
                          f"got {k!r}")
+    max_length = check_max_length(max_length)
     head = mlm_head(model)
-    device = torch.device(device) if device is not None else next(model.parameters()).device
+    device = torch.device(check_device(device)) if device is not None \
+        else next(model.parameters()).device
     model = model.to(device).eval()
     encoded = tokenizer(text, truncation=True, max_length=max_length,
                         return_special_tokens_mask=True)

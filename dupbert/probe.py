@@ -28,6 +28,7 @@ import torch
 import transformers
 from tqdm import tqdm
 
+from .checks import check_device, check_list, check_number
 from .duplicate import block_is_copy, block_sources, duplicate_layers, standard_duplications
 from .models import encoder_hidden_states, mlm_head, random_init_control
 from .results import cached_frame, input_fingerprint, source_fingerprint
@@ -42,25 +43,49 @@ PROBE_COLUMNS = ["layer", "source_block", "is_copy", "top1", "top5", "top1_macro
                  "n_sequences"]
 
 
+def check_max_length(max_length: int) -> int:
+    """``max_length`` if it is a whole number of tokens that leaves room for one token between
+    the special tokens (CLS, a token, SEP): the probe and the lens truncate to it, and
+    tokenizers read 0 or ``None`` as "do not truncate".
+
+    Raises:
+        ParameterError: not an integer (``3.5``, ``True``, ``"64"``).
+        ValueError: below 3.
+    """
+    max_length = check_number("max_length", max_length, integer=True)
+    if max_length < 3:
+        raise ValueError(f"max_length must be at least 3 (CLS, a token, SEP), got {max_length}")
+    return max_length
+
+
 def tokenize_for_probe(
     tokenizer: transformers.PreTrainedTokenizerBase, texts: Sequence[str], max_length: int = 512
 ) -> list[dict[str, list[int]]]:
     """Tokenise ``texts`` one by one, with special tokens, truncated to ``max_length`` tokens.
 
+    Args:
+        texts: the sequences, any iterable of strings (a list, a generator, a pandas Series).
+
     Returns:
         One dict per text with ``input_ids`` and ``special_tokens_mask`` (lists of equal length).
 
     Raises:
-        ValueError: ``texts`` is empty or a string, or ``max_length`` < 3.
+        ValueError: ``texts`` is empty or a string, an item is not a string (``None``, a
+            number; the message gives its position), or ``max_length`` < 3 or not an integer.
     """
     if isinstance(texts, str):
         raise ValueError("texts must be a sequence of strings, got a single string")
+    max_length = check_max_length(max_length)
+    texts = list(texts)
     if len(texts) == 0:
         raise ValueError("texts is empty: the probe needs at least one sequence")
-    if max_length < 3:
-        raise ValueError(f"max_length must be at least 3 (CLS, a token, SEP), got {max_length}")
+    not_text = [(position, text) for position, text in enumerate(texts) if not isinstance(text, str)]
+    if not_text:
+        position, text = not_text[0]
+        raise ValueError(f"texts must all be strings: texts[{position}] is {text!r} "
+                         f"({type(text).__name__}); {len(not_text)} of {len(texts)} are not")
     encoded = tokenizer(
-        list(texts), truncation=True, max_length=max_length, return_special_tokens_mask=True
+        texts, truncation=True, max_length=max_length, return_special_tokens_mask=True
     )
     return [
         {"input_ids": ids, "special_tokens_mask": special}
@@ -75,10 +100,9 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
         A list of index lists, each at most ``batch_size`` long, covering every index once.
 
     Raises:
-        ValueError: ``batch_size`` < 1.
+        ValueError: ``batch_size`` is not an integer >= 1 (:class:`~dupbert.errors.ParameterError`).
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+    batch_size = check_number("batch_size", batch_size, integer=True, minimum=1)
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
 
@@ -165,7 +189,10 @@ def reconstruction_accuracy(
         (sequences with at least one counted token).
 
     Raises:
-        ValueError: empty ``texts``, ``batch_size`` < 1, or no countable token at all.
+        ValueError: empty ``texts`` or one that is not a string, ``batch_size`` not an integer
+            >= 1, ``max_length`` not an integer >= 3, or no countable token at all.
+        DeviceNotAvailable: ``device`` is not one this machine's torch can use
+            (``dupbert.checks.check_device``).
         MLMHeadMissing: the model has no MLM head.
     """
     examples = tokenize_for_probe(tokenizer, texts, max_length)
@@ -173,6 +200,12 @@ def reconstruction_accuracy(
 
 
 MASKING_RULES = ("mask", "80-10-10")
+
+
+def _check_mask_rate(mask_rate: float) -> None:
+    if isinstance(mask_rate, bool) or not isinstance(mask_rate, (int, float, np.number)) \
+            or not 0 < mask_rate <= 1:
+        raise ValueError(f"mask_rate must be in (0, 1], got {mask_rate!r}")
 
 
 def mask_for_probe(
@@ -201,11 +234,11 @@ def mask_for_probe(
         positions, ``-100`` elsewhere); same lengths.
 
     Raises:
-        ValueError: ``mask_rate`` not in (0, 1], an unknown ``rule``, or a tokenizer without a
-            mask token.
+        ValueError: ``mask_rate`` not a number in (0, 1], ``seed`` not an integer >= 0, an
+            unknown ``rule``, or a tokenizer without a mask token.
     """
-    if not 0 < mask_rate <= 1:
-        raise ValueError(f"mask_rate must be in (0, 1], got {mask_rate!r}")
+    _check_mask_rate(mask_rate)
+    seed = check_number("seed", seed, integer=True, minimum=0)
     if rule not in MASKING_RULES:
         raise ValueError(f"unknown masking rule {rule!r}; rules are {list(MASKING_RULES)}")
     if tokenizer.mask_token_id is None:
@@ -260,6 +293,7 @@ def masked_prediction_accuracy(
 
     Raises:
         ValueError: as ``reconstruction_accuracy`` and ``mask_for_probe``.
+        DeviceNotAvailable: as ``reconstruction_accuracy``.
         MLMHeadMissing: the model has no MLM head.
     """
     examples = tokenize_for_probe(tokenizer, texts, max_length)
@@ -273,7 +307,8 @@ def _probe_examples(model, tokenizer, examples, batch_size, device, progress,
     counted positions of ``examples`` (see ``_pad``), one hidden state at a time, reduced per
     sequence at once. Returns the ``PROBE_COLUMNS`` frame (see ``reconstruction_accuracy``)."""
     head = mlm_head(model)
-    device = torch.device(device) if device is not None else next(model.parameters()).device
+    device = torch.device(check_device(device)) if device is not None \
+        else next(model.parameters()).device
     model = model.to(device).eval()
     batches = length_batches([len(e["input_ids"]) for e in examples], batch_size)
     n_states = model.config.num_hidden_layers + 1
@@ -403,8 +438,12 @@ def probe_models(
         (``"pretrained"`` or ``"random-init control"``), ``corpus``, then ``PROBE_COLUMNS``.
 
     Raises:
-        ValueError: ``models`` is empty, an unknown ``duplications`` string, a bad order, an
-            unknown ``masking`` rule.
+        ValueError: ``models`` is empty or names a model twice, ``duplications`` is not None,
+            ``"standard"``, ``"paper"`` or a mapping, a bad order, an unknown ``masking`` rule,
+            ``mask_rate`` outside (0, 1], ``n_sequences`` or ``batch_size`` not an integer
+            >= 1, ``max_length`` not an integer >= 3, ``seed`` not an integer >= 0; all of
+            them before any model is loaded or cached result read.
+        DeviceNotAvailable: ``device`` is not one this machine's torch can use.
         Errors of ``load_mlm`` and ``dupbert.data``.
     """
     from .data import default_corpus, load_texts
@@ -412,13 +451,24 @@ def probe_models(
 
     if isinstance(models, str):
         models = [models]
+    models = check_list("models", models, what="models", allow_empty=True)
     if not models:
         raise ValueError("models is empty: name at least one model, e.g. ['rxnmapper-albert']")
-    if isinstance(duplications, str) and duplications not in ("standard", "paper"):
-        raise ValueError(f"duplications must be None, 'standard', 'paper' or a mapping, got "
-                         f"{duplications!r}")
+    if not (duplications is None or isinstance(duplications, Mapping)
+            or duplications in ("standard", "paper")):
+        raise ValueError(f"duplications must be None, 'standard', 'paper' or a mapping "
+                         f"{{label: [block, ...]}}, got {duplications!r}")
     if masking is not None and masking not in MASKING_RULES:
         raise ValueError(f"masking must be None or one of {list(MASKING_RULES)}, got {masking!r}")
+    # checked before any cached result is read, so a bad value fails whether or not it is cached
+    if n_sequences is not None:
+        check_number("n_sequences", n_sequences, integer=True, minimum=1)
+    check_number("batch_size", batch_size, integer=True, minimum=1)
+    check_max_length(max_length)
+    check_number("seed", seed, integer=True, minimum=0)
+    check_device(device)
+    if masking is not None:
+        _check_mask_rate(mask_rate)
     frames = []
     code = source_fingerprint(*PROBE_CODE)
     for name in models:

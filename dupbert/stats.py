@@ -665,27 +665,38 @@ def layer_similarity_report(
         ``cka``, ``cka_debiased``, ``cosine``.
 
     Raises:
-        ValueError: empty ``model_names``, an unknown ``duplications`` string, a bad order,
-            ``max_tokens`` < 1. DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing,
+        ValueError: empty ``model_names`` or a model named twice, ``duplications`` not None,
+            ``"default"``, ``"standard"`` or a mapping, a bad order, ``max_tokens``,
+            ``n_sequences`` or ``batch_size`` not an integer >= 1, ``seed`` not an integer
+            >= 0, ``max_length`` not an integer >= 3. DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing,
             UnknownCorpus: before anything is loaded (``dupbert.checks``). Errors of
             ``load_mlm`` and ``dupbert.data``.
     """
     from .data import default_corpus, load_texts
     from .models import load_mlm
 
+    from .checks import check_corpus, check_device, check_list, check_model, check_number
+    from .probe import check_max_length
+
     if isinstance(model_names, str):
         model_names = [model_names]
+    model_names = check_list("model_names", model_names, what="models", allow_empty=True)
     if not model_names:
         raise ValueError("model_names is empty: name at least one model, e.g. ['rxnmapper-albert']")
-    if isinstance(duplications, str) and duplications not in ("default", "standard"):
-        raise ValueError(f"duplications must be None, 'default', 'standard' or a mapping, "
-                         f"got {duplications!r}")
+    if not (duplications is None or isinstance(duplications, Mapping)
+            or duplications in ("default", "standard")):
+        raise ValueError(f"duplications must be None, 'default', 'standard' or a mapping "
+                         f"{{label: [block, ...]}}, got {duplications!r}")
     if reconstruction not in (None, "sample", "probe"):
         raise ValueError(
             f"reconstruction must be None, 'sample' or 'probe', got {reconstruction!r}")
-    if isinstance(max_tokens, bool) or int(max_tokens) < 1:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) \
+            or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-    from .checks import check_corpus, check_device, check_model
+    check_number("n_sequences", n_sequences, integer=True, minimum=1)
+    check_number("batch_size", batch_size, integer=True, minimum=1)
+    check_number("seed", seed, integer=True, minimum=0)
+    check_max_length(max_length)
 
     # every input before the first model is loaded: a bad last model fails in seconds, not after
     # the others have run

@@ -400,3 +400,48 @@ def test_good_arguments_come_back_as_numbers_and_lists():
     assert checks.check_list("seeds", (2, 0, 1)) == [2, 0, 1]
     assert checks.check_list("seeds", [], allow_empty=True) == []
     assert checks.check_list("models", (name for name in ["a", "b"])) == ["a", "b"]
+
+
+@pytest.mark.parametrize("notebook, name, typed, said", [
+    ("rq3", "epochs", 0, "0.0 is not above 0"),  # 0 epochs: an untrained run saved as a result
+    ("rq3", "epochs", "{snli: 3, sst2: -2}", "-2.0 is not above 0"),
+    ("rq3", "learning_rate", 0, "0.0 is not above 0"),
+    ("rq3", "learning_rate", "nan", "'nan' is not a finite number"),
+    ("rq3", "learning_rate", {"snli": float("inf")}, "inf is not a finite number"),
+    ("rq1", "mask_rate", 0, "0.0 is not above 0"),
+    ("rq3", "seeds", "0,0,1", "0 appears 2 times; give each once"),
+    ("rq3", "seeds", "{snli: [0, 1, 1]}", "1 appears 2 times; give each once"),
+    ("rq3", "duplications", "baseline,copy last,copy last", "'copy last' appears 2 times; give each once"),
+    ("rq1", "models", ["antiberty", "antiberty"], "'antiberty' appears 2 times; give each once"),
+    ("glance", "results_paths", "a.jsonl,a.jsonl", "'a.jsonl' appears 2 times; give each once"),
+])
+def test_values_a_study_cannot_use_are_refused_with_their_reason(notebook, name, typed, said):
+    spec = {name: checks.NOTEBOOK_PARAMETERS[notebook][name]}
+    with pytest.raises(ParameterError) as error:
+        checks.notebook_parameters(spec, {name: typed}, show=False)
+    assert str(error.value).startswith(f"1 parameter cannot be used:\n  {name} = {typed!r}: {said}. "
+                                       f"Forms that work: ")
+
+
+@pytest.mark.parametrize("typed", [0, "{snli: 0}", {"uspto50k": {"rxnfp-bert": 0}}])
+def test_zero_steps_are_refused(typed):
+    spec = {"max_steps": checks.NOTEBOOK_PARAMETERS["rq3"]["max_steps"]}
+    with pytest.raises(ParameterError) as error:
+        checks.notebook_parameters(spec, {"max_steps": typed}, show=False)
+    assert str(error.value) == (f"1 parameter cannot be used:\n  max_steps = {typed!r}: 0 steps would "
+                                f"save an untrained run: give -1 (train for the epochs) or a "
+                                f"number of steps >= 1")
+    assert checks.notebook_parameters(spec, {"max_steps": "{snli: -1, sst2: 2}"}, show=False) == {
+        "max_steps": {"snli": -1, "sst2": 2}}
+
+
+def test_configurations_named_as_one_string_are_refused_not_spelled_out(zoo_env):
+    with pytest.raises(ParameterError) as error:
+        checks.check_configurations(["rxnmapper-albert"], "copy first 3", strict=True)
+    assert str(error.value) == ("duplications must be a list of configuration names, got the string "
+                                "'copy first 3'; write ['copy first 3'] for one")
+    with pytest.raises(ParameterError, match="duplications must be distinct configuration names: "
+                                             "'baseline' appears 2 times"):
+        checks.check_configurations(["rxnmapper-albert"], ["baseline", "baseline"])
+    with pytest.raises(ParameterError, match="models must be a list of models, got the string"):
+        checks.check_configurations("rxnmapper-albert", ["baseline"])

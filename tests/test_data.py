@@ -174,3 +174,14 @@ def test_no_data_dir_uses_hub_copy(no_data_dir, monkeypatch):
     ds = load_corpus("wikitext2")
     assert calls == [("Salesforce/wikitext", "wikitext-2-raw-v1", "test")]
     assert ds.to_dict() == {"line": [2], "text": ["Robert Boulter is an actor ."]}
+
+
+@pytest.mark.parametrize("n", [2.5, True, "3"])
+def test_n_sequences_that_is_not_a_whole_number_is_refused(shared_data_dir, n):
+    with pytest.raises(ValueError) as refused:
+        load_texts("sst2", n, data_dir=shared_data_dir)
+    assert str(refused.value) == f"n_sequences must be a positive number of rows or None, got {n!r}"
+
+
+def test_a_whole_float_n_sequences_reads_that_many_rows(shared_data_dir):
+    assert load_texts("sst2", 3.0, data_dir=shared_data_dir) == load_texts("sst2", 3, data_dir=shared_data_dir)

@@ -631,3 +631,23 @@ def test_the_block_list_message_names_every_list_and_the_root():
     with pytest.raises(ValueError) as refused:
         encoder_blocks(RootList())
     assert str(refused.value).endswith("ModuleLists found (path: length): <root>: 2, 1: 1")
+
+
+@pytest.mark.parametrize("positions", ["1", [1.5], [True], 1])
+def test_fresh_block_positions_must_be_a_list_of_integers(positions):
+    from dupbert.duplicate import insert_fresh_blocks
+
+    torch.manual_seed(0)
+    bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
+    with pytest.raises(ValueError) as refused:
+        insert_fresh_blocks(bert, positions)
+    assert str(refused.value) == ("positions must be a list of integer positions in the new "
+                                  f"encoder, got {positions!r}")
+
+
+def test_a_span_of_fractional_blocks_is_refused():
+    from dupbert.duplicate import order_repeat_span
+
+    with pytest.raises(ValueError) as refused:
+        order_repeat_span(0, 2.5, 12)
+    assert str(refused.value) == "need 0 <= start < stop <= num_layers, got start=0, stop=2.5, num_layers=12"

@@ -118,3 +118,31 @@ def test_command_prints_the_grid(rxnmapper, capsys):
 def test_command_refuses_empty_text(capsys):
     assert main(["lens", "--model", "rxnmapper-albert", "--text", " "]) == 2
     assert "--text must be a non-empty sequence" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("max_length, message", [
+    (0, "max_length must be at least 3 (CLS, a token, SEP), got 0"),  # 0: "no truncation"
+    (1, "max_length must be at least 3 (CLS, a token, SEP), got 1"),
+    (2, "max_length must be at least 3 (CLS, a token, SEP), got 2"),
+    (3.5, "max_length must be an integer, got 3.5"),
+])
+def test_a_max_length_that_leaves_no_token_is_refused(rxnmapper, max_length, message):
+    model, tokenizer = rxnmapper
+    with pytest.raises(ValueError) as refused:
+        dupbert.lens(model, tokenizer, "CCO>>CC=O", max_length=max_length)
+    assert str(refused.value) == message
+
+
+def test_max_length_3_keeps_one_token(rxnmapper):
+    model, tokenizer = rxnmapper
+    frame = dupbert.lens(model, tokenizer, "CCO>>CC=O", k=1, max_length=3)
+    assert frame["position"].nunique() == 3
+    assert frame["special"].tolist() == [True, False, True] * (model.config.num_hidden_layers + 1)
+
+
+def test_an_unknown_device_is_named(rxnmapper):
+    from dupbert.errors import DeviceNotAvailable
+
+    model, tokenizer = rxnmapper
+    with pytest.raises(DeviceNotAvailable, match="device 'gpu' is not a device torch knows"):
+        dupbert.lens(model, tokenizer, "CCO>>CC=O", device="gpu")

@@ -12,6 +12,7 @@ from transformers import BertConfig, BertForMaskedLM
 import dupbert.probe as probe_module
 from dupbert import (masked_prediction_accuracy, probe_models, random_init_control,
                      reconstruction_accuracy)
+from dupbert.errors import DeviceNotAvailable
 from dupbert.probe import (PROBE_COLUMNS, length_batches, mask_for_probe, paper_duplications,
                            tokenize_for_probe)
 
@@ -99,8 +100,9 @@ def test_padding_changes_hidden_states_only_within_tolerance(rxnmapper, uspto_fi
 def test_length_batches_cover_every_index_once_longest_first():
     batches = length_batches([3, 9, 1, 9, 5], batch_size=2)
     assert batches == [[1, 3], [4, 0], [2]]
-    with pytest.raises(ValueError, match="batch_size must be a positive integer, got 0"):
+    with pytest.raises(ValueError) as refused:
         length_batches([1], 0)
+    assert str(refused.value) == "batch_size must be an integer >= 1, got 0"
 
 
 @pytest.mark.parametrize("texts, message", [
@@ -484,8 +486,8 @@ def test_probe_models_arguments_reach_the_cache_key(tmp_path, monkeypatch, share
                                   "got 'random'")
     with pytest.raises(ValueError) as refused:
         probe_models(["rxnmapper-albert"], duplications="all", progress=False)
-    assert str(refused.value) == ("duplications must be None, 'standard', 'paper' or a mapping, "
-                                  "got 'all'")
+    assert str(refused.value) == ("duplications must be None, 'standard', 'paper' or a mapping "
+                                  "{label: [block, ...]}, got 'all'")
     # the key's fields, under the names its JSON keeps; with no data folder both corpora read
     # from the Hub ("hub"), so only the corpus name tells them apart; n_sequences defaults to 500
     monkeypatch.delenv("DUPBERT_DATA_DIR")
@@ -638,3 +640,59 @@ def test_bad_texts_and_no_countable_token_messages_in_full(rxnmapper):
         reconstruction_accuracy(model, tokenizer, [""], progress=False)
     assert str(refused.value) == ("no countable token: every token of every text is special or "
                                   "padding")
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda m, t, texts: reconstruction_accuracy(m, t, [texts[0], None], progress=False),
+     ValueError, "texts must all be strings: texts[1] is None (NoneType); 1 of 2 are not"),
+    (lambda m, t, texts: reconstruction_accuracy(m, t, texts, max_length=3.5, progress=False),
+     ValueError, "max_length must be an integer, got 3.5"),
+    (lambda m, t, texts: reconstruction_accuracy(m, t, texts, max_length=0, progress=False),
+     ValueError, "max_length must be at least 3 (CLS, a token, SEP), got 0"),
+    (lambda m, t, texts: reconstruction_accuracy(m, t, texts, batch_size=2.5, progress=False),
+     ValueError, "batch_size must be an integer >= 1, got 2.5"),
+    (lambda m, t, texts: masked_prediction_accuracy(m, t, texts, seed=-1, progress=False),
+     ValueError, "seed must be an integer >= 0, got -1"),
+    (lambda m, t, texts: masked_prediction_accuracy(m, t, texts, mask_rate="0.15", progress=False),
+     ValueError, "mask_rate must be in (0, 1], got '0.15'"),
+    (lambda m, t, texts: reconstruction_accuracy(m, t, texts, device="gpu", progress=False),
+     DeviceNotAvailable, "device 'gpu' is not a device torch knows"),
+])
+def test_bad_arguments_of_the_probe_are_named(rxnmapper, uspto_first_64, call, error, message):
+    model, tokenizer = rxnmapper
+    with pytest.raises(error) as refused:
+        call(model, tokenizer, uspto_first_64[:2])
+    assert str(refused.value).startswith(message)
+
+
+def test_texts_may_come_from_a_generator(rxnmapper, uspto_first_64, pretrained_frame):
+    model, tokenizer = rxnmapper
+    from_generator = reconstruction_accuracy(model, tokenizer, (t for t in uspto_first_64),
+                                             progress=False)
+    pd.testing.assert_frame_equal(from_generator, pretrained_frame)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(duplications=[0, 0, 1]), ValueError,
+     "duplications must be None, 'standard', 'paper' or a mapping {label: [block, ...]}, "
+     "got [0, 0, 1]"),
+    (dict(models=["rxnmapper-albert", "rxnmapper-albert"]), ValueError,
+     "models must be distinct models: 'rxnmapper-albert' appears 2 times"),
+    (dict(n_sequences=2.5), ValueError, "n_sequences must be an integer >= 1, got 2.5"),
+    (dict(batch_size=0), ValueError, "batch_size must be an integer >= 1, got 0"),
+    (dict(max_length=1), ValueError, "max_length must be at least 3 (CLS, a token, SEP), got 1"),
+    (dict(seed=-1), ValueError, "seed must be an integer >= 0, got -1"),
+    (dict(masking="mask", mask_rate=0), ValueError, "mask_rate must be in (0, 1], got 0"),
+    (dict(device="gpu"), DeviceNotAvailable, "device 'gpu' is not a device torch knows"),
+])
+def test_probe_models_refuses_bad_arguments_before_loading_or_reading_the_cache(
+        monkeypatch, kwargs, error, message):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("a cached result or a model was read before the arguments were checked")
+
+    monkeypatch.setattr(probe_module, "cached_frame", must_not_run)
+    monkeypatch.setattr("dupbert.models.load_mlm", must_not_run)
+    arguments = dict(models=["rxnmapper-albert"], progress=False) | kwargs
+    with pytest.raises(error) as refused:
+        probe_models(**arguments)
+    assert str(refused.value).startswith(message)

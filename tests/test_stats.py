@@ -297,6 +297,21 @@ def test_bad_input_gives_clear_errors(rxnmapper, uspto_32):
         layer_similarity_report([])
     with pytest.raises(ValueError, match="duplications must be"):
         layer_similarity_report(["rxnmapper-albert"], duplications="all")
+    for kwargs, message in [
+            (dict(duplications=[0, 0, 1]), "duplications must be None, 'default', 'standard' or a "
+                                            "mapping {label: [block, ...]}, got [0, 0, 1]"),
+            (dict(model_names=["rxnmapper-albert"] * 2),
+             "model_names must be distinct models: 'rxnmapper-albert' appears 2 times in "
+             "['rxnmapper-albert', 'rxnmapper-albert']"),
+            (dict(max_tokens="20"), "max_tokens must be a positive integer, got '20'"),
+            (dict(n_sequences=0), "n_sequences must be an integer >= 1, got 0"),
+            (dict(batch_size=2.5), "batch_size must be an integer >= 1, got 2.5"),
+            (dict(seed=-1), "seed must be an integer >= 0, got -1"),
+            (dict(max_length=0), "max_length must be at least 3 (CLS, a token, SEP), got 0")]:
+        with pytest.raises(ValueError) as refused:
+            layer_similarity_report(**(dict(model_names=["rxnmapper-albert"]) | kwargs),
+                                    progress=False, cache=False)
+        assert str(refused.value) == message
     with pytest.raises(ValueError, match="reconstruction must be"):
         layer_similarity_report(["rxnmapper-albert"], reconstruction=True)
     # issue 11: the second model is checked before the first one runs
