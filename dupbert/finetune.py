@@ -27,12 +27,13 @@ import fcntl
 import hashlib
 import inspect
 import json
+import numbers
 import os
 import platform
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import datasets
@@ -42,7 +43,11 @@ import torch
 import transformers
 from transformers.utils import logging as hf_logging
 
+from .checks import check_list, check_number
+from .errors import DupbertError, ParameterError
 from .results import atomic_write_text
+
+TASK_KINDS = ("classification", "qa")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,23 +73,106 @@ class HyperParameters:
     group_by_length: bool = False
 
     def __post_init__(self):
-        # 1 and 1.0 epochs are the same run: keep run keys independent of how numbers were typed
-        for name in ("learning_rate", "epochs", "warmup_ratio", "weight_decay"):
-            object.__setattr__(self, name, float(getattr(self, name)))
-        for name in ("batch_size", "max_length", "doc_stride", "max_steps", "eval_batch_size"):
-            object.__setattr__(self, name, int(getattr(self, name)))
+        """Checks every field and normalises its type: 1 and 1.0 epochs are the same run, so run
+        keys do not depend on how numbers were typed.
+
+        Raises:
+            ParameterError: a field out of range, e.g. ``batch_size must be an integer >= 1, got
+                0``; ``learning_rate`` not > 0 (or NaN); ``max_steps`` not -1 or >= 1; ``epochs``
+                not > 0 while ``max_steps`` is -1 (a run of 0 epochs trains nothing);
+                ``max_length`` below 3; ``warmup_ratio`` not in [0, 1); ``weight_decay`` < 0;
+                ``group_by_length`` not True or False.
+        """
+        max_steps = check_number("max_steps", self.max_steps, integer=True)
+        if max_steps != -1 and max_steps < 1:
+            raise ParameterError(f"max_steps must be -1 (train for epochs) or an integer >= 1, "
+                                 f"got {self.max_steps!r}")
+        values = {
+            "learning_rate": check_number("learning_rate", self.learning_rate, above=0),
+            "batch_size": check_number("batch_size", self.batch_size, integer=True, minimum=1),
+            "epochs": _check_epochs(self.epochs, max_steps),
+            "max_length": check_number("max_length", self.max_length, integer=True,
+                                       minimum=MIN_MAX_LENGTH),
+            "doc_stride": check_number("doc_stride", self.doc_stride, integer=True, minimum=0),
+            "warmup_ratio": check_number("warmup_ratio", self.warmup_ratio, minimum=0, below=1),
+            "weight_decay": check_number("weight_decay", self.weight_decay, minimum=0),
+            "max_steps": max_steps,
+            "eval_batch_size": check_number("eval_batch_size", self.eval_batch_size, integer=True,
+                                            minimum=1),
+        }
+        if not isinstance(self.group_by_length, (bool, np.bool_)):
+            raise ParameterError(f"group_by_length must be True or False, got "
+                                 f"{self.group_by_length!r} ({type(self.group_by_length).__name__})")
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
         object.__setattr__(self, "group_by_length", bool(self.group_by_length))
 
     @classmethod
     def for_task(cls, kind: str, **overrides) -> "HyperParameters":
-        """``run_glue.py`` defaults for ``kind="classification"``, ``run_qa.py`` for ``"qa"``."""
+        """``run_glue.py`` defaults for ``kind="classification"``, ``run_qa.py`` for ``"qa"``.
+
+        Raises:
+            ParameterError: ``kind`` is neither; an override that is not a field (the message
+                names it and lists the fields); a value out of range (:meth:`__post_init__`).
+        """
         if kind == "qa":
             defaults = dict(learning_rate=3e-5, batch_size=12, epochs=2.0, max_length=384)
         elif kind == "classification":
             defaults = dict(learning_rate=2e-5, batch_size=32, epochs=3.0, max_length=128)
         else:
-            raise ValueError(f"task kind must be 'classification' or 'qa', got {kind!r}")
+            raise ParameterError(f"task kind must be 'classification' or 'qa', got {kind!r}")
+        check_fields(overrides, f"hyper-parameters for {kind}")
         return cls(**{**defaults, **overrides})
+
+
+MIN_MAX_LENGTH = 3
+"""The shortest ``max_length``: ``[CLS]``, one token, ``[SEP]`` (a pair of texts needs 5:
+:func:`check_for_task`)."""
+
+
+def _check_epochs(epochs, max_steps: int) -> float:
+    if max_steps != -1:  # Trainer trains max_steps steps and ignores epochs
+        return check_number("epochs", epochs, minimum=0)
+    try:
+        return check_number("epochs", epochs, above=0)
+    except ParameterError as error:
+        raise ParameterError(f"{error} (max_steps is -1: the run trains for epochs, and 0 epochs "
+                             f"would save an untrained model as a result; give epochs > 0 or "
+                             f"max_steps >= 1)") from None
+
+
+def check_fields(overrides, what: str = "hyperparameters") -> None:
+    """Raises :class:`ParameterError` if ``overrides`` (a mapping) has a key that is not a field
+    of :class:`HyperParameters` (e.g. ``max_step``); the message names it and lists the fields."""
+    fields = [field.name for field in dataclasses.fields(HyperParameters)]
+    unknown = [name for name in overrides if name not in fields]
+    if unknown:
+        raise ParameterError(f"{what}: unknown field {unknown[0]!r}; the fields are "
+                             f"{', '.join(fields)}")
+
+
+def check_for_task(hp: HyperParameters, task: str) -> None:
+    """Checks that ``hp`` can run ``task``: ``max_length`` leaves every input text at least one
+    token besides the special tokens (``[CLS] a [SEP]``: 3; a pair ``[CLS] a [SEP] b [SEP]``: 5;
+    with less, the tokenizer silently keeps no text, or does not truncate at all), and for
+    SQuAD ``doc_stride < max_length``.
+
+    Raises:
+        ParameterError: the message names the value, the task and what it needs.
+    """
+    from .tasks import task_spec
+
+    spec = task_spec(task)
+    needed = 2 * len(spec.text_columns) + 1
+    if hp.max_length < needed:
+        raise ParameterError(
+            f"max_length {hp.max_length} is too short for {task}: its inputs "
+            f"({', '.join(spec.text_columns)}) need {len(spec.text_columns) + 1} special tokens "
+            f"and at least one token each, so max_length >= {needed}")
+    if spec.kind == "qa" and hp.doc_stride >= hp.max_length:
+        raise ParameterError(f"doc_stride must be < max_length for {task} (windows of max_length "
+                             f"tokens overlapping by doc_stride), got doc_stride {hp.doc_stride}, "
+                             f"max_length {hp.max_length}")
 
 
 # ----------------------------------------------------------------------------- results file
@@ -123,6 +211,11 @@ def _folder_lock(folder: Path):
         os.close(descriptor)  # closing releases the lock
 
 
+class ResultsFileError(DupbertError, ValueError):
+    """A results file that cannot be read as results: a directory, a line that is not a JSON
+    object, a row without its ``run_key``; the message names the file and the line."""
+
+
 class ResultsFile:
     """Rows of results, one JSON object per line, appended atomically.
 
@@ -137,26 +230,103 @@ class ResultsFile:
         self.path = Path(path)
 
     def rows(self) -> list[dict]:
-        """All rows, in the order they were written ([] if the file does not exist)."""
+        """All rows, in the order they were written ([] if the file does not exist).
+
+        Raises:
+            ResultsFileError: the path is a directory, or a line is not a JSON object, e.g.
+                ``results.jsonl line 2 is not JSON (Expecting property name enclosed in double
+                quotes, column 2): '{x'``.
+        """
+        return [row for _, row in self._numbered_rows()]
+
+    def _numbered_rows(self) -> list[tuple[int, dict]]:
+        """``(line number, row)`` of every non-blank line, counting from 1."""
+        self.check_path()
         if not self.path.is_file():
             return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        numbered = []
+        for number, line in enumerate(self.path.read_text().splitlines(), 1):
+            if line.strip():
+                numbered.append((number, self._parse(number, line)))
+        return numbered
+
+    def _parse(self, number: int, line: str) -> dict:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            shown = line if len(line) <= 60 else line[:57] + "..."
+            raise ResultsFileError(f"{self.path} line {number} is not JSON ({error.msg}, column "
+                                   f"{error.colno}): {shown!r}; fix or remove that line") from None
+        if not isinstance(row, dict):
+            raise ResultsFileError(f"{self.path} line {number} is not a JSON object but a "
+                                   f"{type(row).__name__}: each line must be one result row")
+        return row
+
+    def check_path(self) -> None:
+        """Raises :class:`ResultsFileError` if the path is a directory, or lies under a file (so
+        that no row could ever be written to it), before anything runs."""
+        if self.path.is_dir():
+            raise ResultsFileError(f"results file {self.path} is a directory; give the path of a "
+                                   f"JSON-lines file, e.g. {self.path / 'rq3.jsonl'}")
+        blocking = next((parent for parent in self.path.parents if parent.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            raise ResultsFileError(f"results file {self.path} cannot be written: {blocking} is a "
+                                   f"file, not a folder")
+
+    def check_writable(self) -> None:
+        """Raises :class:`ResultsFileError` if rows could not be appended: the path is as
+        :meth:`check_path` refuses it, or its folder (the nearest one that exists) is not
+        writable. A sweep calls it before it trains anything, so that no finished run is lost."""
+        self.check_path()
+        folder = next(parent for parent in self.path.parents if parent.exists())
+        if not os.access(folder, os.W_OK):
+            raise ResultsFileError(f"results file {self.path} cannot be written: no write "
+                                   f"permission in {folder}")
+
+    def keyed_rows(self) -> list[tuple[str, dict]]:
+        """``(run_key, row)`` of every row, in file order.
+
+        Raises:
+            ResultsFileError: as :meth:`rows`, or a row without a ``run_key`` (e.g.
+                ``results.jsonl line 3 lacks run_key``).
+        """
+        keyed = []
+        for number, row in self._numbered_rows():
+            if not isinstance(row.get("run_key"), str):
+                raise ResultsFileError(f"{self.path} line {number} lacks run_key (a string): "
+                                       f"it is not a result row of dupbert.finetune")
+            keyed.append((row["run_key"], row))
+        return keyed
 
     def keys(self) -> set[str]:
-        return {row["run_key"] for row in self.rows()}
+        """The ``run_key`` of every row. Raises: as :meth:`keyed_rows`."""
+        return {key for key, _ in self.keyed_rows()}
 
     def append(self, row: dict) -> None:
-        """Add ``row`` (must hold ``run_key``) unless a row with that key is already there."""
+        """Add ``row`` (must hold ``run_key``) unless a row with that key is already there.
+
+        Raises:
+            ResultsFileError: ``row`` has no ``run_key``; the file is as :meth:`keyed_rows`
+                refuses it.
+        """
+        if not isinstance(row, dict) or not isinstance(row.get("run_key"), str):
+            raise ResultsFileError(f"a row appended to {self.path} must be a dict with a run_key "
+                                   f"(a string), got {type(row).__name__} without one")
+        self.check_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with _folder_lock(self.path.parent):
-            rows = self.rows()
-            if any(existing["run_key"] == row["run_key"] for existing in rows):
+            keyed = self.keyed_rows()
+            if any(key == row["run_key"] for key, _ in keyed):
                 return
-            text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in [*rows, row])
+            text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in [*(r for _, r in keyed), row])
             atomic_write_text(self.path, text)
 
     def frame(self) -> pd.DataFrame:
-        """The rows as a flat frame: hyper-parameters and metrics become columns."""
+        """The rows as a flat frame: hyper-parameters and metrics become columns.
+
+        Raises:
+            ResultsFileError: as :meth:`rows`.
+        """
         return pd.json_normalize(self.rows(), sep=".")
 
 
@@ -419,6 +589,92 @@ def _question_answering(model, tokenizer, spec, train, evaluation, hp, seed, dev
     return trainer, train_time, eval_time, metrics, outputs
 
 
+def check_seed(seed, name: str = "seed") -> int:
+    """``seed`` if it is an integer that ``transformers.set_seed`` takes (0 to 2**32 - 1).
+
+    Raises:
+        ParameterError: e.g. ``seed must be an integer from 0 to 2**32 - 1, got -1``.
+    """
+    allowed = f"{name} must be an integer from 0 to 2**32 - 1"
+    try:
+        value = check_number(name, seed, integer=True)
+    except ParameterError:
+        number = isinstance(seed, numbers.Real) and not isinstance(seed, bool)
+        raise ParameterError(f"{allowed}, got {seed!r}"
+                             + ("" if number else f" ({type(seed).__name__})")) from None
+    if not 0 <= value < 2**32:
+        raise ParameterError(f"{allowed}, got {seed!r}")
+    return value
+
+
+def check_subset_size(name: str, value) -> None:
+    """Raises :class:`ParameterError` unless ``value`` is ``None`` (all rows) or an integer >= 1
+    (``max_train_samples``, ``max_eval_samples``)."""
+    if value is None:
+        return
+    try:
+        check_number(name, value, integer=True, minimum=1)
+    except ParameterError:
+        raise ParameterError(f"{name} must be None (all rows) or an integer >= 1, got "
+                             f"{value!r}") from None
+
+
+def check_folder(name: str, folder) -> None:
+    """Raises :class:`ParameterError` if ``folder`` (``None``: none) could not take files: it
+    is a file, lies under a file, or its nearest existing folder is not writable."""
+    if folder is None:
+        return
+    if not isinstance(folder, (str, os.PathLike)) or not str(folder):
+        raise ParameterError(f"{name} must be a folder path or None, got {folder!r}")
+    path = Path(folder)
+    existing = next(p for p in [path, *path.parents] if p.exists())
+    if not existing.is_dir():
+        raise ParameterError(f"{name} {str(folder)!r} cannot be a folder: {existing} is a file")
+    if not os.access(existing, os.W_OK):
+        raise ParameterError(f"{name} {str(folder)!r} cannot be written: no write permission "
+                             f"in {existing}")
+
+
+def _check_name(name: str, value) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ParameterError(f"{name} must be a non-empty string, got {value!r}")
+
+
+def _check_run(model_name, task, duplication, seed, hp, max_train_samples, max_eval_samples,
+               device, outputs_dir, models_dir) -> dict:
+    """Every input of :func:`finetune`, checked before anything is loaded; returns the
+    configuration's spec (``reference``, ``role``: ``dupbert.duplicate.finetune_variants``)."""
+    from .checks import check_device, load_config
+    from .errors import ConfigurationNotAvailable
+    from .profiles import configuration_specs
+
+    _check_name("model_name", model_name)
+    _check_name("duplication", duplication)
+    check_seed(seed)
+    if not isinstance(hp, HyperParameters):
+        raise ParameterError(f"hyperparameters must be a HyperParameters (e.g. "
+                             f"HyperParameters.for_task('classification', epochs=1)) or None, got "
+                             f"{type(hp).__name__}")
+    check_for_task(hp, task)
+    check_subset_size("max_train_samples", max_train_samples)
+    check_subset_size("max_eval_samples", max_eval_samples)
+    check_folder("outputs_dir", outputs_dir)
+    check_folder("models_dir", models_dir)
+    if hp.batch_size % world_size():
+        raise ParameterError(f"batch_size {hp.batch_size} is not divisible by world size "
+                             f"{world_size()}: each process takes batch_size / world size")
+    check_device(device)
+    specs = configuration_specs(model_name)  # the model's config alone: no weights
+    if duplication not in specs:
+        raise ConfigurationNotAvailable(f"unknown duplication {duplication!r}; {model_name} has: "
+                                        f"{list(specs)}")
+    positions = getattr(load_config(model_name), "max_position_embeddings", None)
+    if isinstance(positions, int) and hp.max_length > positions:
+        raise ParameterError(f"max_length {hp.max_length} is more than {model_name} takes: "
+                             f"{positions} positions (max_position_embeddings)")
+    return specs[duplication]
+
+
 def finetune(
     model_name: str,
     task: str,
@@ -465,17 +721,30 @@ def finetune(
         Every process of a data-parallel run returns the row; only rank 0 writes
         ``outputs_dir`` and ``models_dir``.
 
+    Every argument is checked before any data or model is loaded, and every folder the run
+    writes to before it trains, so that a bad input fails in seconds and no finished run is lost.
+
     Raises:
-        ValueError: unknown task or duplication, bad hyper-parameters. Errors of the loaders.
+        ValueError: unknown task (``unknown task 'mnli'; tasks are [...]``).
+        ParameterError: a bad seed (``seed must be an integer from 0 to 2**32 - 1, got -1``),
+            subset size (``max_train_samples must be None (all rows) or an integer >= 1, got
+            2.5``), ``hyperparameters`` that is not a :class:`HyperParameters`, one that cannot
+            run the task or model (:func:`check_for_task`; ``max_length`` above the model's
+            positions), a ``batch_size`` not divisible by the world size, an argument of the wrong
+            type; ``outputs_dir``/``models_dir`` that is a file or not writable.
+        ConfigurationNotAvailable: ``duplication`` is not a configuration of the model (``unknown
+            duplication 'copy all'; rxnmapper-albert has: [...]``).
+        ModelNotAvailable, DeviceNotAvailable: from ``dupbert.checks``. Errors of the loaders.
     """
     from .duplicate import block_sources
-    from .profiles import configuration_specs
     from .tasks import TASKS, data_source, load_task, task_files, trivial_baselines
 
-    if task not in TASKS:
+    if not isinstance(task, str) or task not in TASKS:
         raise ValueError(f"unknown task {task!r}; tasks are {sorted(TASKS)}")
     spec = TASKS[task]
     hp = hyperparameters or HyperParameters.for_task(spec.kind)
+    configuration = _check_run(model_name, task, duplication, seed, hp, max_train_samples,
+                               max_eval_samples, device, outputs_dir, models_dir)
     row = {"model": model_name, "task": task, "duplication": duplication, "seed": seed,
            "hyperparameters": dataclasses.asdict(hp), "max_train_samples": max_train_samples,
            "max_eval_samples": max_eval_samples, "train_subset_seed": TRAIN_SUBSET_SEED,
@@ -506,9 +775,8 @@ def finetune(
                                          delete=False) as handle:
             np.savez_compressed(handle, **outputs)
         os.replace(handle.name, path)
-    spec = configuration_specs(model_name)[duplication]
     row.update(
-        reference=spec["reference"], role=spec["role"], block_sources=block_sources(model), n_train=len(train), n_eval=len(evaluation),
+        reference=configuration["reference"], role=configuration["role"], block_sources=block_sources(model), n_train=len(train), n_eval=len(evaluation),
         metrics=metrics, baselines=trivial_baselines(task, evaluation),
         train_time_s=round(train_time, 3), eval_time_s=round(eval_time, 3),
         n_parameters=sum(p.numel() for p in model.parameters()),
@@ -578,17 +846,39 @@ def sweep(
 
     Returns:
         The results file as a frame (all rows in it, not just this call's).
+
+    Raises:
+        ParameterError: before anything is trained: ``models``, ``tasks``, ``duplications`` or
+            ``seeds`` not a list of distinct items (a string, ``[0, 0, 1]``: :func:`check_list`);
+            a bad seed (:func:`check_seed`) or subset size; ``hyperparameters`` with an unknown
+            task kind (``hyperparameters names unknown task kind 'clasification'; kinds are
+            'classification', 'qa'``), an unknown field or a bad value (:class:`HyperParameters`);
+            an ``outputs_dir`` that cannot be written.
+        UnknownTask: a task that is not in ``dupbert.tasks.TASKS`` (the message lists them).
+        ConfigurationNotAvailable, ModelNotAvailable: a model that cannot be loaded, or lacks one
+            of ``duplications``.
+        ResultsFileError: ``results_path`` is a directory or cannot be written, or holds a line
+            that is not a result row.
+        ValueError: a bad ``shard``.
     """
     from .tasks import TASKS, data_source
 
+    models, tasks, duplications, seeds = _check_sweep_lists(models, tasks, duplications, seeds)
+    per_kind = hyperparameters_per_kind(hyperparameters)
+    for task in tasks:
+        check_for_task(per_kind[TASKS[task].kind], task)
+    check_subset_size("max_train_samples", max_train_samples)
+    check_subset_size("max_eval_samples", max_eval_samples)
+    check_folder("outputs_dir", outputs_dir)
     index, count = parse_shard(shard)
-    source = data_source(data_dir)
     results = ResultsFile(results_path)
+    results.check_writable()
     done = results.keys()
+    _check_models(models, duplications)
+    source = data_source(data_dir)
     configurations = sweep_configurations(models, tasks, duplications, seeds)[index::count]
     for configuration in configurations:
-        kind = TASKS[configuration["task"]].kind
-        hp = HyperParameters.for_task(kind, **(hyperparameters or {}).get(kind, {}))
+        hp = per_kind[TASKS[configuration["task"]].kind]
         key = run_key({**configuration, "hyperparameters": dataclasses.asdict(hp),
                        "max_train_samples": max_train_samples,
                        "max_eval_samples": max_eval_samples,
@@ -608,17 +898,85 @@ def sweep(
     return results.frame()
 
 
-def merge_results(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> pd.DataFrame:
-    """Combine shard results files into ``out``: every row once (by ``run_key``), in the order
-    of ``paths``.
+def _check_sweep_lists(models, tasks, duplications, seeds) -> tuple[list, list, list, list]:
+    """The four lists of :func:`sweep`, checked (:func:`check_list`; tasks known, seeds valid)."""
+    from .tasks import task_spec
+
+    models = check_list("models", models, what="model names")
+    tasks = check_list("tasks", tasks, what="task names")
+    duplications = check_list("duplications", duplications, what="configuration names")
+    seeds = check_list("seeds", seeds, what="seeds")
+    for name, items in (("models", models), ("duplications", duplications)):
+        for item in items:
+            _check_name(f"each of {name}", item)
+    for task in tasks:
+        task_spec(task)
+    for seed in seeds:
+        check_seed(seed, "each of seeds")
+    return models, tasks, duplications, seeds
+
+
+def hyperparameters_per_kind(hyperparameters) -> dict[str, HyperParameters]:
+    """``{task kind: HyperParameters}`` from a sweep's overrides per task kind (``None``: the
+    defaults), e.g. ``{"classification": {"epochs": 1}}``.
 
     Raises:
+        ParameterError: not a mapping; a key that is not a task kind (``hyperparameters names
+            unknown task kind 'clasification'; kinds are 'classification', 'qa'``); overrides
+            that are not a mapping of fields; an unknown field or a bad value
+            (:meth:`HyperParameters.for_task`).
+    """
+    given = {} if hyperparameters is None else hyperparameters
+    if not isinstance(given, Mapping):
+        raise ParameterError(f"hyperparameters must be a mapping {{task kind: {{field: value}}}}, "
+                             f"e.g. {{'classification': {{'epochs': 1}}}}, got {hyperparameters!r}")
+    unknown = [kind for kind in given if kind not in TASK_KINDS]
+    if unknown:
+        raise ParameterError(f"hyperparameters names unknown task kind {unknown[0]!r}; kinds are "
+                             f"{', '.join(map(repr, TASK_KINDS))}")
+    per_kind = {}
+    for kind in TASK_KINDS:
+        overrides = given.get(kind) or {}
+        if not isinstance(overrides, Mapping):
+            raise ParameterError(f"hyperparameters[{kind!r}] must be a mapping {{field: value}}, "
+                                 f"got {overrides!r}")
+        check_fields(overrides, f"hyperparameters[{kind!r}]")
+        per_kind[kind] = HyperParameters.for_task(kind, **overrides)
+    return per_kind
+
+
+def _check_models(models: Sequence[str], duplications: Sequence[str]) -> None:
+    """Every model loads (its config) and has every configuration of ``duplications``."""
+    from .checks import check_configurations
+
+    check_configurations(models, duplications, strict=True)
+
+
+def merge_results(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> pd.DataFrame:
+    """Combine shard results files into ``out``: every row once (by ``run_key``), in the order
+    of ``paths``. Nothing is written unless every file reads.
+
+    Raises:
+        FileNotFoundError: a file of ``paths`` does not exist (``no results file typo.jsonl;
+            nothing was written``).
+        ParameterError: ``paths`` is a single path or empty, not a list of paths.
+        ResultsFileError: ``out`` is a directory; a line of an input is not a result row (the
+            message names the file and line).
         ValueError: two files hold different rows under the same ``run_key``, except for timings.
     """
+    if isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Iterable):
+        raise ParameterError(f"paths must be a list of results files, got {paths!r}; write "
+                             f"[{str(paths)!r}] for one")
+    paths = list(paths)
+    if not paths:
+        raise ParameterError("paths is empty: give at least one results file to merge")
+    missing = [str(path) for path in paths if not Path(path).exists()]
+    if missing:
+        raise FileNotFoundError(f"no results file {', '.join(missing)}; nothing was written")
+    ResultsFile(out).check_writable()
     merged: dict[str, dict] = {}
     for path in paths:
-        for row in ResultsFile(path).rows():
-            key = row["run_key"]
+        for key, row in ResultsFile(path).keyed_rows():
             if key in merged and _without_timings(merged[key]) != _without_timings(row):
                 raise ValueError(f"run {key} differs between results files (beyond timings)")
             merged.setdefault(key, row)
@@ -649,11 +1007,17 @@ def rerun(row: dict, device: str = "cpu", data_dir: str | os.PathLike | None = N
         ValueError: the row was made under another design (its ``train_subset_seed`` is not
             ``TRAIN_SUBSET_SEED``, or it has none), or the re-run's key differs (the row's fields
             do not reproduce its key: edited, or from an incompatible version).
+        ResultsFileError: ``row`` is not a dict, or lacks a field a re-run needs (``run
+            0123456789abcdef lacks hyperparameters; a re-run needs run_key, model, task, ...``).
+        ParameterError: its hyperparameters have an unknown field or a bad value. As
+            :func:`finetune`, before anything is loaded.
     """
+    _check_rerunnable(row)
     if row.get("train_subset_seed") != TRAIN_SUBSET_SEED:
         raise ValueError(f"run {row.get('run_key')} drew its training subset with "
                          f"{row.get('train_subset_seed', 'its run seed')!r}, this version with "
                          f"{TRAIN_SUBSET_SEED}: it cannot be re-run here")
+    check_fields(row["hyperparameters"], f"run {row['run_key']}: hyperparameters")
     hp = HyperParameters(**row["hyperparameters"])
     new = finetune(row["model"], row["task"], row["duplication"], int(row["seed"]),
                    hyperparameters=hp, max_train_samples=row.get("max_train_samples"),
@@ -665,6 +1029,31 @@ def rerun(row: dict, device: str = "cpu", data_dir: str | os.PathLike | None = N
     return new
 
 
+_RERUN_FIELDS = ("run_key", "model", "task", "duplication", "seed", "hyperparameters")
+
+
+def _check_rerunnable(row) -> None:
+    if not isinstance(row, Mapping):
+        raise ResultsFileError(f"a row to re-run must be a dict (a results row), got "
+                               f"{type(row).__name__}")
+    missing = [field for field in _RERUN_FIELDS if field not in row]
+    if missing:
+        raise ResultsFileError(f"run {row.get('run_key', '(no run_key)')} lacks "
+                               f"{', '.join(missing)}; a re-run needs {', '.join(_RERUN_FIELDS)}")
+    if not isinstance(row["hyperparameters"], Mapping):
+        raise ResultsFileError(f"run {row['run_key']}: hyperparameters must be a mapping of "
+                               f"fields, got {row['hyperparameters']!r}")
+    if not isinstance(row["task"], str) or row["task"] not in _task_names():
+        raise ResultsFileError(f"run {row['run_key']} has task {row['task']!r}, not one of "
+                               f"{', '.join(_task_names())}")
+
+
+def _task_names() -> list[str]:
+    from .tasks import TASKS
+
+    return list(TASKS)
+
+
 def rerun_table(rows: Sequence[dict], device: str = "cpu",
                 data_dir: str | os.PathLike | None = None, progress: bool = False) -> pd.DataFrame:
     """Re-run each row (:func:`rerun`) and set committed beside re-run metrics.
@@ -674,9 +1063,22 @@ def rerun_table(rows: Sequence[dict], device: str = "cpu",
         metric, committed, rerun, difference`` (points: accuracy × 100, SQuAD as it is;
         ``difference`` = rerun - committed), and ``identical_losses`` (every training step's loss
         equal to 5 digits).
+
+    Raises:
+        ResultsFileError: before any re-run, a row that :func:`rerun` would refuse for a missing
+            field, or that lacks a metric of its task (nothing to compare the re-run with).
+        As :func:`rerun`.
     """
     from .paper import in_points, task_metrics
 
+    for row in rows:  # all rows first: a bad last row must not waste the re-runs before it
+        _check_rerunnable(row)
+        metrics = row.get("metrics")
+        missing = [m for m in task_metrics(row["task"])
+                   if not isinstance(metrics, Mapping) or m not in metrics]
+        if missing:
+            raise ResultsFileError(f"run {row['run_key']} lacks metrics {', '.join(missing)}: "
+                                   f"nothing to compare a re-run with")
     records = []
     for row in rows:
         new = rerun(row, device=device, data_dir=data_dir, progress=progress)

@@ -1,6 +1,7 @@
 """Fine-tuning on real data: a few steps of the real rxnmapper ALBERT on USPTO-50k classes."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -209,16 +210,51 @@ def test_two_shards_merged_equal_one_run(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    (dict(task="mnli"), ValueError, "unknown task 'mnli'"),
-    (dict(duplication="copy all"), ValueError, "unknown duplication 'copy all'"),
-    (dict(max_train_samples=0), ValueError, "max_samples"),
+    (dict(task="mnli"), ValueError, "unknown task 'mnli'; tasks are ['snli', 'squad2', 'sst2', "
+                                    "'uspto50k']"),
+    (dict(task=["uspto50k"]), ValueError, "unknown task ['uspto50k']; tasks are ['snli', "
+                                          "'squad2', 'sst2', 'uspto50k']"),
+    (dict(duplication="copy all"), ValueError, "unknown duplication 'copy all'; rxnmapper-albert "
+                                               "has: ['baseline', 'copy first 1', "),
+    (dict(max_train_samples=0), ValueError, "max_train_samples must be None (all rows) or an "
+                                            "integer >= 1, got 0"),
+    (dict(max_eval_samples=2.5), ValueError, "max_eval_samples must be None (all rows) or an "
+                                             "integer >= 1, got 2.5"),
+    (dict(seed=-1), ValueError, "seed must be an integer from 0 to 2**32 - 1, got -1"),
+    (dict(model_name=""), ValueError, "model_name must be a non-empty string, got ''"),
+    (dict(hyperparameters={"max_steps": 1}), ValueError,
+     "hyperparameters must be a HyperParameters (e.g. HyperParameters.for_task('classification', "
+     "epochs=1)) or None, got dict"),
+    (dict(hyperparameters=HyperParameters.for_task("classification", max_length=600)), ValueError,
+     "max_length 600 is more than rxnmapper-albert takes: 512 positions (max_position_embeddings)"),
+    (dict(device="cuda:7"), ValueError, "device 'cuda:7' is not available: "),
+    (dict(outputs_dir=__file__), ValueError, f"outputs_dir {__file__!r} cannot be a folder: "
+                                             f"{__file__} is a file"),
+    (dict(models_dir=f"{__file__}/models"), ValueError,
+     f"models_dir '{__file__}/models' cannot be a folder: {__file__} is a file"),
 ])
-def test_bad_inputs(kwargs, error, message):
+def test_bad_inputs_fail_before_any_data_or_model_is_loaded(kwargs, error, message, monkeypatch):
+    from dupbert import tasks
+
+    def never(*args, **kwargs):
+        raise AssertionError("loaded before the inputs were checked")
+
+    monkeypatch.setattr(tasks, "load_task", never)
+    monkeypatch.setattr(ft, "build_model", never)
     arguments = dict(model_name="rxnmapper-albert", task="uspto50k", progress=False,
                      max_train_samples=8, max_eval_samples=8,
                      hyperparameters=HyperParameters.for_task("classification", max_steps=1))
-    with pytest.raises(error, match=message):
+    with pytest.raises(error, match="^" + re.escape(message)):
         finetune(**{**arguments, **kwargs})
+
+
+def test_a_batch_that_the_processes_cannot_share_fails_before_loading(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "batch_size 8 is not divisible by world size 3: each process takes batch_size / "
+            "world size") + "$"):
+        finetune("rxnmapper-albert", "uspto50k", hyperparameters=HyperParameters.for_task(
+            "classification", max_steps=1, batch_size=8), max_train_samples=8, progress=False)
 
 
 def test_shard_parsing():

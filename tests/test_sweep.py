@@ -7,10 +7,13 @@ import dataclasses
 import hashlib
 import json
 import re
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dupbert import finetune as ft
+from dupbert.errors import ParameterError
 from dupbert.finetune import HyperParameters, ResultsFile, merge_results, run_key, sweep
 
 IDENTITY = dict(model="m", task="uspto50k", duplication="baseline", seed=0,
@@ -50,6 +53,9 @@ def calls(monkeypatch):
     """The configurations the sweep trained, in order (``finetune`` is a stub)."""
     made = []
     monkeypatch.setattr(ft, "finetune", _stub_finetune(made))
+    # model "m" has no config: the sweep's up-front check of models and configurations (tested
+    # with a real model below) is skipped with the training
+    monkeypatch.setattr(ft, "_check_models", lambda models, duplications: None)
     return made
 
 
@@ -223,3 +229,239 @@ def test_merged_rows_are_written_with_sorted_keys(tmp_path):
     merge_results([source], tmp_path / "m.jsonl")
     assert (tmp_path / "m.jsonl").read_text() == (
         '{"metrics": {"exact": 0, "f1": 1}, "run_key": "k1", "seed": 0}\n')
+
+
+# ------------------------------------------------------------------ bad input, refused up front
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(learning_rate=-1), "learning_rate must be a number > 0, got -1"),
+    (dict(learning_rate=float("nan")), "learning_rate must be a number > 0, got nan"),
+    (dict(batch_size=0), "batch_size must be an integer >= 1, got 0"),
+    (dict(batch_size=2.7), "batch_size must be an integer >= 1, got 2.7"),  # was 2, silently
+    (dict(batch_size=True), "batch_size must be an integer >= 1, got True (bool)"),
+    (dict(epochs=0), "epochs must be a number > 0, got 0 (max_steps is -1: the run trains for "
+                     "epochs, and 0 epochs would save an untrained model as a result; give epochs "
+                     "> 0 or max_steps >= 1)"),
+    (dict(epochs=-2, max_steps=3), "epochs must be a number >= 0, got -2"),
+    (dict(max_steps=0), "max_steps must be -1 (train for epochs) or an integer >= 1, got 0"),
+    (dict(max_steps=-3), "max_steps must be -1 (train for epochs) or an integer >= 1, got -3"),
+    (dict(max_length=0), "max_length must be an integer >= 3, got 0"),
+    (dict(doc_stride=-1), "doc_stride must be an integer >= 0, got -1"),
+    (dict(warmup_ratio=1.0), "warmup_ratio must be a number >= 0 and < 1, got 1.0"),
+    (dict(weight_decay=-0.01), "weight_decay must be a number >= 0, got -0.01"),
+    (dict(eval_batch_size=0), "eval_batch_size must be an integer >= 1, got 0"),
+    (dict(group_by_length="false"), "group_by_length must be True or False, got 'false' (str)"),
+    (dict(max_step=2), "hyper-parameters for classification: unknown field 'max_step'; the fields "
+                       "are learning_rate, batch_size, epochs, max_length, doc_stride, "
+                       "warmup_ratio, weight_decay, max_steps, eval_batch_size, group_by_length"),
+])
+def test_hyperparameters_refuse_values_that_cannot_train(overrides, message):
+    with pytest.raises(ParameterError, match="^" + re.escape(message) + "$"):
+        HyperParameters.for_task("classification", **overrides)
+
+
+def test_hyperparameters_keep_normalising_what_they_accept():
+    hp = HyperParameters(learning_rate=1, batch_size=32.0, epochs=3, max_length=128, max_steps=-1.0,
+                         group_by_length=np.bool_(False))
+    assert dataclasses.asdict(hp) == {
+        "learning_rate": 1.0, "batch_size": 32, "epochs": 3.0, "max_length": 128,
+        "doc_stride": 128, "warmup_ratio": 0.0, "weight_decay": 0.0, "max_steps": -1,
+        "eval_batch_size": 64, "group_by_length": False}
+    assert [type(v) for v in dataclasses.asdict(hp).values()] == [
+        float, int, float, int, int, float, float, int, int, bool]
+    # max_steps decides the length: epochs 0 is then allowed (Trainer ignores it)
+    assert HyperParameters.for_task("qa", epochs=0, max_steps=2).max_steps == 2
+    with pytest.raises(ParameterError, match=r"^task kind must be 'classification' or 'qa', got "
+                                             r"'clasification'$"):
+        HyperParameters.for_task("clasification")
+
+
+def _committed_rows():
+    root = Path(__file__).resolve().parents[1] / "results" / "cpu"
+    return [(path.name, json.loads(line)) for path in sorted(root.glob("rq3*.jsonl"))
+            for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_every_committed_row_still_constructs_and_keeps_its_key():
+    """The checks refuse bad values only: every committed run of the CPU study and its pilots
+    still builds its HyperParameters, unchanged, under the run key it was committed with."""
+    rows = _committed_rows()
+    assert len([r for name, r in rows if name == "rq3.jsonl"]) >= 78
+    for name, row in rows:
+        if "hyperparameters" in row:  # result rows
+            hp = HyperParameters(**row["hyperparameters"])
+            assert dataclasses.asdict(hp) == row["hyperparameters"], (name, row["run_key"])
+            assert run_key(row) == row["run_key"], (name, row["run_key"])
+        else:  # the pilots' curves (rq3-pilot.jsonl)
+            hp = HyperParameters.for_task("classification", learning_rate=row["learning_rate"],
+                                          epochs=row["epochs"], batch_size=row["batch_size"])
+            assert (hp.learning_rate, hp.epochs, hp.batch_size) == (
+                row["learning_rate"], row["epochs"], row["batch_size"])
+
+
+def test_seeds_are_checked_with_their_value():
+    assert ft.check_seed(0) == 0 and ft.check_seed(2**32 - 1) == 2**32 - 1
+    for bad, shown in [(-1, "-1"), (2**32, "4294967296"), (1.5, "1.5")]:
+        with pytest.raises(ParameterError, match="^" + re.escape(
+                f"seed must be an integer from 0 to 2**32 - 1, got {shown}") + "$"):
+            ft.check_seed(bad)
+    with pytest.raises(ParameterError, match=r"^seed must be an integer from 0 to 2\*\*32 - 1, "
+                                             r"got '0' \(str\)$"):
+        ft.check_seed("0")
+
+
+def test_task_specific_limits():
+    classification = HyperParameters.for_task("classification", max_length=4)
+    ft.check_for_task(classification, "uspto50k")  # one text: [CLS] a b [SEP]
+    with pytest.raises(ParameterError, match="^" + re.escape(
+            "max_length 4 is too short for snli: its inputs (premise, hypothesis) need 3 special "
+            "tokens and at least one token each, so max_length >= 5") + "$"):
+        ft.check_for_task(classification, "snli")
+    with pytest.raises(ParameterError, match="^" + re.escape(
+            "doc_stride must be < max_length for squad2 (windows of max_length tokens overlapping "
+            "by doc_stride), got doc_stride 128, max_length 128") + "$"):
+        ft.check_for_task(HyperParameters.for_task("qa", max_length=128), "squad2")
+
+
+@pytest.mark.parametrize("change, error, message", [
+    (dict(models="rxnmapper-albert"), ParameterError,
+     "models must be a list of model names, got the string 'rxnmapper-albert'; write "
+     "['rxnmapper-albert'] for one"),
+    (dict(duplications="baseline"), ParameterError,
+     "duplications must be a list of configuration names, got the string 'baseline'; write "
+     "['baseline'] for one"),
+    (dict(tasks="uspto50k"), ParameterError,
+     "tasks must be a list of task names, got the string 'uspto50k'; write ['uspto50k'] for one"),
+    (dict(tasks=["uspto50k", "mnli"]), ValueError,
+     "unknown task 'mnli'; choose one of: sst2, snli, squad2, uspto50k"),
+    (dict(seeds=[0, 0, 1]), ParameterError,
+     "seeds must be distinct seeds: 0 appears 2 times in [0, 0, 1]"),
+    (dict(seeds=[0, -1]), ParameterError,
+     "each of seeds must be an integer from 0 to 2**32 - 1, got -1"),
+    (dict(duplications=["baseline", "copy last", "copy last"]), ParameterError,
+     "duplications must be distinct configuration names: 'copy last' appears 2 times in "
+     "['baseline', 'copy last', 'copy last']"),
+    (dict(models=[]), ParameterError, "models is empty: give at least one of the model names"),
+    (dict(hyperparameters={"clasification": {"max_steps": 2}}), ParameterError,
+     "hyperparameters names unknown task kind 'clasification'; kinds are 'classification', 'qa'"),
+    (dict(hyperparameters={"classification": {"max_step": 2}}), ParameterError,
+     "hyperparameters['classification']: unknown field 'max_step'; the fields are learning_rate, "
+     "batch_size, epochs, max_length, doc_stride, warmup_ratio, weight_decay, max_steps, "
+     "eval_batch_size, group_by_length"),
+    (dict(hyperparameters={"classification": {"batch_size": 0}}), ParameterError,
+     "batch_size must be an integer >= 1, got 0"),
+    (dict(hyperparameters={"qa": {"max_length": 100}}), ParameterError,
+     "doc_stride must be < max_length for squad2 (windows of max_length tokens overlapping by "
+     "doc_stride), got doc_stride 128, max_length 100"),
+    (dict(max_train_samples=2.5), ParameterError,
+     "max_train_samples must be None (all rows) or an integer >= 1, got 2.5"),
+    (dict(max_eval_samples=0), ParameterError,
+     "max_eval_samples must be None (all rows) or an integer >= 1, got 0"),
+])
+def test_sweep_refuses_bad_input_before_training_anything(tmp_path, calls, change, error, message):
+    path = tmp_path / "r.jsonl"
+    with pytest.raises(error, match="^" + re.escape(message) + "$"):
+        sweep(results_path=path, **{**SWEEP, **change})
+    assert calls == [] and not path.exists()
+
+
+def test_sweep_refuses_a_results_path_it_could_not_write_before_training(tmp_path, calls):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+            f"results file {folder} is a directory; give the path of a JSON-lines file, e.g. "
+            f"{folder / 'rq3.jsonl'}") + "$"):
+        sweep(results_path=folder, **SWEEP)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+            f"results file {blocker / 'r.jsonl'} cannot be written: {blocker} is a file, not a "
+            f"folder") + "$"):
+        sweep(results_path=blocker / "r.jsonl", **SWEEP)
+    with pytest.raises(ParameterError, match="^" + re.escape(
+            f"outputs_dir {str(blocker / 'out')!r} cannot be a folder: {blocker} is a file") + "$"):
+        sweep(results_path=tmp_path / "r.jsonl", outputs_dir=blocker / "out", **SWEEP)
+    assert calls == []
+
+
+def test_sweep_checks_models_and_configurations_before_training(tmp_path, monkeypatch, zoo_cache):
+    from dupbert.errors import ConfigurationNotAvailable
+
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    made = []
+    monkeypatch.setattr(ft, "finetune", _stub_finetune(made))
+    with pytest.raises(ConfigurationNotAvailable, match=r"^rxnmapper-albert \(12 blocks\) has no "
+                                                        r"configuration 'copy al'; configurations: "):
+        sweep(results_path=tmp_path / "r.jsonl", **{**SWEEP, "models": ["rxnmapper-albert"],
+                                                    "duplications": ["baseline", "copy al"]})
+    assert made == [] and not (tmp_path / "r.jsonl").exists()
+
+
+def test_results_file_names_the_file_and_line_of_a_bad_row(tmp_path):
+    path = tmp_path / "results.jsonl"
+    path.write_text('{"run_key": "a"}\n{x\n')
+    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+            f"{path} line 2 is not JSON (Expecting property name enclosed in double quotes, "
+            f"column 2): '{{x'; fix or remove that line") + "$"):
+        ResultsFile(path).rows()
+    path.write_text('\n{"run_key": "a"}\n\n[1, 2]\n')  # blank lines count
+    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+            f"{path} line 4 is not a JSON object but a list: each line must be one result row")
+            + "$"):
+        ResultsFile(path).rows()
+    path.write_text('{"run_key": "a"}\n\n{"seed": 1}\n')
+    assert ResultsFile(path).rows() == [{"run_key": "a"}, {"seed": 1}]  # e.g. a pilot's curves
+    for read in (ResultsFile(path).keys, lambda: ResultsFile(path).append({"run_key": "b"})):
+        with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+                f"{path} line 3 lacks run_key (a string): it is not a result row of "
+                f"dupbert.finetune") + "$"):
+            read()
+    with pytest.raises(ft.ResultsFileError, match="must be a dict with a run_key"):
+        ResultsFile(tmp_path / "new.jsonl").append({"seed": 0})
+    assert not (tmp_path / "new.jsonl").exists()
+
+
+def test_merge_refuses_a_missing_file_before_writing_anything(tmp_path):
+    good = ResultsFile(tmp_path / "good.jsonl")
+    good.append({"run_key": "k1"})
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(FileNotFoundError, match="^" + re.escape(
+            f"no results file {tmp_path / 'typo.jsonl'}; nothing was written") + "$"):
+        merge_results([good.path, tmp_path / "typo.jsonl"], out)
+    assert not out.exists()
+    with pytest.raises(ParameterError, match="^" + re.escape(
+            f"paths must be a list of results files, got {str(good.path)!r}; write "
+            f"[{str(good.path)!r}] for one") + "$"):
+        merge_results(str(good.path), out)
+    with pytest.raises(ParameterError, match="^paths is empty"):
+        merge_results([], out)
+    (tmp_path / "bad.jsonl").write_text('{"seed": 0}\n')
+    with pytest.raises(ft.ResultsFileError, match="bad.jsonl line 1 lacks run_key"):
+        merge_results([good.path, tmp_path / "bad.jsonl"], out)
+    assert not out.exists()
+    with pytest.raises(ft.ResultsFileError, match="is a directory"):
+        merge_results([good.path], tmp_path)
+
+
+def test_rerun_refuses_rows_it_cannot_rerun_before_training(monkeypatch):
+    trained = []
+    monkeypatch.setattr(ft, "finetune", lambda *args, **kwargs: trained.append(args))
+    row = dict(run_key="0123456789abcdef", model="m", task="uspto50k", duplication="baseline",
+               seed=0, train_subset_seed=0, metrics={"accuracy": 0.5, "macro_f1": 0.5},
+               hyperparameters=dataclasses.asdict(HyperParameters.for_task("classification")))
+    without = {k: v for k, v in row.items() if k != "hyperparameters"}
+    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+            "run 0123456789abcdef lacks hyperparameters; a re-run needs run_key, model, task, "
+            "duplication, seed, hyperparameters") + "$"):
+        ft.rerun(without)
+    with pytest.raises(ParameterError, match="^" + re.escape(
+            "run 0123456789abcdef: hyperparameters: unknown field 'lr'; the fields are ")):
+        ft.rerun({**row, "hyperparameters": {**row["hyperparameters"], "lr": 1.0}})
+    with pytest.raises(ft.ResultsFileError, match="^run 0123456789abcdef has task 'mnli', not one of"):
+        ft.rerun({**row, "task": "mnli"})
+    # a table checks every row before it re-runs the first
+    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+            "run 0123456789abcdef lacks metrics macro_f1: nothing to compare a re-run with") + "$"):
+        ft.rerun_table([row, {**row, "metrics": {"accuracy": 0.5}}])
+    assert trained == []
