@@ -36,6 +36,8 @@ from collections.abc import Mapping, Sequence
 import datasets
 import numpy as np
 
+from .checks import check_number
+
 CLS_INDEX = 0  # BERT/ALBERT put [CLS] first; run_qa.py's null score reads position 0
 
 
@@ -43,6 +45,8 @@ def _tokenize(examples: Mapping, tokenizer, max_length: int, doc_stride: int):
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError(f"{type(tokenizer).__name__} is not a fast tokenizer: SQuAD features need "
                         "offset mappings and sequence ids (load it with AutoTokenizer, use_fast=True)")
+    check_number("max_length", max_length, integer=True, minimum=5)  # [CLS] q [SEP] c [SEP]
+    check_number("doc_stride", doc_stride, integer=True, minimum=0)
     if not 0 <= doc_stride < max_length:
         raise ValueError(f"need 0 <= doc_stride < max_length, got doc_stride={doc_stride}, "
                          f"max_length={max_length}")
@@ -78,8 +82,11 @@ def prepare_train_features(examples: Mapping, tokenizer, max_length: int = 384,
         answer not wholly inside this window). Use with ``remove_columns=examples' columns``.
 
     Raises:
-        TypeError: not a fast tokenizer. ValueError: ``doc_stride >= max_length``.
+        TypeError: not a fast tokenizer. ValueError: ``doc_stride >= max_length``; a column
+            missing. ParameterError: ``max_length`` not an integer >= 5 or ``doc_stride`` not
+            an integer >= 0.
     """
+    _require_columns(examples, ("question", "context", "answers"), "examples")
     encoded = _tokenize(examples, tokenizer, max_length, doc_stride)
     sample_map = encoded.pop("overflow_to_sample_mapping")
     offset_mapping = encoded.pop("offset_mapping")
@@ -118,8 +125,10 @@ def prepare_eval_features(examples: Mapping, tokenizer, max_length: int = 384,
         the question and special tokens (so only context tokens can be chosen as spans).
 
     Raises:
-        TypeError: not a fast tokenizer. ValueError: ``doc_stride >= max_length``.
+        TypeError: not a fast tokenizer. ValueError: ``doc_stride >= max_length``; a column
+            missing. ParameterError: as :func:`prepare_train_features`.
     """
+    _require_columns(examples, ("id", "question", "context"), "examples")
     encoded = _tokenize(examples, tokenizer, max_length, doc_stride)
     sample_map = encoded.pop("overflow_to_sample_mapping")
     encoded["example_id"] = [examples["id"][s] for s in sample_map]
@@ -147,12 +156,66 @@ def _as_matrix(logits) -> np.ndarray:
     return matrix
 
 
-def _column(rows, name: str) -> list:
-    """Column ``name`` of a ``datasets.Dataset`` or a dict of sequences, as a list (fast path)."""
+def _require_columns(batch, names: Sequence[str], what: str) -> None:
+    """Raises ValueError if the batch (a mapping of columns) lacks one of ``names``."""
+    if not isinstance(batch, Mapping):
+        raise ValueError(f"{what} must be a batch of columns ({{name: list}}, as Dataset.map("
+                         f"batched=True) gives), got {type(batch).__name__}")
+    missing = [name for name in names if name not in batch]
+    if missing:
+        raise ValueError(f"{what} lack the column {missing[0]!r}; they have "
+                         f"{', '.join(map(str, batch)) or 'none'}")
+
+
+def _column(rows, name: str, what: str = "rows") -> list:
+    """Column ``name`` of a ``datasets.Dataset``, a dict of sequences or a list of row dicts,
+    as a list (fast path for a Dataset).
+
+    Raises:
+        ValueError: ``rows`` lacks the column (the message names it and what ``rows`` has), or
+            is none of those forms.
+    """
     if isinstance(rows, datasets.Dataset):
+        if name not in rows.column_names:
+            raise ValueError(f"{what} lack the column {name!r}; they have "
+                             f"{', '.join(rows.column_names)}")
         return rows.select_columns([name])[:][name]
-    column = rows[name]
-    return column if isinstance(column, list) else list(column)
+    if isinstance(rows, Mapping):
+        _require_columns(rows, (name,), what)
+        column = rows[name]
+        return column if isinstance(column, list) else list(column)
+    if isinstance(rows, Sequence) and not isinstance(rows, (str, bytes)) \
+            and all(isinstance(row, Mapping) for row in rows):
+        lacking = next((i for i, row in enumerate(rows) if name not in row), None)
+        if lacking is not None:
+            raise ValueError(f"{what}: row {lacking} lacks {name!r}; it has "
+                             f"{', '.join(map(str, rows[lacking]))}")
+        return [row[name] for row in rows]
+    raise ValueError(f"{what} must be a datasets.Dataset, a dict of columns or a list of row "
+                     f"dicts, got {type(rows).__name__}")
+
+
+def _check_logits(name: str, matrix: np.ndarray) -> None:
+    """Raises ValueError if ``matrix`` holds NaN or +inf (``-inf`` pads ragged features): with
+    them every span scores NaN, and every question would silently get ``""``."""
+    bad = np.isnan(matrix) | np.isposinf(matrix)
+    if bad.any():
+        feature, position = (int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name} holds {int(bad.sum())} values that are NaN or +inf (the first "
+                         f"in feature {feature} at position {position}: "
+                         f"{matrix[feature, position]}); a model whose outputs are not numbers "
+                         f"(a diverged run?) has no answers to select")
+
+
+def _check_threshold(threshold) -> float:
+    """``null_score_diff_threshold`` if it is a number (``inf`` allowed), not NaN."""
+    import numbers
+
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) \
+            or np.isnan(threshold):
+        raise ValueError(f"null_score_diff_threshold must be a number (inf: never abstain), got "
+                         f"{threshold!r}")
+    return float(threshold)
 
 
 def _offsets_list(offset_mapping) -> list:
@@ -194,13 +257,16 @@ def top_candidates(start_logits, end_logits, k: int = 20, offset_mapping=None,
           normaliser over the feature's tokens, so ``exp(logit - logsumexp)`` is a probability.
 
     Raises:
-        ValueError: shapes of ``start_logits``/``end_logits``/``offset_mapping`` disagree, ``k < 1``.
+        ValueError: shapes of ``start_logits``/``end_logits``/``offset_mapping`` disagree; logits
+            that are NaN or +inf (every answer would silently be ``""``).
+        ParameterError: ``k`` not an integer >= 1.
     """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    k = check_number("k", k, integer=True, minimum=1)
     start, end = _as_matrix(start_logits), _as_matrix(end_logits)
     if start.shape != end.shape:
         raise ValueError(f"start_logits {start.shape} and end_logits {end.shape} differ in shape")
+    _check_logits("start_logits", start)
+    _check_logits("end_logits", end)
     n_features, width = start.shape
     positions = np.arange(width)
     if offset_mapping is None:
@@ -245,7 +311,15 @@ def best_spans(candidates: Mapping[str, np.ndarray], max_answer_length: int = 30
     Returns:
         ``(start, end, score)``: ``[F]`` int token indices (-1 if the feature has no valid span)
         and ``[F]`` float32 scores (``-inf`` if none). Ties: the higher-ranked start, then end.
+
+    Raises:
+        ParameterError: ``max_answer_length`` not an integer >= 1 (0 would allow no span at all:
+            every answer ``""``, a plausible ~50 F1 on SQuAD 2.0).
+        ValueError: ``candidates`` lack a key of :func:`top_candidates`, or hold NaN scores.
     """
+    max_answer_length = check_number("max_answer_length", max_answer_length, integer=True,
+                                     minimum=1)
+    _check_candidates(candidates)
     s_idx, e_idx = candidates["start_index"].astype(int), candidates["end_index"].astype(int)
     s_val = candidates["start_logit"].astype(np.float32)
     e_val = candidates["end_logit"].astype(np.float32)
@@ -260,6 +334,23 @@ def best_spans(candidates: Mapping[str, np.ndarray], max_answer_length: int = 30
     start = np.where(found, s_idx[np.arange(n_features), flat // k], -1)
     end = np.where(found, e_idx[np.arange(n_features), flat % k], -1)
     return start, end, best
+
+
+_CANDIDATE_KEYS = ("start_index", "end_index", "start_logit", "end_logit", "null_score")
+
+
+def _check_candidates(candidates) -> None:
+    if not isinstance(candidates, Mapping):
+        raise ValueError(f"candidates must be the dict of top_candidates, got "
+                         f"{type(candidates).__name__}")
+    missing = [key for key in _CANDIDATE_KEYS if key not in candidates]
+    if missing:
+        raise ValueError(f"candidates lack {', '.join(missing)}; they have "
+                         f"{', '.join(map(str, candidates))} (make them with top_candidates)")
+    for key in ("start_logit", "end_logit", "null_score"):
+        if np.isnan(np.asarray(candidates[key], dtype=np.float32)).any():
+            raise ValueError(f"candidates[{key!r}] holds NaN: a model whose outputs are not "
+                             f"numbers has no answers to select")
 
 
 def select_answers(examples, features, candidates: Mapping[str, np.ndarray],
@@ -285,7 +376,9 @@ def select_answers(examples, features, candidates: Mapping[str, np.ndarray],
 
     Raises:
         ValueError: a feature names an example not in ``examples``, an example has no feature, or
-            the number of features and candidate rows differ.
+            the number of features and candidate rows differ; a column missing; candidates
+            that are not :func:`top_candidates` output or hold NaN; a NaN threshold.
+        ParameterError: ``max_answer_length`` not an integer >= 1.
     """
     return _select(examples, features, _column(features, "offset_mapping"), candidates,
                    max_answer_length, null_score_diff_threshold)
@@ -301,8 +394,12 @@ def _select_with_null_odds(examples, features, offsets: list, candidates, max_an
     """``(answers, best non-null answers, null odds)``: the thresholded answers; every example's
     best valid span regardless of the null score (``""`` only without one); and
     ``min null score - best span score`` (``inf`` without a valid span)."""
-    example_ids = _column(examples, "id")
-    feature_example = _column(features, "example_id")
+    threshold = _check_threshold(threshold)
+    max_answer_length = check_number("max_answer_length", max_answer_length, integer=True,
+                                     minimum=1)
+    _check_candidates(candidates)
+    example_ids = _column(examples, "id", "examples")
+    feature_example = _column(features, "example_id", "features")
     if len(feature_example) != len(candidates["null_score"]):
         raise ValueError(f"{len(feature_example)} features but {len(candidates['null_score'])} "
                          "rows of logits/candidates")
@@ -334,7 +431,7 @@ def _select_with_null_odds(examples, features, offsets: list, candidates, max_an
                          f"{[example_ids[m] for m in missing[:3]]}")
     min_null = np.full(len(example_ids), np.inf, np.float32)
     np.minimum.at(min_null, owner, null)
-    contexts = _column(examples, "context")
+    contexts = _column(examples, "context", "examples")
     answers, best, null_odds = {}, {}, {}
     for row, f in enumerate(best_feature):
         example = example_ids[row]
@@ -356,8 +453,10 @@ def postprocess_predictions(examples, features, start_logits, end_logits, n_best
     with ``version_2_with_negative=True`` (see the module notes for the small differences).
 
     Args:
-        examples: the evaluation examples (``id``, ``context``), e.g. ``load_task("squad2", "eval")``.
-        features: their :func:`prepare_eval_features` rows (``example_id``, ``offset_mapping``).
+        examples: the evaluation examples (``id``, ``context``), e.g. ``load_task("squad2", "eval")``
+            (a ``datasets.Dataset``, a dict of columns or a list of row dicts).
+        features: their :func:`prepare_eval_features` rows (``example_id``, ``offset_mapping``),
+            in one of the same forms.
         start_logits, end_logits: ``[F, S]`` model outputs for the features, in feature order
             (``Trainer.predict(...).predictions[:2]``; positions beyond a feature's length are
             ignored), or ``F`` 1-D arrays.
@@ -371,9 +470,13 @@ def postprocess_predictions(examples, features, start_logits, end_logits, n_best
         :func:`dupbert.metrics.squad_v2`.
 
     Raises:
-        ValueError: features and logits disagree, or features and examples do not match.
+        ValueError: features and logits disagree, or features and examples do not match; a
+            column missing (the message names it); logits that are NaN or +inf; a NaN threshold.
+        ParameterError: ``n_best_size`` or ``max_answer_length`` not an integer >= 1 (0 would
+            answer ``""`` everywhere).
     """
-    offsets = _column(features, "offset_mapping")
+    _check_postprocessing(n_best_size, max_answer_length, null_score_diff_threshold)
+    offsets = _column(features, "offset_mapping", "features")
     candidates = top_candidates(start_logits, end_logits, k=n_best_size, offset_mapping=offsets,
                                 dtype=np.float32)
     return _select(examples, features, offsets, candidates, max_answer_length,
@@ -392,12 +495,23 @@ def predictions_with_null_odds(examples, features, start_logits, end_logits,
         every example's best non-null answer (``""`` only when it has no valid span); and its
         null odds ``min null score - best span score`` in logit units (``inf`` without a valid
         span), the higher the likelier "no answer".
+
+    Raises:
+        As :func:`postprocess_predictions`.
     """
-    offsets = _column(features, "offset_mapping")
+    _check_postprocessing(n_best_size, max_answer_length, null_score_diff_threshold)
+    offsets = _column(features, "offset_mapping", "features")
     candidates = top_candidates(start_logits, end_logits, k=n_best_size, offset_mapping=offsets,
                                 dtype=np.float32)
     return _select_with_null_odds(examples, features, offsets, candidates, max_answer_length,
                                   null_score_diff_threshold)
+
+
+def _check_postprocessing(n_best_size, max_answer_length, threshold) -> None:
+    """The post-processing settings, checked before any logits are read."""
+    check_number("n_best_size", n_best_size, integer=True, minimum=1)
+    check_number("max_answer_length", max_answer_length, integer=True, minimum=1)
+    _check_threshold(threshold)
 
 
 def as_squad_json(dataset) -> dict:
@@ -406,9 +520,14 @@ def as_squad_json(dataset) -> dict:
 
     Consecutive rows with the same title form one article, consecutive rows with the same context
     one paragraph (so a ``load_task("squad2", ...)`` split, subset or not, regains its structure).
+
+    Raises:
+        ValueError: ``dataset`` lacks a column (``id``, ``title``, ``context``, ``question``,
+            ``answers``).
     """
     articles: list[dict] = []
-    columns = [_column(dataset, c) for c in ("id", "title", "context", "question", "answers")]
+    columns = [_column(dataset, c, "dataset")
+               for c in ("id", "title", "context", "question", "answers")]
     for qid, title, context, question, gold in zip(*columns):
         if not articles or articles[-1]["title"] != title:
             articles.append({"title": title, "paragraphs": []})

@@ -1,6 +1,7 @@
 """dupbert.qa: SQuAD 2.0 features and post-processing on real SQuAD questions with the real
 all-MiniLM-L6-v2 (bert-base-uncased vocabulary) fast tokenizer. Counts measured once, pinned."""
 
+import re
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -315,3 +316,84 @@ def test_null_odds_give_the_thresholded_answers_and_the_best_spans(dev, dev_feat
     never = qa.postprocess_predictions(dev, evaluation, start, end,
                                        null_score_diff_threshold=float("inf"))
     assert never == best and sum(v == "" for v in best.values()) == 0
+
+
+# ---------------------------------------------------------------------------------- bad settings
+
+
+@pytest.mark.parametrize("setting, message", [
+    (dict(max_answer_length=0), "max_answer_length must be an integer >= 1, got 0"),
+    (dict(max_answer_length=-3), "max_answer_length must be an integer >= 1, got -3"),
+    (dict(max_answer_length=2.5), "max_answer_length must be an integer >= 1, got 2.5"),
+    (dict(n_best_size=0), "n_best_size must be an integer >= 1, got 0"),
+    (dict(null_score_diff_threshold=float("nan")),
+     "null_score_diff_threshold must be a number (inf: never abstain), got nan"),
+])
+def test_settings_that_would_answer_nothing_are_refused(dev, dev_features, setting, message):
+    """max_answer_length 0 allowed no span at all: every answer "", a plausible ~50 F1."""
+    _, evaluation = dev_features
+    zeros = np.zeros((len(evaluation), 384), np.float32)
+    for postprocess in (qa.postprocess_predictions, qa.predictions_with_null_odds):
+        with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+            postprocess(dev, evaluation, zeros, zeros, **setting)
+    if "max_answer_length" in setting:
+        candidates = qa.top_candidates(zeros, zeros)
+        with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+            qa.select_answers(dev, evaluation, candidates, **setting)
+        with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+            qa.best_spans(candidates, **setting)
+
+
+def test_logits_that_are_not_numbers_are_refused(dev, dev_features):
+    _, evaluation = dev_features
+    start = np.zeros((len(evaluation), 384), np.float32)
+    end = start.copy()
+    start[3, 17] = np.nan
+    start[5, 2] = np.inf
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "start_logits holds 2 values that are NaN or +inf (the first in feature 3 at position "
+            "17: nan); a model whose outputs are not numbers (a diverged run?) has no answers to "
+            "select") + "$"):
+        qa.postprocess_predictions(dev, evaluation, start, end)
+    candidates = qa.top_candidates(end, end)
+    candidates["null_score"] = candidates["null_score"].copy()
+    candidates["null_score"][0] = np.nan
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "candidates['null_score'] holds NaN: a model whose outputs are not numbers has no "
+            "answers to select") + "$"):
+        qa.select_answers(dev, evaluation, candidates)
+    with pytest.raises(ValueError, match="^candidates lack null_score; they have start_index, "):
+        qa.select_answers(dev, evaluation, {k: v for k, v in candidates.items() if k != "null_score"})
+    with pytest.raises(ValueError, match="^k must be an integer >= 1, got 0$"):
+        qa.top_candidates(end, end, k=0)
+
+
+def test_rows_as_a_list_of_dicts_give_the_same_answers(dev, dev_features):
+    """The docstring says "rows with id": a list of row dicts works as a Dataset does."""
+    train, evaluation = dev_features
+    start, end = _oracle_logits(train, width=400)
+    expected = qa.postprocess_predictions(dev, evaluation, start, end)
+    rows = [dict(row) for row in dev]
+    assert qa.postprocess_predictions(rows, list(evaluation), start, end) == expected
+    assert qa.as_squad_json(rows) == qa.as_squad_json(dev)
+    without_context = [{k: v for k, v in row.items() if k != "context"} for row in rows]
+    with pytest.raises(ValueError, match="^examples: row 0 lacks 'context'; it has id, title, "
+                                         "question, answers$"):
+        qa.postprocess_predictions(without_context, evaluation, start, end)
+    with pytest.raises(ValueError, match="^features lack the column 'offset_mapping'; they have "
+                                         "input_ids, "):
+        qa.postprocess_predictions(dev, evaluation.remove_columns("offset_mapping"), start, end)
+    with pytest.raises(ValueError, match="^examples must be a datasets.Dataset, a dict of columns "
+                                         "or a list of row dicts, got str$"):
+        qa.postprocess_predictions("dev", evaluation, start, end)
+
+
+def test_feature_settings_are_checked(tokenizer):
+    batch = {"id": ["x"], "question": ["q"], "context": ["c"]}
+    with pytest.raises(ValueError, match="^max_length must be an integer >= 5, got 4$"):
+        qa.prepare_eval_features(batch, tokenizer, max_length=4, doc_stride=1)
+    with pytest.raises(ValueError, match="^doc_stride must be an integer >= 0, got 1.5$"):
+        qa.prepare_eval_features(batch, tokenizer, max_length=64, doc_stride=1.5)
+    with pytest.raises(ValueError, match="^examples lack the column 'answers'; they have id, "
+                                         "question, context$"):
+        qa.prepare_train_features(batch, tokenizer)
