@@ -26,7 +26,13 @@ _PUNCTUATION = set(string.punctuation)
 
 
 def normalize_answer(text: str) -> str:
-    """Lower-case, remove punctuation, articles and extra whitespace (official SQuAD)."""
+    """Lower-case, remove punctuation, articles and extra whitespace (official SQuAD).
+
+    Raises:
+        TypeError: ``text`` is not a string (``None`` is not "no answer": ``""`` is).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"an answer must be a string ('' for no answer), got {text!r}")
     text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
     return " ".join(_ARTICLES.sub(" ", text).split())
 
@@ -59,7 +65,7 @@ def load_squad_json(dataset: str | os.PathLike | Mapping) -> list[dict]:
 
     Raises:
         FileNotFoundError: the path does not exist.
-        ValueError: the object has no ``data`` list.
+        ValueError: the object has no ``data`` list. (:func:`squad_v2` checks the articles.)
     """
     if isinstance(dataset, (str, os.PathLike)):
         opener = gzip.open if str(dataset).endswith(".gz") else open
@@ -85,11 +91,15 @@ def squad_v2(dataset: str | os.PathLike | Mapping, predictions: Mapping[str, str
 
     Raises:
         ValueError: a question of ``dataset`` has no prediction, or ``predictions`` holds ids
-            that are not in ``dataset`` (the message names up to five of them and the counts).
+            that are not in ``dataset`` (the message names up to five of them and the counts);
+            ``dataset`` has no questions, or an article, paragraph or question lacks a field of
+            the official format (``article 0 ('Normans') lacks 'paragraphs'``); a prediction
+            that is not a string (``the prediction of 'q1' must be a string ('' for no answer),
+            got None``); ``predictions`` is not a mapping.
     """
-    questions = [qa for article in load_squad_json(dataset) for paragraph in article["paragraphs"]
-                 for qa in paragraph["qas"]]
+    questions = _questions(dataset)
     ids = [qa["id"] for qa in questions]
+    _check_predictions(predictions)
     missing = [i for i in ids if i not in predictions]
     unknown = sorted(set(predictions) - set(ids))
     if missing or unknown:
@@ -112,6 +122,49 @@ def squad_v2(dataset: str | os.PathLike | Mapping, predictions: Mapping[str, str
             scores.update({f"{prefix}_{key}": value
                            for key, value in _averages(exact, f1, subset).items()})
     return scores
+
+
+def _questions(dataset) -> list[dict]:
+    """Every question (``qas`` entry) of an official SQuAD JSON, its structure checked."""
+    questions = []
+    for a, article in enumerate(load_squad_json(dataset)):
+        where = f"article {a}" + (f" ({article.get('title')!r})"
+                                  if isinstance(article, Mapping) and "title" in article else "")
+        for p, paragraph in enumerate(_field(article, "paragraphs", where)):
+            for q, qa in enumerate(_field(paragraph, "qas", f"{where}, paragraph {p}")):
+                here = f"{where}, paragraph {p}, question {q}"
+                if not isinstance(_field(qa, "id", here, str), str):
+                    raise ValueError(f"{here}: its id must be a string, got {qa['id']!r}")
+                for answer in _field(qa, "answers", here):
+                    if not isinstance(answer, Mapping) or not isinstance(answer.get("text"), str):
+                        raise ValueError(f"{here} ({qa['id']!r}): each answer must be "
+                                         f"{{'text': str, ...}}, got {answer!r}")
+                questions.append(qa)
+    if not questions:
+        raise ValueError("dataset holds no questions: there is nothing to score")
+    return questions
+
+
+def _field(item, key: str, where: str, kind: type = list):
+    """``item[key]``, which must be of ``kind`` (a list of the official format's entries)."""
+    if not isinstance(item, Mapping) or key not in item:
+        raise ValueError(f"{where} lacks {key!r} (official SQuAD JSON: data -> articles with "
+                         f"'paragraphs' -> paragraphs with 'qas' -> questions with 'id' and "
+                         f"'answers')")
+    if kind is list and not isinstance(item[key], list):
+        raise ValueError(f"{where}: {key!r} must be a list, got {type(item[key]).__name__}")
+    return item[key]
+
+
+def _check_predictions(predictions) -> None:
+    if not isinstance(predictions, Mapping):
+        raise ValueError(f"predictions must be a mapping {{question id: answer text}}, got "
+                         f"{type(predictions).__name__}")
+    bad = next(((key, value) for key, value in predictions.items() if not isinstance(value, str)),
+               None)
+    if bad is not None:
+        raise ValueError(f"the prediction of {bad[0]!r} must be a string ('' for no answer), got "
+                         f"{bad[1]!r}")
 
 
 def _averages(exact: dict, f1: dict, ids: list[str]) -> dict:
@@ -145,11 +198,13 @@ def best_thresholds(dataset: str | os.PathLike | Mapping, predictions: Mapping[s
         thresholds in the units of ``no_answer_probabilities``).
 
     Raises:
-        ValueError: as :func:`squad_v2`, or a question without a no-answer probability.
+        ValueError: as :func:`squad_v2`, or a question without a no-answer probability, or one
+            that is not a number or NaN (``the no-answer probability of 'q1' must be a number
+            (inf allowed), got nan``: NaN breaks the sort, and the search returned NaN and 100).
     """
-    questions = [qa for article in load_squad_json(dataset) for paragraph in article["paragraphs"]
-                 for qa in paragraph["qas"]]
+    questions = _questions(dataset)
     squad_v2(dataset, predictions)  # the same checks of the predictions
+    _check_probabilities(no_answer_probabilities)
     missing = [qa["id"] for qa in questions if qa["id"] not in no_answer_probabilities]
     if missing:
         raise ValueError(f"{len(missing)} questions have no no-answer probability, e.g. {missing[:5]}")
@@ -165,6 +220,19 @@ def best_thresholds(dataset: str | os.PathLike | Mapping, predictions: Mapping[s
                                                has_answer)
         out[f"best_{name}"], out[f"best_{name}_thresh"] = best, threshold
     return out
+
+
+def _check_probabilities(probabilities) -> None:
+    import math
+    import numbers
+
+    if not isinstance(probabilities, Mapping):
+        raise ValueError(f"no_answer_probabilities must be a mapping {{question id: number}}, got "
+                         f"{type(probabilities).__name__}")
+    for key, value in probabilities.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+            raise ValueError(f"the no-answer probability of {key!r} must be a number (inf "
+                             f"allowed), got {value!r}")
 
 
 def _find_best_threshold(predictions, scores, probabilities, has_answer):

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import re
 
 import pytest
 
@@ -85,3 +86,42 @@ def test_best_thresholds_follow_the_official_search_step_by_step():
     assert best_thresholds(data, {**predictions, "q1": "Rome"}, far)["best_f1"] == 50.0
     with pytest.raises(ValueError, match="no no-answer probability"):
         best_thresholds(data, predictions, {"q1": 0.0})
+
+
+@pytest.mark.parametrize("dataset, predictions, message", [
+    ({"data": []}, {}, "dataset holds no questions: there is nothing to score"),
+    ({"data": [{"title": "t"}]}, {}, "article 0 ('t') lacks 'paragraphs' (official SQuAD JSON: "
+     "data -> articles with 'paragraphs' -> paragraphs with 'qas' -> questions with 'id' and "
+     "'answers')"),
+    ({"data": [{"paragraphs": [{"context": "c"}]}]}, {}, "article 0, paragraph 0 lacks 'qas' "
+     "(official SQuAD JSON: "),
+    ({"data": [{"paragraphs": [{"qas": [{"id": "q1"}]}]}]}, {"q1": ""},
+     "article 0, paragraph 0, question 0 lacks 'answers' (official SQuAD JSON: "),
+    (_tiny_squad([("q1", ["Paris"])]), {"q1": None},
+     "the prediction of 'q1' must be a string ('' for no answer), got None"),
+    (_tiny_squad([("q1", ["Paris"])]), ["Paris"],
+     "predictions must be a mapping {question id: answer text}, got list"),
+])
+def test_malformed_input_is_named(dataset, predictions, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        squad_v2(dataset, predictions)
+
+
+def test_best_thresholds_refuse_a_probability_that_is_not_a_number():
+    from dupbert.metrics import best_thresholds
+
+    data = _tiny_squad([("q1", ["Paris"]), ("q2", [])])
+    predictions = {"q1": "Paris", "q2": "Rome"}
+    for bad in (float("nan"), None, "0.5"):  # NaN gave thresh nan and best 100
+        with pytest.raises(ValueError, match="^" + re.escape(
+                f"the no-answer probability of 'q1' must be a number (inf allowed), got {bad!r}")
+                + "$"):
+            best_thresholds(data, predictions, {"q1": bad, "q2": 0.5})
+    # inf (no valid span: dupbert.qa's null odds) stays a number
+    assert best_thresholds(data, predictions, {"q1": 0.0, "q2": float("inf")}) == {
+        "best_exact": 100.0, "best_exact_thresh": 0.0, "best_f1": 100.0, "best_f1_thresh": 0.0}
+
+
+def test_an_answer_that_is_not_a_string_is_named():
+    with pytest.raises(TypeError, match=r"^an answer must be a string \('' for no answer\), got None$"):
+        normalize_answer(None)
