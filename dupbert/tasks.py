@@ -38,8 +38,9 @@ import datasets
 import numpy as np
 import pandas as pd
 
+from .checks import check_number
 from .data import DATA_DIR_ENV, CorpusNotFound, load_from_hub, local_file, resolve_data_dir
-from .errors import DupbertError
+from .errors import DupbertError, ParameterError
 
 SPLITS = ("train", "eval")
 
@@ -175,7 +176,7 @@ def task_spec(name: str) -> TaskSpec:
     Raises:
         UnknownTask: ``name`` is not in :data:`TASKS` (the message lists the allowed names).
     """
-    if name not in TASKS:
+    if not isinstance(name, str) or name not in TASKS:
         raise UnknownTask(f"unknown task {name!r}; choose one of: {', '.join(TASKS)}")
     return TASKS[name]
 
@@ -364,11 +365,16 @@ def stratified_indices(groups: Sequence, n: int, seed: int = 0) -> np.ndarray:
         seed: same seed, same subset.
 
     Raises:
-        ValueError: ``n <= 0``.
+        ParameterError: ``n`` not a positive integer (``subset size n must be a positive integer,
+            got 2.5``), ``seed`` not an integer >= 0.
+        TypeError: ``groups`` has no length.
     """
     total = len(groups)
-    if n <= 0:
-        raise ValueError(f"subset size must be positive, got {n!r}")
+    try:
+        n = check_number("n", n, integer=True, minimum=1)
+    except ParameterError:
+        raise ParameterError(f"subset size n must be a positive integer, got {n!r}") from None
+    seed = check_number("seed", seed, integer=True, minimum=0)
     if n >= total:
         return np.arange(total)
     rng = np.random.default_rng(seed)
@@ -424,14 +430,21 @@ def load_task(name: str, split: str, max_samples: int | None = None, seed: int =
 
     Raises:
         UnknownTask: unknown ``name`` (lists the allowed names).
-        ValueError: ``split`` not ``"train"``/``"eval"``; ``max_samples <= 0``; no rows.
+        ValueError: ``split`` not ``"train"``/``"eval"``; no rows.
+        ParameterError: ``max_samples`` not None or an integer >= 1 (``max_samples must be a
+            positive number of rows or None, got 2.5``); ``seed`` not an integer >= 0.
         CorpusNotFound: the file is missing (names its full path and ``DUPBERT_DATA_DIR``), or no
             data directory and no reachable Hub copy.
     """
     spec = task_spec(name)
     _check_split(split)
-    if max_samples is not None and max_samples <= 0:
-        raise ValueError(f"max_samples must be a positive number of rows or None, got {max_samples!r}")
+    if max_samples is not None:
+        try:
+            check_number("max_samples", max_samples, integer=True, minimum=1)
+        except ParameterError:
+            raise ParameterError(f"max_samples must be a positive number of rows or None, got "
+                                 f"{max_samples!r}") from None
+    check_number("seed", seed, integer=True, minimum=0)
     root = resolve_data_dir(data_dir)
     if root is None:
         columns, where = _columns_from_hub(spec, split), f"Hub dataset {spec.hub[0]}"
@@ -453,6 +466,31 @@ def load_task(name: str, split: str, max_samples: int | None = None, seed: int =
     return dataset
 
 
+def _check_fits(spec: TaskSpec, dataset) -> None:
+    """Raises ValueError unless ``dataset`` has ``spec``'s columns and, for classification, its
+    labels (a ``ClassLabel`` with the task's names, or ids in ``0 .. num_labels - 1``)."""
+    columns = list(getattr(dataset, "column_names", None) or [])
+    needed = ["id", "title", "context", "question", "answers"] if spec.kind == "qa" else ["label"]
+    missing = [column for column in needed if column not in columns]
+    if missing:
+        raise ValueError(f"the evaluation set is not {spec.name}'s: it lacks the column "
+                         f"{missing[0]!r} (it has {', '.join(columns) or 'none'}); give a "
+                         f"load_task({spec.name!r}, 'eval') split")
+    if spec.kind == "qa":
+        return
+    feature = dataset.features["label"] if hasattr(dataset, "features") else None
+    names = getattr(feature, "names", None)
+    if names is not None and tuple(names) != spec.label_names:
+        raise ValueError(f"the evaluation set's labels are {', '.join(names)}, not {spec.name}'s "
+                         f"{', '.join(spec.label_names)}: it is another task's")
+    labels = set(np.asarray(dataset["label"]).tolist())
+    outside = [label for label in sorted(labels, key=repr)
+               if not isinstance(label, int) or not 0 <= label < spec.num_labels]
+    if outside:
+        raise ValueError(f"the evaluation set has labels {outside[:5]} outside {spec.name}'s "
+                         f"0..{spec.num_labels - 1} ({', '.join(spec.label_names)})")
+
+
 def trivial_baselines(task: str, eval_dataset: datasets.Dataset) -> dict:
     """Scores of a model that ignores its input, on ``eval_dataset`` (a :func:`load_task` split).
 
@@ -467,13 +505,16 @@ predictions, as ``dupbert.finetune`` scores models, so never-predicted classes c
     50.07 EM and F1 (= the unanswerable share 5,945 / 11,873).
 
     Raises:
-        UnknownTask: unknown ``task``. ValueError: empty ``eval_dataset``.
+        UnknownTask: unknown ``task``. ValueError: empty ``eval_dataset``, or one that is not
+            ``task``'s (another task's labels, e.g. SST-2's for SNLI, which gave a wrong label
+            name; labels outside the task's classes; a column of the task missing).
     """
     from sklearn.metrics import accuracy_score, f1_score
 
     spec = task_spec(task)
     if len(eval_dataset) == 0:
         raise ValueError(f"trivial_baselines({task!r}): the evaluation set is empty")
+    _check_fits(spec, eval_dataset)
     if spec.kind == "qa":
         from .metrics import squad_v2
         from .qa import as_squad_json

@@ -3,6 +3,7 @@ SOURCES-domain.md, other values measured once and pinned here."""
 
 import gzip
 import json
+import re
 from collections import Counter
 
 import datasets
@@ -288,3 +289,36 @@ def test_no_data_dir_uses_hub_copy(monkeypatch):
     assert ds.to_dict() == {"idx": [0, 2], "premise": ["p1", "p3"], "hypothesis": ["h1", "h3"],
                             "label": [0, 2]}
     assert np.array_equal(stratified_indices(ds["label"], 2), [0, 1])
+
+
+def test_subset_sizes_and_seeds_must_be_whole(shared_data_dir):
+    """2.5 rows reached a slice and failed with a TypeError; a negative seed in numpy."""
+    with pytest.raises(ValueError, match=r"^subset size n must be a positive integer, got 2\.5$"):
+        stratified_indices(["a", "b", "a"], 2.5)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
+        stratified_indices(["a", "b", "a"], 2, seed=-1)
+    with pytest.raises(ValueError, match=r"^max_samples must be a positive number of rows or None, "
+                                         r"got 2\.5$"):
+        load_task("sst2", "eval", max_samples=2.5, data_dir=shared_data_dir)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
+        load_task("sst2", "eval", max_samples=8, seed=-1, data_dir=shared_data_dir)
+    with pytest.raises(UnknownTask, match=r"^unknown task \['sst2'\]; choose one of: sst2, snli, "
+                                          r"squad2, uspto50k$"):
+        load_task(["sst2"], "eval", data_dir=shared_data_dir)
+
+
+def test_trivial_baselines_refuse_another_tasks_evaluation_set(loaded):
+    """SNLI's baseline on SST-2's evaluation set named an SNLI class for SST-2's majority."""
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "the evaluation set's labels are negative, positive, not snli's entailment, neutral, "
+            "contradiction: it is another task's") + "$"):
+        trivial_baselines("snli", loaded("sst2", "eval"))
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "the evaluation set has labels [3, 7] outside sst2's 0..1 (negative, positive)") + "$"):
+        trivial_baselines("sst2", datasets.Dataset.from_dict({"label": [0, 3, 1, 7]}))
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "the evaluation set is not squad2's: it lacks the column 'id' (it has idx, text, "
+            "label); give a load_task('squad2', 'eval') split") + "$"):
+        trivial_baselines("squad2", loaded("sst2", "eval"))
+    plain = trivial_baselines("sst2", datasets.Dataset.from_dict({"label": [0, 1, 1]}))
+    assert plain["majority_label"] == "positive"  # plain ids in range still work
