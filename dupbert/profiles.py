@@ -23,7 +23,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .errors import ConfigurationNotAvailable, DupbertError
+from .checks import check_list, check_number
+from .errors import ConfigurationNotAvailable, DupbertError, ParameterError
 
 SWEEP_PARAMETERS = ("models", "model", "tasks", "duplications", "seeds", "max_train_samples",
                     "max_eval_samples", "epochs", "max_steps", "learning_rate", "batch_size",
@@ -61,14 +62,19 @@ def load_profile(path: str | os.PathLike) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: no such file.
-        DupbertError: not a YAML mapping, or keys that the RQ3 notebook does not take.
+        DupbertError: not YAML (the message names the file and YAML's first line), not a YAML
+            mapping, or keys that the RQ3 notebook does not take.
     """
     import yaml
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no parameter file {path}; profiles are notebooks/params/<profile>/rq3.yaml")
-    parameters = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        parameters = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        said = " ".join(str(error).split())
+        raise DupbertError(f"{path} is not valid YAML: {said}") from None
     if not isinstance(parameters, dict):
         raise DupbertError(f"{path} must hold a YAML mapping of parameter names to values")
     unknown = sorted(set(parameters) - set(SWEEP_PARAMETERS))
@@ -77,12 +83,20 @@ def load_profile(path: str | os.PathLike) -> dict[str, Any]:
     return parameters
 
 
-def names(value: str | Sequence | None) -> list[str]:
-    """A list of names from a list or a comma-separated string (``papermill -p tasks "a,b"``)."""
+def names(value: str | Sequence | None, name: str = "names") -> list[str]:
+    """A list of names from a list or a comma-separated string (``papermill -p tasks "a,b"``).
+
+    Raises:
+        ParameterError: ``value`` (the parameter ``name``) is a mapping, a number or anything
+            else that is neither a string nor a list.
+    """
     if value is None:
         return []
     if isinstance(value, str):
         return [v.strip() for v in value.strip("[]").split(",") if v.strip()]
+    if isinstance(value, Mapping) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise ParameterError(f"{name} must be a list of names or a comma-separated string, got "
+                             f"{value!r} ({type(value).__name__})")
     return [str(v) for v in value]
 
 
@@ -91,29 +105,46 @@ def seeds_list(value: str | int | Sequence) -> list[int]:
 
     Raises:
         ValueError: an entry is not an integer, or there are none.
+        ParameterError: a seed twice (``seeds must be distinct seeds: 0 appears 2 times in [0,
+            0, 1]``: the study would wait forever for a seed that cannot land), or one that
+            ``dupbert.finetune.check_seed`` refuses (below 0, 2**32 or more).
     """
-    items = [value] if isinstance(value, int) else names(value)
+    from .finetune import check_seed
+
+    items = [value] if isinstance(value, int) else names(value, "seeds")
     try:
         seeds = [int(s) for s in items]
     except ValueError:
         raise ValueError(f"seeds must be integers, got {value!r}") from None
     if not seeds:
         raise ValueError("seeds is empty; give at least one seed, e.g. [0, 1, 2]")
+    for seed in check_list("seeds", seeds, what="seeds"):
+        check_seed(seed, "each of seeds")
     return seeds
 
 
 def profile_models(parameters: Mapping[str, Any]) -> list[str]:
-    """The models of a parameter set: ``[model]`` if ``model`` is set, else ``models``."""
-    return [parameters["model"]] if parameters.get("model") else names(parameters.get("models"))
+    """The models of a parameter set: ``[model]`` if ``model`` is set, else ``models``.
+
+    Raises:
+        ParameterError: ``models`` is not a list of names (:func:`names`).
+    """
+    return [parameters["model"]] if parameters.get("model") else names(parameters.get("models"),
+                                                                       "models")
 
 
 def restrict_models(parameters: Mapping[str, Any], models: Sequence[str]) -> dict[str, Any]:
     """The parameter set with only ``models`` of its models (run keys unchanged), e.g. to run a
     profile's models on different machines.
 
+    Values given per model (``{task: {model: value}}``: seeds, learning rates, ...) keep only
+    these models, so that :func:`plan_sweep` has no other model's entry to report.
+
     Raises:
         ValueError: a model that the parameter set does not have.
+        ParameterError: ``models`` is not a list of distinct names (:func:`check_list`).
     """
+    models = check_list("models", models, what="model names")
     have = profile_models(parameters)
     missing = [m for m in models if m not in have]
     if missing:
@@ -121,8 +152,26 @@ def restrict_models(parameters: Mapping[str, Any], models: Sequence[str]) -> dic
     tasks = parameters.get("tasks")
     if isinstance(tasks, Mapping):
         tasks = {m: t for m, t in tasks.items() if m in models}
-    return {**parameters, "model": None, "models": [m for m in have if m in models],
+    per_model = {name: _only_models(parameters[name], models) for name in PER_MODEL_TASK
+                 if name in parameters}
+    return {**parameters, **per_model, "model": None, "models": [m for m in have if m in models],
             "tasks": tasks or None}
+
+
+PER_TASK = ("max_train_samples", "max_eval_samples")
+"""Parameters given as a value or ``{task: value}`` (:func:`per_task`)."""
+
+PER_MODEL_TASK = ("seeds", "epochs", "max_steps", "learning_rate", "batch_size", "group_by_length")
+"""Parameters given as a value, ``{task: value}`` or ``{task: {model: value}}``
+(:func:`per_model_task`)."""
+
+
+def _only_models(value: Any, models: Sequence[str]) -> Any:
+    """``value`` with the ``{model: ...}`` mappings inside ``{task: ...}`` cut to ``models``."""
+    if not isinstance(value, Mapping):
+        return value
+    return {task: ({m: v for m, v in inner.items() if m in models}
+                   if isinstance(inner, Mapping) else inner) for task, inner in value.items()}
 
 
 def default_tasks(model: str) -> list[str]:
@@ -162,10 +211,33 @@ def configuration_specs(model: str) -> dict[str, dict]:
     return finetune_variants(skeleton)
 
 
-def per_task(value: int | None | Mapping[str, int | None], task: str) -> int | None:
-    """A subset size for ``task`` from an int, ``None`` or ``{task: int}`` (missing task = all)."""
+def per_task(value: int | None | Mapping[str, int | None], task: str,
+             name: str = "max_train_samples") -> int | None:
+    """A subset size for ``task`` from an int, ``None`` or ``{task: int}`` (missing task = all).
+
+    Raises:
+        ParameterError: the size is not a whole number >= 1 (``max_train_samples for snli must
+            be None (all rows) or an integer >= 1, got 2.5``; it was cut to 2).
+    """
     size = value.get(task) if isinstance(value, Mapping) else value
-    return None if size is None else int(size)
+    if size is None:
+        return None
+    try:
+        return check_number(f"{name} for {task}", _numeric(size), integer=True, minimum=1)
+    except ParameterError:
+        raise ParameterError(f"{name} for {task} must be None (all rows) or an integer >= 1, got "
+                             f"{size!r}") from None
+
+
+def _numeric(value: Any) -> Any:
+    """A number typed as a string (``"3e-5"``: PyYAML reads ``3e-5`` as a string) as a float;
+    anything else as it is."""
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return value
+    return value
 
 
 def per_model_task(value: Any, model: str, task: str) -> Any:
@@ -193,19 +265,27 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
 
     Returns:
         ``(plan, notes)``: notes name configurations skipped because a model does not have them
-        (e.g. ``repeat shared +3`` for BERT models), and models that a ``tasks`` mapping names
-        but ``models`` lacks (a misspelt one would otherwise pass unseen).
+        (e.g. ``repeat shared +3`` for BERT models), and models that a ``tasks`` mapping, or a
+        ``{task: {model: value}}`` value (seeds, learning rates, ...), names but ``models`` lacks
+        (a misspelt one would otherwise pass unseen, its runs taking the defaults).
 
     Raises:
-        ValueError: no models, an unknown task, or ``duplications`` empty.
+        ValueError: no models, an unknown task (also as a key of a ``{task: ...}`` value), or
+            ``duplications`` empty.
+        ParameterError: ``models``, ``duplications``, a model's tasks or seeds not distinct
+            (``duplications must be distinct configuration names: 'copy last' appears 2
+            times ...``: a study would wait forever for runs that cannot land); a subset size,
+            seed or hyper-parameter that cannot train (the message names the model and task).
         ConfigurationNotAvailable: a model has none of the configurations asked for.
         ModelNotAvailable: a model that cannot be found (from ``resolve_model_path``).
     """
     from .tasks import TASKS
 
-    models = profile_models(parameters)
+    models = check_list("models", profile_models(parameters), what="model names",
+                        allow_empty=True)
     if not models:
         raise ValueError("no models: give `models` (a list) or `model` (one name)")
+    _check_task_keys(parameters)
     duplications = parameters.get("duplications", ["baseline"])
     given = parameters.get("tasks")
     plan, notes = [], []
@@ -213,12 +293,14 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
     if strangers:  # said, not raised: `-p model X` on a profile that names others is fine
         notes.append(f"tasks names {', '.join(map(repr, strangers))}, not a model run here: "
                      f"ignored (the models are {', '.join(models)})")
+    notes += _stranger_models(parameters, models)
     for model in models:
         specs = configuration_specs(model)
         available = list(specs)
-        wanted = available if duplications == "all" else names(duplications)
+        wanted = available if duplications == "all" else names(duplications, "duplications")
         if not wanted:
             raise ValueError("duplications is empty; give configuration names or 'all'")
+        check_list("duplications", wanted, what="configuration names")
         chosen = tuple(d for d in wanted if d in available)
         skipped = [d for d in wanted if d not in available]
         if skipped:
@@ -227,10 +309,12 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
         if not chosen:
             raise ConfigurationNotAvailable(f"{model} has none of the configurations asked for ({', '.join(wanted)}); "
                              f"it has {', '.join(available)}: nothing would run")
-        for task in model_tasks(parameters.get("tasks"), model):
+        for task in check_list(f"tasks of {model}", model_tasks(parameters.get("tasks"), model),
+                               what="task names"):
             if task not in TASKS:
                 raise ValueError(f"unknown task {task!r}; tasks are {sorted(TASKS)}")
             overrides = hyperparameter_overrides(parameters, model, task)
+            _check_overrides(model, task, overrides)
             primary = tuple(d for d in chosen if specs[d]["role"] in ("reference", "primary"))
             seeds = per_model_task(parameters.get("seeds", [0]), model, task)
             if seeds is None:
@@ -238,23 +322,85 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
                                  "{task: list} / {task: {model: list}} covering every model and task")
             seeds = seeds_list(seeds)
             plan.append(PlannedSweep(model, task, chosen,
-                                     per_task(parameters.get("max_train_samples"), task),
-                                     per_task(parameters.get("max_eval_samples"), task),
+                                     per_task(parameters.get("max_train_samples"), task,
+                                              "max_train_samples"),
+                                     per_task(parameters.get("max_eval_samples"), task,
+                                              "max_eval_samples"),
                                      tuple(sorted(overrides.items())), primary, tuple(seeds)))
     order = (names(given) if not isinstance(given, Mapping) else []) or list(TASK_PRIORITY)
     plan.sort(key=lambda entry: order.index(entry.task) if entry.task in order else len(order))
     return plan, notes
 
 
+def _check_task_keys(parameters: Mapping[str, Any]) -> None:
+    """Raises ValueError for a ``{task: ...}`` value whose key is not a task: its task would
+    silently take the default (all rows, run_glue's learning rate, ...)."""
+    from .tasks import TASKS
+
+    for name in (*PER_TASK, *PER_MODEL_TASK):
+        value = parameters.get(name)
+        unknown = [str(task) for task in value if task not in TASKS] \
+            if isinstance(value, Mapping) else []
+        if unknown:
+            raise ValueError(f"{name} names unknown task {unknown[0]!r}; tasks are "
+                             f"{sorted(TASKS)}")
+
+
+def _stranger_models(parameters: Mapping[str, Any], models: Sequence[str]) -> list[str]:
+    """Notes for models that a ``{task: {model: value}}`` value names but ``models`` lacks."""
+    notes = []
+    for name in PER_MODEL_TASK:
+        value = parameters.get(name)
+        if not isinstance(value, Mapping):
+            continue
+        for task, inner in value.items():
+            strangers = [m for m in inner if m not in models] if isinstance(inner, Mapping) else []
+            if strangers:
+                notes.append(f"{name} names {', '.join(map(repr, strangers))} for {task}, not a "
+                             f"model run here: ignored (the models are {', '.join(models)})")
+    return notes
+
+
+def _check_overrides(model: str, task: str, overrides: Mapping[str, Any]) -> None:
+    """Raises ParameterError, naming the model and task, if the hyper-parameters could not
+    train (``dupbert.finetune.HyperParameters``): before any run, not at the first run of that
+    model and task."""
+    from .finetune import HyperParameters, check_for_task
+    from .tasks import TASKS
+
+    try:
+        check_for_task(HyperParameters.for_task(TASKS[task].kind, **overrides), task)
+    except ParameterError as error:
+        raise ParameterError(f"{model} on {task}: {error}") from None
+
+
 def hyperparameter_overrides(parameters: Mapping[str, Any], model: str | None = None,
                              task: str | None = None) -> dict[str, float | int]:
     """The parameters that override the run_glue/run_qa defaults for ``model`` on ``task``, the
     same for every configuration: ``epochs``, ``max_steps``, ``learning_rate``, ``batch_size``,
-    ``group_by_length`` (``None`` = default; per task or model as :func:`per_model_task`)."""
-    casts = {"epochs": float, "max_steps": int, "learning_rate": float, "batch_size": int,
-             "group_by_length": bool}
-    values = {name: per_model_task(parameters.get(name), model, task) for name in casts}
-    return {name: casts[name](value) for name, value in values.items() if value is not None}
+    ``group_by_length`` (``None`` = default; per task or model as :func:`per_model_task`).
+
+    Raises:
+        ParameterError: a value that is not a number (``learning_rate for snli must be a number,
+            got 'fast' (str)``), a whole number where one is needed (``batch_size``,
+            ``max_steps``: 2.7 is not cut to 2), or ``group_by_length`` not True or False.
+            Ranges are checked by ``dupbert.finetune.HyperParameters`` (:func:`plan_sweep`).
+    """
+    integers = {"epochs": False, "max_steps": True, "learning_rate": False, "batch_size": True}
+    overrides = {}
+    for name in (*integers, "group_by_length"):
+        value = per_model_task(parameters.get(name), model, task)
+        where = f"{name} for {task}" if task is not None else name
+        if value is None:
+            continue
+        if name == "group_by_length":
+            if not isinstance(value, bool):
+                raise ParameterError(f"{where} must be True or False, got {value!r} "
+                                     f"({type(value).__name__})")
+            overrides[name] = value
+        else:
+            overrides[name] = check_number(where, _numeric(value), integer=integers[name])
+    return overrides
 
 
 def planned_seeds(plan: Sequence[PlannedSweep] | str | os.PathLike) -> dict[tuple[str, str], int]:

@@ -2,6 +2,7 @@
 script must run the same runs under the same run keys."""
 
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -11,6 +12,7 @@ import pytest
 
 from dupbert import profiles
 from dupbert.cli import main
+from dupbert.errors import DupbertError, ParameterError
 from dupbert.finetune import ResultsFile
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -199,3 +201,85 @@ def test_the_cpu_study_plans_its_secondary_families():
     # unshared baseline (its primary is repeat shared +3)
     assert sizes == {("all-MiniLM-L6-v2", "snli"): 2, ("all-MiniLM-L6-v2", "sst2"): 2,
                      ("rxnmapper-albert", "uspto50k"): 4, ("rxnfp-bert", "uspto50k"): 2}
+
+
+@pytest.mark.parametrize("change, error, message", [
+    (dict(seeds=[0, 0, 1]), "ParameterError",
+     "seeds must be distinct seeds: 0 appears 2 times in [0, 0, 1]"),
+    (dict(seeds={"uspto50k": [3, -1]}), "ParameterError",
+     "each of seeds must be an integer from 0 to 2**32 - 1, got -1"),
+    (dict(duplications=["baseline", "copy last", "copy last"]), "ParameterError",
+     "duplications must be distinct configuration names: 'copy last' appears 2 times in "
+     "['baseline', 'copy last', 'copy last']"),
+    (dict(models=["rxnmapper-albert", "rxnmapper-albert"]), "ParameterError",
+     "models must be distinct model names: 'rxnmapper-albert' appears 2 times in "
+     "['rxnmapper-albert', 'rxnmapper-albert']"),
+    (dict(tasks=["uspto50k", "uspto50k"]), "ParameterError",
+     "tasks of rxnmapper-albert must be distinct task names: 'uspto50k' appears 2 times in "
+     "['uspto50k', 'uspto50k']"),
+    (dict(models=5), "ParameterError",
+     "models must be a list of names or a comma-separated string, got 5 (int)"),
+    (dict(max_train_samples=2.5), "ParameterError",  # was cut to 2
+     "max_train_samples for uspto50k must be None (all rows) or an integer >= 1, got 2.5"),
+    (dict(max_eval_samples={"uspto50k": 0}), "ParameterError",
+     "max_eval_samples for uspto50k must be None (all rows) or an integer >= 1, got 0"),
+    (dict(max_train_samples={"uspto5ok": 100}), "ValueError",  # uspto50k took all its rows
+     "max_train_samples names unknown task 'uspto5ok'; tasks are ['snli', 'squad2', 'sst2', "
+     "'uspto50k']"),
+    (dict(learning_rate={"snil": 1e-4}), "ValueError",
+     "learning_rate names unknown task 'snil'; tasks are ['snli', 'squad2', 'sst2', 'uspto50k']"),
+    (dict(learning_rate=-1), "ParameterError",
+     "rxnmapper-albert on uspto50k: learning_rate must be a number > 0, got -1.0"),
+    (dict(epochs=0), "ParameterError",
+     "rxnmapper-albert on uspto50k: epochs must be a number > 0, got 0.0 (max_steps is -1: the "
+     "run trains for epochs, and 0 epochs would save an untrained model as a result; give epochs "
+     "> 0 or max_steps >= 1)"),
+    (dict(batch_size=2.7), "ParameterError", "batch_size for uspto50k must be an integer, got 2.7"),
+    (dict(learning_rate="fast"), "ParameterError",
+     "learning_rate for uspto50k must be a number, got 'fast' (str)"),
+    (dict(group_by_length="false"), "ParameterError",  # bool("false") was True
+     "group_by_length for uspto50k must be True or False, got 'false' (str)"),
+])
+def test_plans_that_could_not_complete_or_would_run_the_wrong_runs_are_refused(
+        zoo_env, change, error, message):
+    with pytest.raises({"ValueError": ValueError, "ParameterError": ParameterError}[error],
+                       match="^" + re.escape(message) + "$"):
+        profiles.plan_sweep({"models": ["rxnmapper-albert"], **change})
+
+
+def test_numbers_typed_as_strings_and_misspelt_models_in_values(zoo_env):
+    # PyYAML reads 3e-5 (no decimal point) as a string: it stays the number it means
+    plan, notes = profiles.plan_sweep({"models": ["rxnmapper-albert"], "learning_rate": "3e-5",
+                                       "max_train_samples": "16"})
+    assert plan[0].hyperparameters.learning_rate == 3e-5 and plan[0].max_train_samples == 16
+    assert notes == []
+    misspelt = {"models": ["rxnmapper-albert"],
+                "learning_rate": {"uspto50k": {"rxnmapper-albret": 5e-4}}}
+    plan, notes = profiles.plan_sweep(misspelt)
+    assert notes == ["learning_rate names 'rxnmapper-albret' for uspto50k, not a model run here: "
+                     "ignored (the models are rxnmapper-albert)"]
+    assert plan[0].hyperparameters.learning_rate == 2e-5  # the default: said, not silent
+    with pytest.raises(ParameterError, match="^" + re.escape(
+            "models must be a list of model names, got the string 'rxnfp-bert'; write "
+            "['rxnfp-bert'] for one") + "$"):
+        profiles.restrict_models({"models": ["rxnfp-bert"]}, "rxnfp-bert")
+
+
+def test_a_profile_that_is_not_yaml_is_named(tmp_path):
+    bad = tmp_path / "rq3.yaml"
+    bad.write_text("models: [rxnmapper-albert\nseeds: [0]\n")
+    with pytest.raises(DupbertError, match="^" + re.escape(f"{bad} is not valid YAML: ")):
+        profiles.load_profile(bad)
+    assert main(["finetune", "--profile", str(bad)]) == 2  # one line, not a yaml traceback
+
+
+def test_the_cpu_profile_plans_the_same_runs_after_the_checks(zoo_env):
+    """The checks refuse bad plans only: the study's plan, and every committed row's key in it."""
+    cpu = profiles.load_profile(PARAMS / "cpu" / "rq3.yaml")
+    keys = profiles.planned_run_keys(profiles.plan_sweep(cpu)[0])
+    assert len(keys) == 128
+    rows = ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").keyed_rows()
+    assert len(rows) >= 78 and {key for key, _ in rows} <= keys
+    one = profiles.restrict_models(cpu, ["rxnfp-bert"])
+    assert one["learning_rate"]["uspto50k"] == {"rxnfp-bert": 1e-4}  # the other model's entry cut
+    assert profiles.planned_run_keys(profiles.plan_sweep(one)[0]) <= keys
