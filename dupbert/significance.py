@@ -15,11 +15,16 @@ that could not be computed).
 
 from __future__ import annotations
 
+import difflib
+import numbers
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import optimize, stats
+
+from .checks import check_list, check_number
+from .errors import ParameterError
 
 ALPHA = 0.05
 POWER = 0.8
@@ -27,8 +32,48 @@ EQUIVALENCE_MARGIN = 0.5  # points: a "no gain" claim holds when the whole 95% C
 PRIMARY, SECONDARY = "primary", "secondary"
 
 
+def _numbers(name: str, values, *, nan: bool = False) -> np.ndarray:
+    """``values`` as a 1-D float array, if it is a list (tuple, array, Series) of numbers.
+
+    Raises:
+        ParameterError: a string, a mapping, a scalar or a nested list; an item that is not a
+            number (a string, a bool, None); a NaN (unless ``nan``) or infinite item. The
+            message names ``name``, the item and its position.
+    """
+    try:
+        array = None if isinstance(values, (str, bytes, Mapping)) else np.asarray(values)
+    except (TypeError, ValueError):  # ragged lists
+        array = None
+    if array is None or array.ndim != 1:
+        raise ParameterError(f"{name} must be a list of numbers, got {values!r:.80} "
+                             f"({type(values).__name__})")
+    if array.dtype.kind not in "iuf" or isinstance(values, (list, tuple)):  # [1, True] is int
+        for position, item in enumerate(values if isinstance(values, (list, tuple))
+                                        else array.tolist()):
+            if item is None or item is pd.NA:
+                if nan:
+                    continue
+                raise ParameterError(f"{name} must be finite numbers: item {position} is {item!r}")
+            if isinstance(item, bool) or not isinstance(item, numbers.Real):
+                raise ParameterError(f"{name} must hold numbers only: item {position} is "
+                                     f"{item!r} ({type(item).__name__})")
+        if array.dtype.kind == "O":
+            array = np.array([np.nan if item is None or item is pd.NA else item
+                              for item in array.tolist()], dtype=float)
+    array = array.astype(float)
+    bad = np.flatnonzero(np.isinf(array) if nan else ~np.isfinite(array))
+    if bad.size:
+        allowed = "numbers or NaN, not infinite" if nan else "finite numbers"
+        raise ParameterError(f"{name} must be {allowed}: item {int(bad[0])} is {array[bad[0]]}")
+    return array
+
+
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict:
     """Mean, sample standard deviation and the two-sided Student-t confidence interval.
+
+    Args:
+        values: a list (array, Series) of finite numbers.
+        confidence: the interval's level, strictly between 0 and 1 (``0.95``, not ``95``).
 
     Returns:
         ``{"n", "mean", "std", "ci_low", "ci_high"}`` in the units of ``values``; with one
@@ -36,8 +81,12 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict:
 
     Raises:
         ValueError: no values.
+        ParameterError (a ValueError): ``values`` is a string or not a list of numbers, holds
+            NaN or infinity (``values must be finite numbers: item 1 is nan``); ``confidence``
+            not in (0, 1) (``confidence must be a number > 0 and < 1, got 95``).
     """
-    values = np.asarray(values, dtype=float)
+    check_number("confidence", confidence, above=0, below=1)
+    values = _numbers("values", values)
     if values.size == 0:
         raise ValueError("mean_ci needs at least one value")
     mean = float(values.mean())
@@ -55,8 +104,12 @@ def paired_p_value(differences: Sequence[float]) -> float:
     Zero spread is decided, not left as NaN: every difference 0 -> ``1.0``; every difference
     the same non-zero value -> ``0.0`` (the t statistic is infinite: the configuration changed
     every seed's result by exactly that much). Fewer than 2 differences -> NaN (no test).
+
+    Raises:
+        ParameterError (a ValueError): ``differences`` is a string or not a list of numbers, or
+            holds NaN or infinity (a missing pair is left out before, never passed as NaN).
     """
-    d = np.asarray(differences, dtype=float)
+    d = _numbers("differences", differences)
     if d.size < 2:
         return float("nan")
     if np.ptp(d) == 0:
@@ -71,8 +124,17 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
     that could not be computed still counts: dropping it would make the others look better);
     NaN p-values rank last and stay NaN. The i-th smallest p-value is multiplied by
     ``m - i + 1`` (i from 1), made monotone, capped at 1.
+
+    Raises:
+        ParameterError (a ValueError): ``p_values`` is a string or not a list of numbers, or
+            holds a value outside [0, 1] (``p_values must be in [0, 1] (NaN for a test not
+            computed): item 0 is 5.0``) or an infinite one.
     """
-    p = np.asarray(p_values, dtype=float)
+    p = _numbers("p_values", p_values, nan=True)
+    outside = np.flatnonzero((p < 0) | (p > 1))
+    if outside.size:
+        raise ParameterError(f"p_values must be in [0, 1] (NaN for a test not computed): item "
+                             f"{int(outside[0])} is {p[outside[0]]}")
     adjusted = np.full(p.shape, np.nan)
     m = p.size
     valid = np.flatnonzero(~np.isnan(p))
@@ -87,7 +149,16 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 def paired_t_power(gain: float, std_of_differences: float, n_seeds: int, alpha: float = ALPHA) -> float:
     """Power of the two-sided paired t-test at level ``alpha`` over ``n_seeds`` pairs when the
     true mean difference is ``gain`` (exact: noncentral t with df = n - 1 and noncentrality
-    ``gain * sqrt(n) / sd``)."""
+    ``gain * sqrt(n) / sd``).
+
+    Raises:
+        ParameterError (a ValueError): ``gain`` not a finite number; ``std_of_differences`` not
+            > 0; ``n_seeds`` not an integer >= 2; ``alpha`` not in (0, 1).
+    """
+    check_number("gain", gain)
+    check_number("std_of_differences", std_of_differences, above=0)
+    n_seeds = check_number("n_seeds", n_seeds, integer=True, minimum=2)
+    check_number("alpha", alpha, above=0, below=1)
     df = n_seeds - 1
     critical = stats.t.ppf(1 - alpha / 2, df)
     noncentrality = abs(gain) * np.sqrt(n_seeds) / std_of_differences
@@ -108,13 +179,31 @@ def minimum_detectable_gain(std_of_differences: float, n_seeds: int, alpha: floa
 
     Returns:
         The gain in the metric's units; ``0.0`` when the differences have no spread (any
-        non-zero gain is detected); NaN for fewer than 2 seeds or a NaN std.
+        non-zero gain is detected); NaN for fewer than 2 seeds or a NaN (or None) std.
+
+    Raises:
+        ParameterError (a ValueError): ``alpha`` or ``power`` not in (0, 1) (``power must be a
+            number > 0 and < 1, got 80``: a power of 1 is never reached); ``power`` not above
+            the test's level ``alpha / n_tests`` (the power at a gain of 0); ``n_tests`` not an
+            integer >= 1; ``n_seeds`` not an integer >= 0; a std that is negative or not a
+            number.
     """
-    if n_seeds < 2 or std_of_differences is None or np.isnan(std_of_differences):
+    check_number("alpha", alpha, above=0, below=1)
+    check_number("power", power, above=0, below=1)
+    n_tests = check_number("n_tests", n_tests, integer=True, minimum=1)
+    level = alpha / n_tests
+    if power <= level:
+        raise ParameterError(f"power must be above the test's level alpha / n_tests = {level:g} "
+                             f"(the power at a gain of 0), got {power!r}")
+    n_seeds = check_number("n_seeds", n_seeds, integer=True, minimum=0)
+    if std_of_differences is None or (isinstance(std_of_differences, numbers.Real)
+                                      and np.isnan(std_of_differences)):
+        return float("nan")
+    check_number("std_of_differences", std_of_differences, minimum=0)
+    if n_seeds < 2:
         return float("nan")
     if std_of_differences == 0:
         return 0.0
-    level = alpha / max(1, int(n_tests))
 
     def shortfall(gain_in_sd: float) -> float:
         return paired_t_power(gain_in_sd, 1.0, n_seeds, level) - power
@@ -135,15 +224,67 @@ def equivalence_sd_limit(n_seeds: int, margin: float = EQUIVALENCE_MARGIN,
 
     Args:
         n_seeds: paired seeds (>= 2).
-        margin: the equivalence margin, in the metric's units (points).
+        margin: the equivalence margin, in the metric's units (points), > 0.
+        confidence: the interval's level, in (0, 1).
 
     Returns:
         ``margin * sqrt(n) / t(1 - (1 - confidence) / 2, n - 1)`` in the metric's units (0.60
         points at 8 seeds, 0.5 margin); NaN for fewer than 2 seeds.
+
+    Raises:
+        ParameterError (a ValueError): ``n_seeds`` not an integer >= 0; ``margin`` not > 0;
+            ``confidence`` not in (0, 1).
     """
+    n_seeds = check_number("n_seeds", n_seeds, integer=True, minimum=0)
+    check_number("margin", margin, above=0)
+    check_number("confidence", confidence, above=0, below=1)
     if n_seeds < 2:
         return float("nan")
     return float(margin * np.sqrt(n_seeds) / stats.t.ppf(1 - (1 - confidence) / 2, n_seeds - 1))
+
+
+def _plain(value):
+    """A numpy scalar as the Python number it holds (``2``, not ``np.int64(2)``, in messages)."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _check_frame(frame, columns: Sequence[str], metric: str | None = None) -> None:
+    """Refuse a ``frame`` that is not a DataFrame, lacks one of ``columns``, or (``metric``
+    given) lacks the metric's column, holds a non-number in it, or a NaN in it (a run without
+    the metric it is judged on: leaving it out would silently change the seeds compared)."""
+    if not isinstance(frame, pd.DataFrame):
+        raise ParameterError(f"frame must be a pandas DataFrame with one row per run, got "
+                             f"{type(frame).__name__}")
+    existing = list(frame.columns)
+    if not existing:
+        raise ParameterError(f"the frame has no columns (no runs); it needs the columns "
+                             f"{[*columns, *([metric] if metric is not None else [])]}")
+    if metric is not None:
+        if not isinstance(metric, str):
+            raise ParameterError(f"metric must be a column name (a string), got {metric!r}")
+        if metric not in frame:
+            close = difflib.get_close_matches(metric, [str(c) for c in existing], n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ParameterError(f"metric {metric!r} is not a column of the frame{hint}; its "
+                                 f"columns are {existing}")
+    missing = [c for c in columns if c not in frame]
+    if missing:
+        raise ParameterError(f"the frame lacks the column{'s' if len(missing) > 1 else ''} "
+                             f"{missing}; it needs {list(columns)}; its columns are {existing}")
+    if metric is None:
+        return
+    if not pd.api.types.is_numeric_dtype(frame[metric]) or pd.api.types.is_bool_dtype(frame[metric]):
+        raise ParameterError(f"metric {metric!r} must be a column of numbers, got dtype "
+                             f"{frame[metric].dtype}")
+    undefined = frame[frame[metric].isna()]
+    if not undefined.empty:
+        first = undefined.iloc[0]
+        run = ", ".join(f"{c} {_plain(first[c])!r}" for c in columns)
+        more = f" (and {len(undefined) - 1} more)" if len(undefined) > 1 else ""
+        raise ParameterError(f"{metric} is NaN for the run with {run}{more}: a run without its "
+                             f"metric cannot be averaged or paired (leaving it out would change "
+                             f"the seeds compared); re-run it or drop its row")
 
 
 def check_one_run_per_seed(frame: pd.DataFrame, by: Sequence[str]) -> None:
@@ -154,8 +295,12 @@ def check_one_run_per_seed(frame: pd.DataFrame, by: Sequence[str]) -> None:
 
     Raises:
         ValueError: names the first duplicated (``by``, duplication, seed) groups.
+        ParameterError (a ValueError): ``frame`` not a DataFrame or without a column of
+            ``by``, ``duplication``, ``seed``; ``by`` a string or with a column twice.
     """
+    by = check_list("by", by, what="column names", allow_empty=True)
     keys = [*by, "duplication", "seed"]
+    _check_frame(frame, keys)
     duplicated = frame[frame.duplicated(keys, keep=False)]
     if not duplicated.empty:
         examples = duplicated[keys].drop_duplicates().head(3).to_dict("records")
@@ -179,18 +324,29 @@ def summarize_runs(frame: pd.DataFrame, metric: str,
         frame: one row per run, with the columns ``by``, ``seed`` and ``metric``.
 
     Returns:
-        Columns ``by`` + ``n, mean, std, ci_low, ci_high``.
+        Columns ``by`` + ``n, mean, std, ci_low, ci_high``; a frame with these columns and no
+        rows when ``frame`` has its columns but no rows.
 
     Raises:
         ValueError: two rows of one group share a seed (:func:`check_one_run_per_seed`).
+        ParameterError (a ValueError): ``frame`` lacks a column (``by``; ``seed`` when ``by``
+            holds ``duplication``; the message lists the missing and the existing ones; a
+            frame with no columns: "no runs");
+            ``metric`` is not a column (``metric 'acc' is not a column of the frame (did you
+            mean 'accuracy'?); its columns are [...]``) or holds a non-number; a run's
+            ``metric`` is NaN (the message names the run by ``by`` and ``seed``); ``by`` is a
+            string or empty.
     """
+    by = check_list("by", by, what="column names")
+    _check_frame(frame, [*by, *(["seed"] if "duplication" in by and "seed" not in by else [])],
+                 metric)
     group_keys = [c for c in by if c != "duplication"]
     if "duplication" in by:
         check_one_run_per_seed(frame, group_keys)
     rows = [{**_group_names(by, key),
              **mean_ci(group[metric])}
             for key, group in frame.groupby(list(by), sort=False)]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=[*by, "n", "mean", "std", "ci_low", "ci_high"])
 
 
 def _comparisons(group: pd.DataFrame, baseline: str) -> list[tuple[str, str, str]]:
@@ -206,6 +362,27 @@ def _comparisons(group: pd.DataFrame, baseline: str) -> list[tuple[str, str, str
         if reference is not None and reference != configuration:
             out.append((configuration, reference, role))
     return out
+
+
+GAIN_COLUMNS = ["duplication", "reference", "role", "n_pairs", "gain", "gain_ci_low",
+                "gain_ci_high", "p_value", "n_tests", "min_detectable_gain", "p_adjusted",
+                "significant"]
+"""The columns of :func:`paired_gains` after its ``by`` columns."""
+
+
+def _check_plan(name: str, plan: Mapping | None, by: Sequence[str]) -> None:
+    """Refuse a ``family_sizes``/``planned_seeds`` that is not ``{(model, task): integer >= 0}``,
+    or one given while ``by`` cannot name a model and task."""
+    if plan is None:
+        return
+    if not isinstance(plan, Mapping):
+        raise ParameterError(f"{name} must be a mapping {{(model, task): number}}, got "
+                             f"{plan!r:.80} ({type(plan).__name__})")
+    if plan and ("model" not in by or "task" not in by):
+        raise ParameterError(f"{name} is given per (model, task), so by must hold 'model' and "
+                             f"'task', got by={list(by)}")
+    for key, value in plan.items():
+        check_number(f"{name}[{key!r}]", value, integer=True, minimum=0)
 
 
 def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
@@ -240,11 +417,21 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
         of each group of ``by``; NaN for a secondary short of its planned seeds),
         ``min_detectable_gain`` (80% power at ``ALPHA / n_tests``) and ``significant``
         (``p_adjusted < ALPHA``). Seeds missing on either side are left out of the pair; a
-        reference with no run gives ``n_pairs`` 0.
+        reference with no run gives ``n_pairs`` 0. A frame with its columns but no rows, or
+        with no comparison (the baseline alone), gives ``by`` + :data:`GAIN_COLUMNS` and no
+        rows.
 
     Raises:
         ValueError: a configuration has two runs with one seed (:func:`check_one_run_per_seed`).
+        ParameterError (a ValueError): as :func:`summarize_runs` for the frame, ``metric`` (a
+            run whose metric is NaN is refused, never dropped from its pair) and ``by``;
+            ``family_sizes`` or ``planned_seeds`` not a mapping of integers >= 0, or given
+            while ``by`` lacks ``model`` or ``task``.
     """
+    by = check_list("by", by, what="column names")
+    _check_frame(frame, [*by, *[c for c in ("duplication", "seed") if c not in by]], metric)
+    for name, plan in (("family_sizes", family_sizes), ("planned_seeds", planned_seeds)):
+        _check_plan(name, plan, by)
     check_one_run_per_seed(frame, by)
     rows = []
     for key, group in frame.groupby(list(by), sort=False):
@@ -274,7 +461,7 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
             })
     result = pd.DataFrame(rows)
     if result.empty:
-        return result
+        return pd.DataFrame(columns=[*by, *GAIN_COLUMNS])
     result["p_adjusted"] = result["p_value"]
     for key, index in result[result["role"] != PRIMARY].groupby(list(by), sort=False).groups.items():
         landed = result.loc[index, "p_value"].to_numpy(float).copy()
@@ -309,9 +496,14 @@ def verdict(gain: float, ci_low: float, ci_high: float, p_adjusted: float,
     The caller decides first whether the comparison may be judged at all: a baseline that did
     not beat the trivial baseline by the pre-registered floor gives ``did not learn``
     (:func:`dupbert.paper.learning_status`).
+
+    Raises:
+        ParameterError (a ValueError): ``claimed_gain`` negative or not a number (the paper
+            claims gains >= 0, or nothing: ``None``).
     """
     if claimed_gain is None:
         return "not stated"
+    check_number("claimed_gain", claimed_gain, minimum=0)
     significant = bool(p_adjusted < ALPHA) if not np.isnan(p_adjusted) else False
     if claimed_gain > 0:
         if significant:

@@ -342,3 +342,136 @@ def test_a_secondary_short_of_its_planned_seeds_stays_out_of_holm():
     raw = both.loc[["copy last", "copy middle"], "p_value"]
     assert both.loc[["copy last", "copy middle"], "p_adjusted"].tolist() == pytest.approx(
         holm(raw.tolist()).tolist())
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+from dupbert.errors import ParameterError  # noqa: E402
+from dupbert.significance import GAIN_COLUMNS  # noqa: E402
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: mean_ci([1, 2, 3], confidence=95), "confidence must be a number > 0 and < 1, got 95"),
+    (lambda: mean_ci("123"), "values must be a list of numbers, got '123' (str)"),
+    (lambda: mean_ci(5), "values must be a list of numbers, got 5 (int)"),
+    (lambda: mean_ci([[1, 2], [3, 4]]), "values must be a list of numbers, got [[1, 2], [3, 4]] (list)"),
+    (lambda: mean_ci([1, "2"]), "values must hold numbers only: item 1 is '2' (str)"),
+    (lambda: mean_ci([1, True]), "values must hold numbers only: item 1 is True (bool)"),
+    (lambda: mean_ci([1.0, np.nan]), "values must be finite numbers: item 1 is nan"),
+    (lambda: mean_ci(np.array([1.0, np.inf])), "values must be finite numbers: item 1 is inf"),
+    (lambda: minimum_detectable_gain(1, 5, power=1.0), "power must be a number > 0 and < 1, got 1.0"),
+    (lambda: minimum_detectable_gain(1, 5, power=80), "power must be a number > 0 and < 1, got 80"),
+    (lambda: minimum_detectable_gain(1, 5, alpha=5), "alpha must be a number > 0 and < 1, got 5"),
+    (lambda: minimum_detectable_gain(-1, 5), "std_of_differences must be a number >= 0, got -1"),
+    (lambda: minimum_detectable_gain(1, 5, power=0.01),
+     "power must be above the test's level alpha / n_tests = 0.05 (the power at a gain of 0), got 0.01"),
+    (lambda: minimum_detectable_gain(1, 5, n_tests=0), "n_tests must be an integer >= 1, got 0"),
+    (lambda: minimum_detectable_gain(1, 2.5), "n_seeds must be an integer >= 0, got 2.5"),
+    (lambda: paired_t_power(1, 0, 8), "std_of_differences must be a number > 0, got 0"),
+    (lambda: paired_t_power(1, 1, 1), "n_seeds must be an integer >= 2, got 1"),
+    (lambda: paired_t_power(1, 1, 8, alpha=0), "alpha must be a number > 0 and < 1, got 0"),
+    (lambda: paired_t_power(np.nan, 1, 8), "gain must be a number, got nan"),
+    (lambda: equivalence_sd_limit(8, margin=-0.5), "margin must be a number > 0, got -0.5"),
+    (lambda: equivalence_sd_limit(8, confidence=95), "confidence must be a number > 0 and < 1, got 95"),
+    (lambda: equivalence_sd_limit("8"), "n_seeds must be an integer >= 0, got '8' (str)"),
+    (lambda: holm([5, 0.1]), "p_values must be in [0, 1] (NaN for a test not computed): item 0 is 5.0"),
+    (lambda: holm([0.1, -0.01]), "p_values must be in [0, 1] (NaN for a test not computed): item 1 is -0.01"),
+    (lambda: holm("0.1"), "p_values must be a list of numbers, got '0.1' (str)"),
+    (lambda: paired_p_value([0.1, np.nan, 0.2]), "differences must be finite numbers: item 1 is nan"),
+    (lambda: paired_p_value("12"), "differences must be a list of numbers, got '12' (str)"),
+    (lambda: verdict(1.0, 0.5, 1.5, 0.01, -1), "claimed_gain must be a number >= 0, got -1"),
+])
+def test_bad_arguments_name_their_value_and_what_is_allowed(call, message):
+    with pytest.raises(ParameterError) as refused:
+        call()
+    assert str(refused.value) == message
+
+
+def test_the_edges_that_stay_allowed_keep_their_results():
+    assert holm([]).size == 0 and np.isnan(holm([np.nan])[0])
+    assert np.isnan(minimum_detectable_gain(np.nan, 5)) and np.isnan(minimum_detectable_gain(None, 5))
+    assert np.isnan(minimum_detectable_gain(1.0, 1)) and np.isnan(equivalence_sd_limit(1))
+    # a power just short of 1 is reachable (power 1 is not): the exact gain, not 8.0 or a crash
+    gain = minimum_detectable_gain(1.0, 5, power=0.999)
+    assert paired_t_power(gain, 1.0, 5) == pytest.approx(0.999, abs=1e-9) and gain > 3
+    assert mean_ci(pd.Series([1, 2, 3], dtype="Int64"))["mean"] == 2.0
+    assert mean_ci((2.0, 4.0))["mean"] == 3.0 and mean_ci(np.array([1, 3]))["n"] == 2
+    assert verdict(0.1, -0.2, 0.4, 0.5, 0) == "reproduced"
+
+
+def _runs_frame():
+    return pd.DataFrame([dict(model="m", task="t", duplication=d, seed=s,
+                              accuracy=0.5 + 0.01 * s + (0.02 if d == "copy" else 0.0))
+                         for s in range(3) for d in ("baseline", "copy")])
+
+
+def test_frames_without_their_columns_or_metric_are_refused_by_name():
+    frame = _runs_frame()
+    for call in (summarize_runs, paired_gains):
+        with pytest.raises(ParameterError) as refused:
+            call(pd.DataFrame(), "accuracy")
+        assert str(refused.value) == ("the frame has no columns (no runs); it needs the columns "
+                                      "['model', 'task', 'duplication', 'seed', 'accuracy']")
+        with pytest.raises(ParameterError) as refused:
+            call(frame, "acc")
+        assert str(refused.value) == (
+            "metric 'acc' is not a column of the frame (did you mean 'accuracy'?); its columns are "
+            "['model', 'task', 'duplication', 'seed', 'accuracy']")
+        with pytest.raises(ParameterError) as refused:
+            call(frame.drop(columns=["seed"]), "accuracy")
+        assert str(refused.value) == (
+            "the frame lacks the column ['seed']; it needs ['model', 'task', 'duplication', "
+            "'seed']; its columns are ['model', 'task', 'duplication', 'accuracy']")
+        with pytest.raises(ParameterError) as refused:
+            call(frame, "accuracy", by="model")
+        assert str(refused.value) == ("by must be a list of column names, got the string 'model'; "
+                                      "write ['model'] for one")
+        with pytest.raises(ParameterError, match="^metric 'accuracy' must be a column of numbers, "
+                                                 "got dtype "):
+            call(frame.assign(accuracy="0.5"), "accuracy")
+    with pytest.raises(ParameterError) as refused:
+        check_one_run_per_seed(pd.DataFrame(), ["model"])
+    assert str(refused.value) == ("the frame has no columns (no runs); it needs the columns "
+                                  "['model', 'duplication', 'seed']")
+
+
+def test_a_run_with_a_nan_metric_is_refused_not_dropped_from_its_pair():
+    frame = _runs_frame()
+    frame.loc[(frame["duplication"] == "copy") & (frame["seed"] == 1), "accuracy"] = np.nan
+    message = ("accuracy is NaN for the run with model 'm', task 't', duplication 'copy', seed 1: a "
+               "run without its metric cannot be averaged or paired (leaving it out would change "
+               "the seeds compared); re-run it or drop its row")
+    for call in (summarize_runs, paired_gains):
+        with pytest.raises(ParameterError) as refused:
+            call(frame, "accuracy")
+        assert str(refused.value) == message
+
+
+def test_a_plan_must_be_whole_numbers_per_model_and_task():
+    frame = _runs_frame()
+    with pytest.raises(ParameterError) as refused:
+        paired_gains(frame, "accuracy", family_sizes={("m", "t"): "3"})
+    assert str(refused.value) == "family_sizes[('m', 't')] must be an integer >= 0, got '3' (str)"
+    with pytest.raises(ParameterError) as refused:
+        paired_gains(frame, "accuracy", by=["model"], planned_seeds={("m", "t"): 3})
+    assert str(refused.value) == ("planned_seeds is given per (model, task), so by must hold "
+                                  "'model' and 'task', got by=['model']")
+    with pytest.raises(ParameterError) as refused:
+        paired_gains(frame, "accuracy", family_sizes=[3])
+    assert str(refused.value) == "family_sizes must be a mapping {(model, task): number}, got [3] (list)"
+    # a valid plan still counts: 1 secondary landed of 2 planned
+    planned = paired_gains(frame, "accuracy", family_sizes={("m", "t"): 2})
+    assert planned["n_tests"].tolist() == [2]
+
+
+def test_columns_without_rows_give_the_documented_columns_and_no_rows():
+    frame = _runs_frame()
+    summary = summarize_runs(frame.iloc[:0], "accuracy")
+    assert summary.empty and list(summary.columns) == [
+        "model", "task", "duplication", "n", "mean", "std", "ci_low", "ci_high"]
+    for rows in (frame.iloc[:0], frame[frame["duplication"] == "baseline"]):  # nothing to compare
+        gains = paired_gains(rows, "accuracy")
+        assert gains.empty and list(gains.columns) == ["model", "task", *GAIN_COLUMNS]
+    # GAIN_COLUMNS are the columns a comparison has, in order
+    assert list(paired_gains(frame, "accuracy").columns) == ["model", "task", *GAIN_COLUMNS]
