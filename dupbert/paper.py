@@ -23,6 +23,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from .checks import TASK_NAMES
+from .errors import ParameterError
+
 NOT_STATED = "not stated"
 PAPER = "Kao et al. (2020), arXiv 2001.09309"
 
@@ -213,10 +216,56 @@ def in_points(metric: str, values):
 
 
 def task_metrics(task: str) -> tuple[str, ...]:
-    """The metrics reported for ``task``, the primary one first."""
+    """The metrics reported for ``task``, the primary one first.
+
+    Raises:
+        ParameterError (a ValueError): not a task of :data:`dupbert.tasks.TASKS` (``unknown
+            task 'sst-2'; the tasks are sst2, snli, squad2, uspto50k``).
+    """
     from .tasks import TASKS
 
+    if not isinstance(task, str) or task not in TASKS:
+        raise ParameterError(f"unknown task {task!r}; the tasks are {', '.join(TASK_NAMES)}")
     return TASKS[task].metrics
+
+
+RUN_COLUMNS = ("model", "task", "duplication", "seed")
+"""The columns that name a run in a results frame (``ResultsFile.frame()``)."""
+
+
+def _check_results(results, columns=RUN_COLUMNS, what: str = "results") -> None:
+    """Refuse ``results`` that is not a DataFrame or lacks one of ``columns`` (a frame with no
+    columns at all: no runs)."""
+    if not isinstance(results, pd.DataFrame):
+        raise ParameterError(f"{what} must be a pandas DataFrame (ResultsFile.frame() rows), got "
+                             f"{type(results).__name__}")
+    missing = [c for c in columns if c not in results]
+    if missing:
+        has = (f"its columns are {list(results.columns)}" if len(results.columns)
+               else "it has no columns (no runs)")
+        raise ParameterError(f"{what}: missing column{'s' if len(missing) > 1 else ''} "
+                             f"{missing} (needed: {list(columns)}); {has}")
+
+
+def _plain(value):
+    """A numpy scalar as the Python value it holds; a whole float as an int (seeds)."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _refuse_nan(points: pd.DataFrame, why: str) -> None:
+    """Refuse :func:`points_frame` rows whose value is NaN: a run without the metric it is
+    judged on (the message names the first such run: model, task, duplication, seed)."""
+    undefined = points[points["value"].isna()]
+    if undefined.empty:
+        return
+    first = undefined.iloc[0]
+    more = f" (and {len(undefined) - 1} more)" if len(undefined) > 1 else ""
+    raise ParameterError(
+        f"the run of model {_plain(first['model'])!r}, task {_plain(first['task'])!r}, "
+        f"duplication {_plain(first['duplication'])!r}, seed {_plain(first['seed'])!r} has no "
+        f"{first['metric']} (metrics.{first['metric']} is NaN){more}: {why}; re-run it or drop "
+        f"its row")
 
 
 # Pre-registered floors (RQ3 chapter, fixed before the runs): a comparison is judged only when
@@ -254,15 +303,31 @@ def learning_status(results: pd.DataFrame, baseline: str = "baseline") -> pd.Dat
 
     Returns:
         One row per (model, task) with a baseline run: ``floor_metric``, ``floor`` (points),
-        ``baseline_mean`` (points, over seeds), ``n_seeds`` and ``learned`` (mean >= floor).
+        ``baseline_mean`` (points, over seeds), ``n_seeds`` and ``learned`` (mean >= floor);
+        these columns and no rows for a frame with its columns but no rows.
+
+    Raises:
+        ParameterError (a ValueError): ``results`` not a DataFrame or without a column of
+            ``model, task, duplication, seed`` (a points frame: ``metric``, ``value`` too); a
+            task dupbert does not know (:func:`task_metrics`); a baseline run whose floor
+            metric is NaN (named: model, task, duplication, seed; averaging the others would
+            report more seeds than were averaged). Only the floor metric of each task counts:
+            other metrics (and other tasks' metric columns) may be NaN.
+        KeyError: a task without a learning floor (:func:`learning_floor`).
     """
-    points = results if "value" in results else points_frame(results)
+    if isinstance(results, pd.DataFrame) and "value" in results:
+        _check_results(results, (*RUN_COLUMNS, "metric", "value"))
+        points = results
+    else:
+        points = points_frame(results)
     rows = []
     for (model, task), group in points.groupby(["model", "task"], sort=False):
         metric, floor = learning_floor(task)
         base = group[(group["duplication"] == baseline) & (group["metric"] == metric)]
         if base.empty:
             continue
+        _refuse_nan(base, f"the floor ({metric} >= {floor:g}) is judged on the mean over every "
+                          f"baseline seed")
         mean = float(base["value"].mean())
         rows.append({"model": model, "task": task, "floor_metric": metric, "floor": floor,
                      "baseline_mean": mean, "n_seeds": int(len(base)), "learned": mean >= floor})
@@ -305,7 +370,14 @@ def keep_main_setting(results: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     Returns:
         ``(kept, n_left_out)``: the kept rows (the original columns plus ``setting``; index
         renumbered, file order kept) and how many runs were left out.
+
+    Raises:
+        ParameterError (a ValueError): ``results`` not a DataFrame, or rows without a ``model``
+            or ``task`` column.
     """
+    _check_results(results, ())
+    if not results.empty:
+        _check_results(results, ("model", "task"))
     if results.empty:
         return results.assign(setting=pd.Series(dtype=object)), 0
     results = results.assign(setting=run_settings(results))
@@ -322,8 +394,22 @@ def points_frame(results: pd.DataFrame) -> pd.DataFrame:
         Columns ``model, task, duplication, reference, role, seed, metric, value, trivial,
         trivial_name``; ``trivial`` is the trivial baseline (majority class / all-empty answers)
         on the same evaluation set; ``reference``/``role`` as the rows record them
-        (``dupbert.duplicate.finetune_variants``), None for rows that do not.
+        (``dupbert.duplicate.finetune_variants``), None for rows that do not. A task's metric
+        without a ``metrics.<name>`` column is left out; a NaN value is kept (as NaN).
+
+    Raises:
+        ParameterError (a ValueError): ``results`` not a DataFrame or without a column of
+            ``model, task, duplication, seed`` (an empty ``pd.DataFrame()``: no runs); rows of a
+            task dupbert does not know (the message names it, how many rows, and the tasks).
     """
+    _check_results(results)
+    unknown = [t for t in dict.fromkeys(results["task"]) if t not in TASK_NAMES]
+    if unknown:
+        count = int(results["task"].isin(unknown).sum())
+        raise ParameterError(f"results have {count} row{'s' if count > 1 else ''} of unknown "
+                             f"task{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(repr(_plain(t)) for t in unknown)}; the tasks are "
+                             f"{', '.join(TASK_NAMES)}")
     rows = []
     for task, group in results.groupby("task", sort=False):
         for metric in task_metrics(task):
@@ -354,6 +440,15 @@ def points_frame(results: pd.DataFrame) -> pd.DataFrame:
 def pending(n_pairs: int, planned: int) -> str:
     """The verdict of a comparison whose pre-registered seeds have not all landed."""
     return f"pending ({n_pairs}/{planned} seeds)"
+
+
+COMPARISON_COLUMNS = [
+    "model", "task", "metric", "duplication", "n", "mean", "std", "ci_low", "ci_high", "reference",
+    "role", "n_pairs", "gain", "gain_ci_low", "gain_ci_high", "p_value", "n_tests",
+    "min_detectable_gain", "p_adjusted", "significant", "trivial", "trivial_name", "learned",
+    "claim_id", "claimed_gain", "paper_value", "verdict"]
+"""The columns of a :func:`comparison` table with gains (a baseline alone puts ``trivial``,
+``trivial_name`` before ``reference``, and has no ``significant``)."""
 
 
 def comparison(results: pd.DataFrame, baseline: str = "baseline",
@@ -388,17 +483,36 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
         ``verdict`` (``"did not learn"`` for every
         configuration of a model and task whose baseline did not learn; ``"baseline"``,
         ``"control"``, ... for configurations no claim applies to; ``"pending (k/n seeds)"``
-        before the planned seeds have landed).
+        before the planned seeds have landed). ``results`` with its columns but no rows give
+        :data:`COMPARISON_COLUMNS` and no rows.
 
     Raises:
         ValueError: two runs of one configuration and seed (different settings pooled).
+        ParameterError (a ValueError): ``results`` not a DataFrame or without a column of
+            ``model, task, duplication, seed`` (``pd.DataFrame()``: no runs); rows of an unknown
+            task (named, with the tasks; :func:`points_frame`); a task whose rows have none of
+            its metrics as a ``metrics.<name>`` column; a run whose metric is NaN (named: model,
+            task, duplication, seed and the metric; it is never dropped from its pair or mean).
+            Only the metrics of a row's own task count: another task's metric columns are NaN
+            on its rows. Bad ``planned_seeds``/``family_sizes``
+            (:func:`dupbert.significance.paired_gains`).
     """
     from .significance import paired_gains, summarize_runs
 
     points = points_frame(results)
     by = ["model", "task", "metric"]
+    for task in dict.fromkeys(results["task"]):
+        if not (points["task"] == task).any():
+            count = int((results["task"] == task).sum())
+            raise ParameterError(
+                f"the {count} run{'s' if count > 1 else ''} of task {task!r} have none of its "
+                f"metrics as a column ({', '.join(f'metrics.{m}' for m in task_metrics(task))}): "
+                f"nothing to compare; the metric columns are "
+                f"{[c for c in results.columns if str(c).startswith('metrics.')]}")
+    _refuse_nan(points, "a comparison pairs every run with its reference at the same seed and "
+                        "averages over seeds")
     if points.empty:
-        return pd.DataFrame()
+        return pd.DataFrame(columns=COMPARISON_COLUMNS)
     summary = summarize_runs(points, "value", by=[*by, "duplication"])
     gains = paired_gains(points, "value", baseline=baseline, by=by, family_sizes=family_sizes,
                          planned_seeds=planned_seeds)
@@ -449,6 +563,17 @@ def _verdict(row: dict, c: Claim | None,
                    float(p) if p is not None else np.nan, c.claimed_gain if c else None)
 
 
+OVERALL_COLUMNS = [
+    "model", "task", "metric", "primary", "gain", "gain_ci_low", "gain_ci_high", "p_value",
+    "min_detectable_gain", "n_pairs", "n_secondary", "n_secondary_pending", "n_secondary_gains",
+    "n_secondary_losses", "best_secondary", "best_secondary_gain", "learned", "paper_value",
+    "claimed_gain", "verdict"]
+"""The columns of :func:`overall`."""
+_OVERALL_NEEDS = ("model", "task", "metric", "duplication", "role", "n_pairs", "gain",
+                  "gain_ci_low", "gain_ci_high", "p_value", "p_adjusted", "min_detectable_gain",
+                  "learned", "paper_value", "claimed_gain", "verdict")
+
+
 def overall(table: pd.DataFrame) -> pd.DataFrame:
     """Per model, task and metric of a :func:`comparison` table: the pre-registered primary
     comparison decides (``verdict`` is its verdict, ``pending (k/n seeds)`` included; ``no
@@ -463,7 +588,15 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
         secondary comparisons with all their planned seeds (``n_secondary``), those still
         pending are only counted (``n_secondary_pending``);
         ``primary``, ``best_secondary`` and ``claimed_gain`` are ``None`` where there is none.
+        A table with its columns but no rows gives :data:`OVERALL_COLUMNS` and no rows.
+
+    Raises:
+        ParameterError (a ValueError): ``table`` not a DataFrame or without a column of
+            :func:`comparison` that this needs (the message lists them).
     """
+    _check_results(table, _OVERALL_NEEDS, what="the comparison table")
+    if table.empty:
+        return pd.DataFrame(columns=OVERALL_COLUMNS)
     rows = []
     for (model, task, metric), group in table.groupby(["model", "task", "metric"], sort=False):
         compared = group[group["n_pairs"].notna()]  # every configuration with a reference

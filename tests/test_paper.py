@@ -510,3 +510,110 @@ def test_comparison_counts_the_planned_family_and_keeps_partial_secondaries_out_
     plain = paper.comparison(runs).set_index("duplication")  # the landed family of two
     assert plain.loc["copy last", "n_tests"] == 2
     assert plain.loc["copy last", "p_adjusted"] == pytest.approx(p_last)  # ranked second
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+from dupbert.errors import ParameterError  # noqa: E402
+
+NO_RUNS = ("results: missing columns ['model', 'task', 'duplication', 'seed'] (needed: ['model', "
+           "'task', 'duplication', 'seed']); it has no columns (no runs)")
+
+
+def _gain_runs():
+    return _with_macro_f1(_results("snli", "accuracy", {
+        "baseline": BASE, "copy first 3": [b + 0.01 + 0.0005 * i for i, b in enumerate(BASE)]}))
+
+
+def test_a_frame_without_runs_is_refused_and_one_without_rows_has_the_columns():
+    for call in (paper.comparison, paper.learning_status, paper.points_frame):
+        with pytest.raises(ParameterError) as refused:
+            call(pd.DataFrame())
+        assert str(refused.value) == NO_RUNS
+    with pytest.raises(ParameterError, match=r"^the comparison table: missing columns \['model', "):
+        paper.overall(pd.DataFrame())
+    runs = _gain_runs()
+    table = paper.comparison(runs)
+    assert list(table.columns) == paper.COMPARISON_COLUMNS  # the constant is the real order
+    assert list(paper.overall(table).columns) == paper.OVERALL_COLUMNS
+    empty = paper.comparison(runs.iloc[:0])
+    assert empty.empty and list(empty.columns) == paper.COMPARISON_COLUMNS
+    nothing = paper.overall(empty)
+    assert nothing.empty and list(nothing.columns) == paper.OVERALL_COLUMNS
+    with pytest.raises(ParameterError) as refused:
+        paper.keep_main_setting(runs.drop(columns=["task"]))
+    assert str(refused.value).startswith("results: missing column ['task'] (needed: ['model', "
+                                         "'task']); its columns are ['model', 'duplication', ")
+
+
+def test_an_unknown_task_is_named_with_the_tasks_there_are():
+    runs = _results("sst2", "accuracy", {"baseline": BASE}).assign(task="sst-2")
+    for call in (paper.comparison, paper.learning_status):
+        with pytest.raises(ParameterError) as refused:
+            call(runs)
+        assert str(refused.value) == ("results have 5 rows of unknown task 'sst-2'; the tasks are "
+                                      "sst2, snli, squad2, uspto50k")
+    with pytest.raises(ParameterError) as refused:
+        paper.task_metrics("sst-2")
+    assert str(refused.value) == "unknown task 'sst-2'; the tasks are sst2, snli, squad2, uspto50k"
+
+
+def test_runs_without_any_metric_of_their_task_are_refused_not_left_out():
+    runs = _results("snli", "accuracy", {"baseline": BASE}).drop(columns=["metrics.accuracy"])
+    with pytest.raises(ParameterError) as refused:
+        paper.comparison(runs)
+    assert str(refused.value) == (
+        "the 5 runs of task 'snli' have none of its metrics as a column (metrics.accuracy, "
+        "metrics.macro_f1): nothing to compare; the metric columns are []")
+
+
+def test_a_run_whose_metric_is_nan_is_named_not_dropped_from_its_pair():
+    runs = _gain_runs()
+    copy_seed_2 = (runs["duplication"] == "copy first 3") & (runs["seed"] == 2)
+    broken = runs.assign(**{"metrics.accuracy": runs["metrics.accuracy"].mask(copy_seed_2)})
+    with pytest.raises(ParameterError) as refused:
+        paper.comparison(broken)
+    assert str(refused.value) == (
+        "the run of model 'm', task 'snli', duplication 'copy first 3', seed 2 has no accuracy "
+        "(metrics.accuracy is NaN): a comparison pairs every run with its reference at the same "
+        "seed and averages over seeds; re-run it or drop its row")
+    # the second metric is judged too
+    f1_broken = runs.assign(**{"metrics.macro_f1": runs["metrics.macro_f1"].mask(copy_seed_2)})
+    with pytest.raises(ParameterError, match=r"seed 2 has no macro_f1 \(metrics.macro_f1 is NaN\)"):
+        paper.comparison(f1_broken)
+
+
+def test_the_floor_refuses_a_nan_baseline_and_ignores_metrics_it_does_not_use():
+    runs = _gain_runs()
+    base_seed_1 = (runs["duplication"] == "baseline") & (runs["seed"] == 1)
+    with pytest.raises(ParameterError) as refused:
+        paper.learning_status(runs.assign(**{
+            "metrics.accuracy": runs["metrics.accuracy"].mask(base_seed_1)}))
+    assert str(refused.value) == (
+        "the run of model 'm', task 'snli', duplication 'baseline', seed 1 has no accuracy "
+        "(metrics.accuracy is NaN): the floor (accuracy >= 55) is judged on the mean over every "
+        "baseline seed; re-run it or drop its row")
+    # macro-F1 is not the floor metric, and a NaN in a copy is not the baseline: as before
+    ignored = runs.assign(**{"metrics.macro_f1": runs["metrics.macro_f1"].mask(base_seed_1),
+                             "metrics.accuracy": runs["metrics.accuracy"].mask(
+                                 runs["duplication"] == "copy first 3")})
+    assert paper.learning_status(ignored).to_dict("records") == [dict(
+        model="m", task="snli", floor_metric="accuracy", floor=55.0,
+        baseline_mean=pytest.approx(80.04), n_seeds=5, learned=True)]
+
+
+def test_frames_of_several_tasks_judge_each_row_on_its_own_tasks_metrics():
+    """read_runs mixes tasks: SQuAD's metric columns are NaN on SST-2 rows and the other way
+    round; neither is a missing metric."""
+    sst = _results("sst2", "accuracy", {"baseline": [0.90, 0.91, 0.92],
+                                        "copy first 3": [0.91, 0.915, 0.93]})
+    squad = _results("squad2", "f1", {"baseline": [60.0, 61.0, 62.0],
+                                      "copy first 3": [61.0, 61.5, 63.0]}).assign(
+        **{"metrics.HasAns_f1": 50.0})
+    both = pd.concat([sst, squad], ignore_index=True)
+    assert both["metrics.f1"].isna().sum() == 6 and both["metrics.accuracy"].isna().sum() == 6
+    table = paper.comparison(both)
+    alone = pd.concat([paper.comparison(sst), paper.comparison(squad)], ignore_index=True)
+    pd.testing.assert_frame_equal(table[alone.columns], alone)
+    assert paper.learning_status(both)["n_seeds"].tolist() == [3, 3]
