@@ -68,7 +68,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import DupbertError
+from .checks import check_list, check_number
+from .errors import DupbertError, ParameterError
 
 KINDS = ("single", "cross-configuration", "same-configuration")
 MAX_ANSWER_LENGTH = 30  # run_qa.py's max_answer_length, in tokens
@@ -83,6 +84,47 @@ class OutputsNotFound(DupbertError, FileNotFoundError):
 class OutputsMismatch(DupbertError, ValueError):
     """Runs cannot be combined: different tasks or evaluation sets, or stored outputs that do not
     match the evaluation examples they should belong to."""
+
+
+class OutputsInvalid(DupbertError, ValueError):
+    """Stored outputs that cannot be scored: NaN probabilities or logits (a run that diverged).
+    Their argmax would be class 0 and their accuracy a number that means nothing."""
+
+
+RUN_COLUMNS = ("run_key", "model", "task", "duplication", "seed")
+"""The columns of a :func:`read_runs` frame that RQ5 needs."""
+
+
+def _check_columns(frame, columns: Sequence[str], what: str) -> None:
+    """Refuse ``frame`` that is not a DataFrame or lacks one of ``columns`` (named, with those it
+    has; a frame with no columns at all: no runs)."""
+    if not isinstance(frame, pd.DataFrame):
+        raise ParameterError(f"{what} must be a pandas DataFrame, got {type(frame).__name__}")
+    missing = [c for c in columns if c not in frame]
+    if missing:
+        has = (f"its columns are {list(frame.columns)}" if len(frame.columns)
+               else "it has no columns (no runs)")
+        raise ParameterError(f"{what}: missing column{'s' if len(missing) > 1 else ''} {missing} "
+                             f"(needed: {list(columns)}); {has}")
+
+
+def _refuse_nan_outputs(outputs: Sequence[Mapping[str, np.ndarray]],
+                        names: Sequence[str] | None = None) -> None:
+    """Refuse members whose stored float outputs hold NaN (``-inf``, the padding of SQuAD
+    candidates, is allowed); the message names the member (e.g. its run) and the first row."""
+    for index, member in enumerate(outputs):
+        for key, value in member.items():
+            value = np.asarray(value)
+            if value.dtype.kind != "f" or value.ndim == 0 or value.size == 0:
+                continue
+            bad = np.isnan(value).reshape(value.shape[0], -1).any(axis=1)
+            if bad.any():
+                name = names[index] if names is not None else f"member {index}"
+                rows = "examples" if key == "probabilities" else "features"
+                raise OutputsInvalid(
+                    f"{name}: its stored {key} are NaN at {int(bad.sum())} of {bad.size} {rows} "
+                    f"(first: {rows[:-1]} {int(np.flatnonzero(bad)[0])}): a run with NaN outputs "
+                    "(a fine-tuning that diverged) cannot be scored or combined; re-run it")
 
 
 # ----------------------------------------------------------------------------- loading
@@ -112,11 +154,16 @@ def read_runs(results_paths: str | os.PathLike | Sequence[str | os.PathLike],
     Raises:
         FileNotFoundError: a results file does not exist.
         ValueError: ``outputs_dirs`` is not one folder per results file.
+        ParameterError (a ValueError): ``results_paths`` an empty list (``results_paths is
+            empty: give at least one of the results files``) or one naming a file twice; a
+            results file that holds no runs, or rows without ``run_key`` (not an RQ3 results
+            file, e.g. a pilot log).
     """
     from .finetune import ResultsFile
 
     single = isinstance(results_paths, (str, os.PathLike))
-    paths = [results_paths] if single else list(results_paths)
+    paths = [results_paths] if single else check_list("results_paths", results_paths,
+                                                       what="results files")
     if outputs_dirs is None or isinstance(outputs_dirs, (str, os.PathLike)):
         dirs = [outputs_dirs] * len(paths)
     else:
@@ -129,6 +176,13 @@ def read_runs(results_paths: str | os.PathLike | Sequence[str | os.PathLike],
             raise FileNotFoundError(f"no results file {path}: run RQ3 first (dupbert finetune "
                                     "--results ... --outputs-dir ..., or make book)")
         frame = ResultsFile(path).frame()
+        if frame.empty:
+            raise ParameterError(f"results file {path} holds no runs: run RQ3 first (dupbert "
+                                 "finetune --results ..., or make book), or leave it out")
+        if "run_key" not in frame:
+            raise ParameterError(f"results file {path} is not an RQ3 results file: its rows have "
+                                 f"no run_key (dupbert finetune writes one per run); its fields "
+                                 f"are {list(frame.columns)}")
         frame["outputs_dir"] = str(folder if folder is not None else default_outputs_dir(path))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True).drop_duplicates("run_key", ignore_index=True)
@@ -204,22 +258,39 @@ def mean_probabilities(probabilities: Sequence[np.ndarray]) -> np.ndarray:
 def classification_metrics(labels: np.ndarray, probabilities: np.ndarray) -> dict[str, float]:
     """Accuracy and macro-F1 (fractions in [0, 1], scikit-learn; a never-predicted class scores 0)
     of the argmax of ``probabilities`` ``[N, C]`` against ``labels`` ``[N]``: the keys and
-    definitions of :func:`dupbert.finetune.finetune` rows (ties: the lowest class id)."""
+    definitions of :func:`dupbert.finetune.finetune` rows (ties: the lowest class id).
+
+    Raises:
+        OutputsMismatch: ``probabilities`` not ``[N, C]``, or ``labels`` not ``[N]``.
+        OutputsInvalid: NaN probabilities (the message names the first example; its argmax
+            would be class 0).
+    """
     import sklearn
     from sklearn.metrics import accuracy_score, f1_score
 
-    predicted = np.asarray(probabilities).argmax(axis=-1)
-    labels = np.asarray(labels)
+    probabilities, labels = np.asarray(probabilities), np.asarray(labels)
+    if probabilities.ndim != 2 or labels.shape != probabilities.shape[:1]:
+        raise OutputsMismatch(f"probabilities must be [N, C] and labels [N], got probabilities "
+                              f"of shape {probabilities.shape} and labels of shape {labels.shape}")
+    bad = (np.isnan(probabilities).any(axis=1) if probabilities.dtype.kind == "f"
+           else np.zeros(len(probabilities), bool))
+    if bad.any():
+        raise OutputsInvalid(f"probabilities are NaN at {int(bad.sum())} of {bad.size} examples "
+                             f"(first: example {int(np.flatnonzero(bad)[0])}): their argmax would "
+                             "be class 0 and the accuracy meaningless")
+    predicted = probabilities.argmax(axis=-1)
     with sklearn.config_context(skip_parameter_validation=True):  # ~30 ms a call otherwise
         return {"accuracy": float(accuracy_score(labels, predicted)),
                 "macro_f1": float(f1_score(labels, predicted, average="macro", zero_division=0))}
 
 
-def ensemble_classification(outputs: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
+def ensemble_classification(outputs: Sequence[Mapping[str, np.ndarray]],
+                            names: Sequence[str] | None = None) -> dict[str, float]:
     """Metrics of the probability-sum ensemble of classifiers' stored outputs.
 
     Args:
         outputs: :func:`load_outputs` dicts (``probabilities`` ``[N, C]``, ``labels`` ``[N]``).
+        names: one name per member for messages (e.g. ``"run 0123..."``); default ``member i``.
 
     Returns:
         ``{"accuracy", "macro_f1"}`` as fractions (:func:`classification_metrics`).
@@ -227,9 +298,12 @@ def ensemble_classification(outputs: Sequence[Mapping[str, np.ndarray]]) -> dict
     Raises:
         OutputsMismatch: the members were scored on different examples (labels differ) or
             have different shapes.
+        OutputsInvalid: a member's probabilities hold NaN (``run ...: its stored probabilities
+            are NaN at 3 of 10 examples (first: example 4) ...``), never scored as class 0.
     """
     if not outputs:
         raise ValueError("an ensemble needs at least one member")
+    _refuse_nan_outputs(outputs, names)
     labels = np.asarray(outputs[0]["labels"])
     for member in outputs[1:]:
         if not np.array_equal(member["labels"], labels):
@@ -402,12 +476,14 @@ def ensemble_spans(outputs: Sequence[Mapping[str, np.ndarray]], offset_mapping: 
 
     Raises:
         ValueError: no members. OutputsMismatch: members with different numbers of features or
-            candidates outside a feature.
+            candidates outside a feature. OutputsInvalid: a member's stored logits,
+            normalisers or null scores hold NaN (the message names the member and feature).
     """
     from .qa import _context_mask
 
     if not outputs:
         raise ValueError("an ensemble needs at least one member")
+    _refuse_nan_outputs(outputs)
     n_features = len(offset_mapping)
     for member in outputs:
         if member["start_index"].shape[0] != n_features:
@@ -520,8 +596,11 @@ class _Evaluator:
                 "the members were not evaluated on the same inputs (task, model for SQuAD, "
                 f"max_eval_samples, max_length, doc_stride differ): {sorted(settings, key=str)}")
         outputs = [self.outputs(row) for row in rows]
+        names = [f"run {row['run_key']} ({row.get('model')}, {row.get('task')}, "
+                 f"{row.get('duplication')!r}, seed {row.get('seed')})" for row in rows]
+        _refuse_nan_outputs(outputs, names)
         if TASKS[tasks[0]].kind != "qa":
-            return ensemble_classification(outputs)
+            return ensemble_classification(outputs, names)
         examples, features = self.eval_set(rows[0])
         check_example_ids(outputs, features, [f"run {row['run_key']}" for row in rows])
         predictions = ensemble_squad_predictions(outputs, examples, features)
@@ -548,6 +627,8 @@ def evaluate_ensemble(rows: Sequence[Mapping] | pd.DataFrame,
         OutputsNotFound: a member's outputs file is missing.
         OutputsMismatch: mixed tasks or evaluation sets, or stored example ids that do not
             match the re-derived features.
+        OutputsInvalid: a member's stored outputs hold NaN (the message names its run: run key,
+            model, task, configuration, seed).
     """
     records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
     return _Evaluator(data_dir, outputs_dir)(records)
@@ -558,8 +639,13 @@ def evaluate_ensemble(rows: Sequence[Mapping] | pd.DataFrame,
 
 def ensemble_size(n_configurations: int, n_seeds: int) -> int:
     """``k = min(configurations, seeds)``: the size of both the cross-configuration ensembles and
-    the same-configuration control, each member from a different seed."""
-    return min(n_configurations, n_seeds)
+    the same-configuration control, each member from a different seed.
+
+    Raises:
+        ParameterError (a ValueError): a count that is not an integer >= 0.
+    """
+    return min(check_number("n_configurations", n_configurations, integer=True, minimum=0),
+               check_number("n_seeds", n_seeds, integer=True, minimum=0))
 
 
 def matched_ensembles(configurations: Sequence[str], seeds: Sequence[int], k: int) -> list[dict]:
@@ -587,11 +673,15 @@ def matched_ensembles(configurations: Sequence[str], seeds: Sequence[int], k: in
 
     Raises:
         ValueError: ``k < 2``; ``k`` above the number of configurations or of seeds (members
-            must differ in configuration, and in seed); repeated configurations or seeds.
+            must differ in configuration, and in seed).
+        ParameterError (a ValueError): ``configurations`` or ``seeds`` a string, empty or with
+            an item twice (``seeds must be distinct seeds: 1 appears 2 times in [1, 1]``); a seed
+            or ``k`` that is not an integer.
     """
-    configurations, ordered = list(configurations), sorted(int(s) for s in seeds)
-    if len(set(configurations)) != len(configurations) or len(set(ordered)) != len(ordered):
-        raise ValueError(f"configurations and seeds must be distinct: {configurations}, {ordered}")
+    configurations = check_list("configurations", configurations, what="configuration names")
+    ordered = sorted(check_number(f"seeds[{i}]", s, integer=True)
+                     for i, s in enumerate(check_list("seeds", seeds, what="seeds")))
+    k = check_number("k", k, integer=True)
     if not 2 <= k <= min(len(configurations), len(ordered)):
         raise ValueError(f"an ensemble needs 2 <= k <= min({len(configurations)} configurations, "
                          f"{len(ordered)} seeds), got k={k}")
@@ -628,7 +718,12 @@ def complete_configurations(runs: pd.DataFrame, plan=None) -> tuple[pd.DataFrame
         seeds only); ``waiting`` one row per planned configuration
         that has fewer (:data:`WAITING_COLUMNS`: ``model, task, configuration``, ``seeds``
         landed, ``planned``), in plan order.
+
+    Raises:
+        ParameterError (a ValueError): ``runs`` not a DataFrame, or (with a plan) without a
+            column of ``model, task, duplication, seed``.
     """
+    _check_columns(runs, () if plan is None else RUN_COLUMNS[1:], "runs")
     if plan is None:
         return runs, pd.DataFrame(columns=WAITING_COLUMNS)
     waiting, seeds_of = [], {}
@@ -692,12 +787,16 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
         OutputsNotFound, OutputsMismatch: as :func:`evaluate_ensemble`; OutputsMismatch also
             when one model and task has runs of several settings, or two runs of one
             configuration and seed.
-        ValueError: ``k < 2``.
+        ParameterError (a ValueError): ``k`` not an integer >= 2 (``k must be an integer >= 2,
+            got 1``); ``runs`` not a DataFrame or without a column of ``run_key, model, task,
+            duplication, seed`` (``pd.DataFrame()``: "no runs"; with the columns but no rows
+            the result is the columns and no rows).
     """
     from .paper import run_settings
 
-    if k is not None and k < 2:
-        raise ValueError(f"an ensemble needs k >= 2 members, got k={k}")
+    if k is not None:
+        k = check_number("k", k, integer=True, minimum=2)
+    _check_columns(runs, RUN_COLUMNS, "runs")
     evaluate = _Evaluator(data_dir)
     records = []
     for (model, task), group in runs.groupby(["model", "task"], sort=False):
@@ -790,7 +889,13 @@ def distinct_ensembles(ensembles: pd.DataFrame) -> pd.DataFrame:
     every pair of its configuration at its offset (``C(m-1, k-1)`` pairs of ``m``
     configurations); the first row of each (model, task, members) is kept, in order, and every
     other row. For counts, means and plots of ensembles; the pairing (:func:`rq5_differences`)
-    needs them all."""
+    needs them all.
+
+    Raises:
+        ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
+            ``model, task, kind, run_keys``.
+    """
+    _check_columns(ensembles, ["model", "task", "kind", "run_keys"], "ensembles")
     control = ensembles["kind"] == "same-configuration"
     repeated = control & ensembles.duplicated(["model", "task", "kind", "run_keys"])
     return ensembles[~repeated].reset_index(drop=True)
@@ -802,11 +907,18 @@ def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         Columns ``model, task, kind, k, pair, offset, disjoint, seed, seeds, configuration,
-        members, metric, value``.
+        members, metric, value``; no rows when ``ensembles`` has none, or none of its tasks'
+        ``metrics.<name>`` columns.
+
+    Raises:
+        ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
+            :func:`rq5_ensembles` (named; ``pd.DataFrame()``: no runs); an unknown task
+            (:func:`dupbert.paper.task_metrics`).
     """
     from .paper import in_points, task_metrics
 
     columns = [c for c in _ENSEMBLE_COLUMNS if c != "run_keys"]
+    _check_columns(ensembles, columns, "ensembles")
     parts = []
     for (_, task), group in ensembles.groupby(["model", "task"], sort=False):
         for metric in task_metrics(task):
@@ -817,6 +929,8 @@ def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
             part["metric"] = metric
             part["value"] = in_points(metric, group[column].astype(float))
             parts.append(part)
+    if not parts:
+        return pd.DataFrame(columns=[*columns, "metric", "value"])
     return pd.concat(parts, ignore_index=True)
 
 
@@ -829,13 +943,32 @@ def best_single(ensembles: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         ``model, task, configuration`` (one row per model and task with single runs).
+
+    Raises:
+        ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
+            ``model, task, kind, configuration, seed``; single runs without their task's primary
+            metric column, or with NaN in it (the message names the model, task, configuration
+            and seed: a mean over fewer seeds would pick the best on other seeds).
     """
     from .paper import task_metrics
 
+    _check_columns(ensembles, ["model", "task", "kind", "configuration", "seed"], "ensembles")
     rows = []
     singles = ensembles[ensembles["kind"] == "single"]
     for (model, task), group in singles.groupby(["model", "task"], sort=False):
         primary = f"metrics.{task_metrics(task)[0]}"
+        if primary not in group:
+            raise ParameterError(
+                f"{model} on {task}: no {primary} column, the primary metric that picks the best "
+                f"single configuration; the metric columns are "
+                f"{[c for c in group.columns if str(c).startswith('metrics.')]}")
+        undefined = group[group[primary].isna()]
+        if not undefined.empty:
+            first = undefined.iloc[0]
+            raise ParameterError(
+                f"{model} on {task}: the single run of {first['configuration']!r} at seed "
+                f"{int(first['seed'])} has no {primary} (NaN): the best single configuration is "
+                f"chosen on the mean over every seed; re-run it or drop its row")
         by_configuration = group.groupby("configuration", sort=False)
         seeds = by_configuration["seed"].nunique()
         means = by_configuration[primary].mean()[seeds == seeds.max()]
@@ -867,6 +1000,11 @@ def _block_units(points: pd.DataFrame) -> list:
     return [blocks, ensembles[keys].assign(all_value=ensembles["value"])]
 
 
+SUMMARY_COLUMNS = ["model", "task", "metric", "kind", "k", "n", "mean", "std", "ci_low", "ci_high",
+                   "configuration", "n_all", "mean_all"]
+"""The columns of :func:`rq5_summary`."""
+
+
 def rq5_summary(ensembles: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
     """Mean and 95% CI (:func:`dupbert.significance.mean_ci`, Student t) per model, task, metric
     and kind, in points (accuracy × 100; SQuAD as it is).
@@ -887,10 +1025,22 @@ def rq5_summary(ensembles: pd.DataFrame, baseline: str | None = None) -> pd.Data
         ``model, task, metric, kind, k, n`` (units), ``mean, std, ci_low, ci_high`` (points;
         NaN where there are no units, std and CI NaN with one unit), ``configuration`` (of a
         ``baseline``/``best single`` row, else None), ``n_all``, ``mean_all``; kinds in the order
-        of :data:`SUMMARY_KINDS`, metrics in the task's order (primary first).
+        of :data:`SUMMARY_KINDS`, metrics in the task's order (primary first); these columns
+        (:data:`SUMMARY_COLUMNS`) and no rows for ``ensembles`` with no rows.
+
+    Raises:
+        ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
+            :func:`rq5_ensembles` (``pd.DataFrame()``: no runs); ``baseline`` not a
+            configuration of any single run (the message lists them); as :func:`best_single`.
     """
     from .significance import mean_ci
 
+    _check_columns(ensembles, _ENSEMBLE_COLUMNS, "ensembles")
+    configurations = list(dict.fromkeys(
+        ensembles.loc[ensembles["kind"] == "single", "configuration"]))
+    if baseline is not None and configurations and baseline not in configurations:
+        raise ParameterError(f"baseline {baseline!r} is not a configuration of the single runs; "
+                             f"they are {configurations}")
     points = ensemble_points(distinct_ensembles(ensembles))
     parts = _single_units(points, best_single(ensembles), baseline) + _block_units(points)
     units = pd.concat(parts, ignore_index=True)
@@ -910,7 +1060,7 @@ def rq5_summary(ensembles: pd.DataFrame, baseline: str | None = None) -> pd.Data
                          "configuration": chosen["configuration"].iloc[0]
                          if kind in ("baseline", "best single") else None,
                          "n_all": int(len(described)), "mean_all": float(described.mean())})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
 DIFFERENCE_COLUMNS = ["model", "task", "metric", "comparison", "n_pairs", "mean_all", "n_units",
@@ -939,7 +1089,11 @@ def rq5_differences(ensembles: pd.DataFrame) -> pd.DataFrame:
     Returns:
         :data:`DIFFERENCE_COLUMNS`: ``model, task, metric, comparison, n_pairs, mean_all,
         n_units, difference, ci_low, ci_high, p_value, test`` (points; rows only for model and
-        task with cross-configuration ensembles).
+        task with cross-configuration ensembles; none for ``ensembles`` with no rows).
+
+    Raises:
+        ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
+            :func:`rq5_ensembles` (``pd.DataFrame()``: no runs); as :func:`best_single`.
     """
     points = ensemble_points(ensembles)
     best = best_single(ensembles)

@@ -459,7 +459,7 @@ def test_one_disjoint_block_gives_no_test_but_every_pair_described(tmp_path):
 def test_one_seed_gives_single_runs_only_and_k_below_2_is_refused(tmp_path):
     ensembles = E.rq5_ensembles(_toy_grid(tmp_path, seeds=(0,)))
     assert set(ensembles["kind"]) == {"single"}
-    with pytest.raises(ValueError, match="k >= 2"):
+    with pytest.raises(ValueError, match=r"^k must be an integer >= 2, got 1$"):
         E.rq5_ensembles(_toy_grid(tmp_path), k=1)
 
 
@@ -929,9 +929,13 @@ def test_rq5_summary_without_a_baseline_keeps_the_other_kinds(tmp_path):
 
 
 def test_members_need_distinct_configurations_and_seeds_and_single_runs_name_their_seed(tmp_path):
-    for configurations, seeds in ((["a", "a"], [0, 1]), (["a", "b"], [1, 1])):
-        with pytest.raises(ValueError, match="^configurations and seeds must be distinct: "):
+    for configurations, seeds, message in (
+            (["a", "a"], [0, 1], "configurations must be distinct configuration names: 'a' "
+                                 "appears 2 times in ['a', 'a']"),
+            (["a", "b"], [1, 1], "seeds must be distinct seeds: 1 appears 2 times in [1, 1]")):
+        with pytest.raises(ValueError) as refused:
             E.matched_ensembles(configurations, seeds, k=2)
+        assert str(refused.value) == message
     ensembles = E.rq5_ensembles(_toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1)))
     single = ensembles[ensembles["kind"] == "single"]
     assert (single["seeds"] == single["seed"].astype(str)).all()
@@ -1080,3 +1084,140 @@ def test_a_control_without_the_metric_drops_its_pair_instead_of_half_a_control()
     accuracy = differences.loc[("accuracy", "cross-configuration − same-configuration")]
     # pair 0's control: the mean of its two controls, 78 and 78 points
     assert (accuracy["n_pairs"], accuracy["mean_all"]) == (5, pytest.approx(3.0))
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+from dupbert.ensemble import OutputsInvalid  # noqa: E402
+from dupbert.errors import ParameterError  # noqa: E402
+
+NAN_B = np.array([[0.2, 0.8], [np.nan, np.nan], [0.7, 0.3]], np.float16)
+
+
+def test_a_member_with_nan_probabilities_is_refused_by_its_run_not_scored_as_class_0(tmp_path):
+    rows = [_save(tmp_path, _row("a"), probabilities=A, labels=LABELS),
+            _save(tmp_path, _row("b", seed=3), probabilities=NAN_B, labels=LABELS)]
+    message = ("run b (toy, sst2, 'baseline', seed 3): its stored probabilities are NaN at 1 of 3 "
+               "examples (first: example 1): a run with NaN outputs (a fine-tuning that diverged) "
+               "cannot be scored or combined; re-run it")
+    for members in (rows, rows[1:]):  # in an ensemble, and alone (its argmax would be class 0)
+        with pytest.raises(OutputsInvalid) as refused:
+            E.evaluate_ensemble(members)
+        assert str(refused.value) == message
+    with pytest.raises(OutputsInvalid) as refused:
+        E.ensemble_classification([{"probabilities": A, "labels": LABELS},
+                                   {"probabilities": NAN_B, "labels": LABELS}])
+    assert str(refused.value).startswith("member 1: its stored probabilities are NaN at 1 of 3 ")
+    with pytest.raises(OutputsInvalid) as refused:
+        E.classification_metrics(LABELS, NAN_B)
+    assert str(refused.value) == ("probabilities are NaN at 1 of 3 examples (first: example 1): "
+                                  "their argmax would be class 0 and the accuracy meaningless")
+    with pytest.raises(OutputsMismatch) as refused:
+        E.classification_metrics(LABELS[:2], A)
+    assert str(refused.value) == ("probabilities must be [N, C] and labels [N], got probabilities "
+                                  "of shape (3, 2) and labels of shape (2,)")
+    assert isinstance(refused.value, ValueError) and issubclass(OutputsInvalid, DupbertError)
+
+
+def test_a_squad_member_with_nan_scores_is_refused():
+    broken = {**MODEL_A, "null_score": np.array([0.0, np.nan], np.float32)}
+    with pytest.raises(OutputsInvalid) as refused:
+        E.ensemble_spans([MODEL_A, broken], FEATURES["offset_mapping"])
+    assert str(refused.value) == (
+        "member 1: its stored null_score are NaN at 1 of 2 features (first: feature 1): a run "
+        "with NaN outputs (a fine-tuning that diverged) cannot be scored or combined; re-run it")
+    # -inf pads the candidates of a feature with fewer tokens: allowed
+    assert np.isneginf(MODEL_A["start_logit"]).any()
+    assert E.ensemble_spans([MODEL_A], FEATURES["offset_mapping"])["start_index"].shape == (2, 1)
+
+
+def test_read_runs_refuses_no_files_an_empty_file_and_a_file_that_is_not_rq3(tmp_path):
+    with pytest.raises(ParameterError) as refused:
+        E.read_runs([])
+    assert str(refused.value) == "results_paths is empty: give at least one of the results files"
+    empty = _results_file(tmp_path / "empty.jsonl")
+    with pytest.raises(ParameterError) as refused:
+        E.read_runs(empty)
+    assert str(refused.value) == (f"results file {empty} holds no runs: run RQ3 first (dupbert "
+                                  "finetune --results ..., or make book), or leave it out")
+    pilot = _results_file(tmp_path / "pilot.jsonl", {"model": "m", "task": "snli", "seed": 100})
+    with pytest.raises(ParameterError) as refused:
+        E.read_runs(pilot)
+    assert str(refused.value) == (
+        f"results file {pilot} is not an RQ3 results file: its rows have no run_key (dupbert "
+        "finetune writes one per run); its fields are ['model', 'seed', 'task']")  # sorted keys
+    present = _results_file(tmp_path / "r.jsonl", {"run_key": "k1"})
+    with pytest.raises(ParameterError, match="^results_paths must be distinct results files: "):
+        E.read_runs([str(present), str(present)])
+
+
+def test_rq5_tables_refuse_frames_without_their_columns_and_name_them():
+    with pytest.raises(ParameterError) as refused:
+        E.rq5_ensembles(pd.DataFrame())
+    assert str(refused.value) == (
+        "runs: missing columns ['run_key', 'model', 'task', 'duplication', 'seed'] (needed: "
+        "['run_key', 'model', 'task', 'duplication', 'seed']); it has no columns (no runs)")
+    for call in (E.rq5_summary, E.rq5_differences, E.ensemble_points):
+        with pytest.raises(ParameterError, match=r"^ensembles: missing columns \['model', 'task', "
+                                                 r"'kind', .*; it has no columns \(no runs\)$"):
+            call(pd.DataFrame())
+    with pytest.raises(ParameterError) as refused:
+        E.distinct_ensembles(pd.DataFrame({"model": []}))
+    assert str(refused.value) == ("ensembles: missing columns ['task', 'kind', 'run_keys'] "
+                                  "(needed: ['model', 'task', 'kind', 'run_keys']); its columns "
+                                  "are ['model']")
+
+
+def test_rq5_tables_of_no_ensembles_have_their_columns():
+    none = _hand_study().iloc[:0]
+    summary = E.rq5_summary(none, baseline="baseline")
+    assert summary.empty and list(summary.columns) == E.SUMMARY_COLUMNS
+    assert list(E.rq5_summary(_hand_study()).columns) == E.SUMMARY_COLUMNS
+    differences = E.rq5_differences(none)
+    assert differences.empty and list(differences.columns) == E.DIFFERENCE_COLUMNS
+    points = E.ensemble_points(none)
+    assert points.empty and list(points.columns) == [
+        "model", "task", "kind", "k", "pair", "offset", "disjoint", "seed", "seeds",
+        "configuration", "members", "metric", "value"]
+    no_metrics = E.ensemble_points(_hand_study().drop(columns=["metrics.accuracy",
+                                                               "metrics.macro_f1"]))
+    assert no_metrics.empty and list(no_metrics.columns) == list(points.columns)
+
+
+def test_a_misspelt_baseline_and_a_best_single_without_its_metric_are_refused():
+    study = _hand_study()
+    with pytest.raises(ParameterError) as refused:
+        E.rq5_summary(study, baseline="basline")
+    assert str(refused.value) == ("baseline 'basline' is not a configuration of the single runs; "
+                                  "they are ['baseline', 'zz-best', 'copy last']")
+    with pytest.raises(ParameterError) as refused:
+        E.best_single(study.drop(columns=["metrics.accuracy"]))
+    assert str(refused.value) == ("zz on sst2: no metrics.accuracy column, the primary metric that "
+                                  "picks the best single configuration; the metric columns are "
+                                  "['metrics.macro_f1']")
+    nan = study.copy()
+    nan.loc[(nan["model"] == "a") & (nan["kind"] == "single") & (nan["seed"] == 3)
+            & (nan["configuration"] == "copy last"), "metrics.accuracy"] = np.nan
+    with pytest.raises(ParameterError) as refused:
+        E.best_single(nan)
+    assert str(refused.value) == ("a on sst2: the single run of 'copy last' at seed 3 has no "
+                                  "metrics.accuracy (NaN): the best single configuration is chosen "
+                                  "on the mean over every seed; re-run it or drop its row")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: E.ensemble_size(3, -1), "n_seeds must be an integer >= 0, got -1"),
+    (lambda: E.ensemble_size(2.5, 3), "n_configurations must be an integer >= 0, got 2.5"),
+    (lambda: E.matched_ensembles("abc", [0, 1], 2),
+     "configurations must be a list of configuration names, got the string 'abc'; write ['abc'] for one"),
+    (lambda: E.matched_ensembles(["a", "b"], "01", 2),
+     "seeds must be a list of seeds, got the string '01'; write ['01'] for one"),
+    (lambda: E.matched_ensembles(["a", "b"], [0, 1.5], 2), "seeds[1] must be an integer, got 1.5"),
+    (lambda: E.matched_ensembles(["a", "b"], [0, 1], "2"), "k must be an integer, got '2' (str)"),
+    (lambda: E.rq5_ensembles(pd.DataFrame(), k=2.5), "k must be an integer >= 2, got 2.5"),
+])
+def test_sizes_and_lists_are_refused_with_their_value(call, message):
+    with pytest.raises(ParameterError) as refused:
+        call()
+    assert str(refused.value) == message
