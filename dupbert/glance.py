@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from . import paper
+from .checks import check_number
+from .errors import ParameterError
 
 VERDICTS = ("reproduced", "refuted", "undecided", "did not learn", "not testable here")
 # Models whose MLM head is not a pretrained MLM head: shown, never counted in RQ1/RQ2 verdicts.
@@ -46,9 +48,13 @@ def wilson_interval(fraction: float, n: int) -> tuple[float, float]:
 
     Raises:
         ValueError: ``n < 1`` or ``fraction`` outside [0, 1].
+        ParameterError (a ValueError): ``n`` not an integer (``n must be an integer, got
+            2.5``) or ``fraction`` not a finite number (a NaN top-1, a string).
     """
     from scipy.stats import binomtest
 
+    check_number("n", n, integer=True)
+    check_number("fraction", fraction)
     if n < 1 or not 0 <= fraction <= 1:
         raise ValueError(f"need n >= 1 and 0 <= fraction <= 1, got n={n}, fraction={fraction}")
     interval = binomtest(round(fraction * n), n).proportion_ci(confidence_level=0.95, method="wilson")
@@ -59,6 +65,19 @@ def wilson_interval(fraction: float, n: int) -> tuple[float, float]:
 CLAIMED_TASKS = frozenset(c.task for c in paper.CLAIMS if c.task is not None)
 
 
+def _check_table(table, columns: Sequence[str], what: str) -> None:
+    """Refuse ``table`` that is not a DataFrame or lacks one of ``columns`` (named, with the
+    columns it has)."""
+    if not isinstance(table, pd.DataFrame):
+        raise ParameterError(f"{what} must be a pandas DataFrame, got {type(table).__name__}")
+    missing = [c for c in columns if c not in table]
+    if missing:
+        has = (f"its columns are {list(table.columns)}" if len(table.columns)
+               else "it has no columns")
+        raise ParameterError(f"{what}: missing column{'s' if len(missing) > 1 else ''} {missing} "
+                             f"(needed: {list(columns)}); {has}")
+
+
 def _row(claim_id: str, ours: str, verdict: str, rule: str) -> dict:
     if verdict not in VERDICTS:
         raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
@@ -67,9 +86,18 @@ def _row(claim_id: str, ours: str, verdict: str, rule: str) -> dict:
             "verdict": verdict, "rule": rule, "evidence": CHAPTERS[c.rq]}
 
 
-def _worst_block_output(rows: pd.DataFrame) -> tuple[float, float, float, int]:
-    """The worst hidden state 1..L of ``rows`` (one model and variant): (top1, low, high, layer)."""
+def _worst_block_output(rows: pd.DataFrame, what: str) -> tuple[float, float, float, int]:
+    """The worst hidden state 1..L of ``rows`` (one model and variant, ``what`` in messages):
+    (top1, low, high, layer)."""
     inner = rows[rows["layer"] >= 1]
+    if inner.empty:
+        raise ParameterError(f"{what}: no hidden state 1..L (layer >= 1) in the table, nothing to "
+                             "judge")
+    undefined = inner[inner["top1"].isna()]
+    if not undefined.empty:
+        raise ParameterError(f"{what}: top1 is NaN at hidden state "
+                             f"{int(undefined['layer'].iloc[0])}; the worst hidden state cannot "
+                             "be chosen without it")
     worst = inner.loc[inner["top1"].idxmin()]
     low, high = wilson_interval(float(worst["top1"]), int(worst["n_tokens"]))
     return float(worst["top1"]), low, high, int(worst["layer"])
@@ -102,8 +130,14 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
     head is not a pretrained MLM head (``NOT_PRETRAINED_HEADS``) are not judged.
 
     Raises:
-        KeyError: a column is missing.
+        ParameterError (a ValueError): a table without one of its columns (named), a judged
+            model without pretrained hidden states 1..L, or a NaN top-1 among them.
     """
+    _check_table(reconstruction, ["model", "variant", "layer", "top1", "n_tokens"],
+                 "reconstruction")
+    if duplicated is not None:
+        _check_table(duplicated, ["model", "duplication", "layer", "top1", "n_tokens"],
+                     "duplicated")
     judged = [m for m in dict.fromkeys(reconstruction["model"]) if m not in NOT_PRETRAINED_HEADS]
     pretrained = reconstruction[reconstruction["variant"] == "pretrained"]
     control = reconstruction[reconstruction["variant"] == "random-init control"]
@@ -111,7 +145,7 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
     texts, checks = [], []
     for model in judged:
         rows = pretrained[pretrained["model"] == model]
-        top1, low, high, layer = _worst_block_output(rows)
+        top1, low, high, layer = _worst_block_output(rows, f"{model} (pretrained)")
         embedding = rows.loc[rows["layer"] == 0, "top1"]
         texts.append(f"{model}: {top1:.3f} [{low:.3f}, {high:.3f}] at hidden state {layer} "
                      f"(control at most {control_best[model]:.3f}; embedding output "
@@ -135,7 +169,7 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
         variants = duplicated[(duplicated["model"] == model) & (duplicated["duplication"] != "baseline")]
         worst = None
         for name, rows_ in variants.groupby("duplication", sort=False):
-            top1, low, high, layer = _worst_block_output(rows_)
+            top1, low, high, layer = _worst_block_output(rows_, f"{model} ({name})")
             if worst is None or top1 < worst[1]:
                 worst = (name, top1, low, high, layer)
         if worst is None:  # only its baseline was probed: nothing duplicated to judge
@@ -168,7 +202,16 @@ def rq2_row(spearman: pd.DataFrame, measure: str | None = None) -> dict:
     ``undecided`` otherwise, including a model whose CKA or top-1 is a monotone function of depth
     (no partial correlation: the data cannot tell CKA from depth). Hidden states of one model are
     not independent samples: the p-values are descriptive, and so is the verdict.
+
+    Raises:
+        ParameterError (a ValueError): ``spearman`` without one of ``model, similarity, rho,
+            p_value, n_layers``; a ``measure`` that is not in its ``similarity`` column (the
+            message lists those there).
     """
+    _check_table(spearman, ["model", "similarity", "rho", "p_value", "n_layers"], "spearman")
+    if measure is not None and not spearman.empty and measure not in set(spearman["similarity"]):
+        raise ParameterError(f"measure {measure!r} is not a similarity of the table; it has "
+                             f"{list(dict.fromkeys(spearman['similarity']))}")
     if measure is None:
         measure = ("cka_debiased_to_last"
                    if (spearman["similarity"] == "cka_debiased_to_last").any() else "cka_to_last")
@@ -234,13 +277,30 @@ def pilot_shortfalls(pilots: pd.DataFrame | None) -> dict[tuple[str, str], str]:
         ``{(model, task): "did not learn in 2 pilots (best HasAns_f1 23.36 < floor 25); not
         run"}``; the best pilot decides (:func:`dupbert.paper.learning_floor`, values in points);
         pairs with a pilot at or above the floor are left out.
+
+    Raises:
+        ParameterError (a ValueError): ``pilots`` without ``model`` or ``task``; a task's
+            pilots without its floor metric column, or a pilot whose floor metric is NaN (named
+            by model, task and seed: the best pilot cannot be told without it).
+        KeyError: a task without a learning floor (:func:`dupbert.paper.learning_floor`).
     """
     if pilots is None or pilots.empty:
         return {}
+    _check_table(pilots, ["model", "task"], "pilots")
     shortfalls = {}
     for (model, task), group in pilots.groupby(["model", "task"], sort=False):
         metric, floor = paper.learning_floor(task)
-        best = float(paper.in_points(metric, group[f"metrics.{metric}"].astype(float)).max())
+        column = f"metrics.{metric}"
+        if column not in group:
+            raise ParameterError(f"the pilots of {model} on {task} have no {column} column, the "
+                                 f"floor metric of {task}")
+        undefined = group[group[column].isna()]
+        if not undefined.empty:
+            seed = undefined["seed"].iloc[0] if "seed" in undefined else None
+            raise ParameterError(f"the pilot of {model} on {task}"
+                                 f"{f' (seed {seed})' if seed is not None else ''} has no "
+                                 f"{metric} (NaN): the best pilot cannot be told without it")
+        best = float(paper.in_points(metric, group[column].astype(float)).max())
         if best < floor:
             n = len(group)
             shortfalls[model, task] = (f"did not learn in {n} pilot{'s' if n > 1 else ''} "
@@ -411,7 +471,14 @@ def rq5_rows(summary: pd.DataFrame | None) -> list[dict]:
     Rule: not testable here (no English ALBERT/BERT weights offline, a SQuAD training subset);
     our SQuAD 2.0 cross-configuration ensemble is shown with its interval, next to the same-size
     same-configuration control.
+
+    Raises:
+        ParameterError (a ValueError): ``summary`` with rows but without one of ``model, task,
+            metric, kind, mean, ci_low, ci_high``.
     """
+    if summary is not None and not summary.empty:
+        _check_table(summary, ["model", "task", "metric", "kind", "mean", "ci_low", "ci_high"],
+                     "summary")
     rows = []
     for claim_id, metric in (("rq5-ensemble-squad2-exact", "exact"), ("rq5-ensemble-squad2-f1", "f1")):
         text = "no SQuAD 2.0 ensembles"
@@ -466,7 +533,12 @@ def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.Data
 
 
 def verdict_counts(table: pd.DataFrame) -> Mapping[str, int]:
-    """How many claims got each verdict (every verdict listed, zeros included)."""
+    """How many claims got each verdict (every verdict listed, zeros included).
+
+    Raises:
+        ParameterError (a ValueError): ``table`` without a ``verdict`` column.
+    """
+    _check_table(table, ["verdict"], "table")
     counts = table["verdict"].value_counts()
     return {v: int(counts.get(v, 0)) for v in VERDICTS}
 

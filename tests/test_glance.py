@@ -589,3 +589,57 @@ def test_a_model_with_runs_but_no_baseline_says_so():
     only_copies = _runs("e", "snli", "accuracy", 0.70, +0.010).query("duplication != 'baseline'")
     row = _rq3(only_copies)["rq3-snli-accuracy"]
     assert (row["ours"], row["verdict"]) == ("e: no baseline run", "did not learn")
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+from dupbert.errors import ParameterError  # noqa: E402
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: glance.wilson_interval(NAN, 10), "fraction must be a number, got nan"),
+    (lambda: glance.wilson_interval("0.5", 10), "fraction must be a number, got '0.5' (str)"),
+    (lambda: glance.wilson_interval(0.5, 2.5), "n must be an integer, got 2.5"),
+    (lambda: glance.rq2_row(SPEARMAN, measure="cka"),
+     "measure 'cka' is not a similarity of the table; it has ['cka_to_last', 'cka_debiased_to_last']"),
+    (lambda: glance.rq2_row(SPEARMAN.drop(columns=["n_layers"])),
+     "spearman: missing column ['n_layers'] (needed: ['model', 'similarity', 'rho', 'p_value', "
+     "'n_layers']); its columns are ['model', 'similarity', 'rho', 'p_value', 'rho_given_depth', "
+     "'p_value_given_depth']"),
+    (lambda: glance.rq1_rows(pd.DataFrame()),
+     "reconstruction: missing columns ['model', 'variant', 'layer', 'top1', 'n_tokens'] (needed: "
+     "['model', 'variant', 'layer', 'top1', 'n_tokens']); it has no columns"),
+    (lambda: glance.rq1_rows(pd.DataFrame(_probe("m", "random-init control", [0.0, 0.0]))),
+     "m (pretrained): no hidden state 1..L (layer >= 1) in the table, nothing to judge"),
+    (lambda: glance.rq1_rows(pd.DataFrame(_probe("m", "pretrained", [0.3, 0.9, NAN, 0.8])
+                                          + _probe("m", "random-init control", [0.0] * 4))),
+     "m (pretrained): top1 is NaN at hidden state 2; the worst hidden state cannot be chosen "
+     "without it"),
+    (lambda: glance.pilot_shortfalls(_pilots(("m", "squad2", "HasAns_f1", 2.39),
+                                             ("m", "squad2", "HasAns_f1", NAN))),
+     "the pilot of m on squad2 (seed 100) has no HasAns_f1 (NaN): the best pilot cannot be told "
+     "without it"),
+    (lambda: glance.pilot_shortfalls(_pilots(("m", "squad2", "f1", 40.0))),
+     "the pilots of m on squad2 have no metrics.HasAns_f1 column, the floor metric of squad2"),
+    (lambda: glance.rq5_rows(pd.DataFrame([dict(model="x", task="squad2", metric="f1", mean=60.0,
+                                                ci_low=59.0, ci_high=61.0)])),
+     "summary: missing column ['kind'] (needed: ['model', 'task', 'metric', 'kind', 'mean', "
+     "'ci_low', 'ci_high']); its columns are ['model', 'task', 'metric', 'mean', 'ci_low', "
+     "'ci_high']"),
+    (lambda: glance.verdict_counts(pd.DataFrame()),
+     "table: missing column ['verdict'] (needed: ['verdict']); it has no columns"),
+])
+def test_bad_tables_and_values_are_refused_by_name(call, message):
+    with pytest.raises(ParameterError) as refused:
+        call()
+    assert str(refused.value) == message
+
+
+def test_the_page_refuses_a_run_without_its_metric_instead_of_judging_the_rest():
+    runs = _runs("a", "snli", "accuracy", 0.70, +0.010)
+    runs.loc[(runs["duplication"] == "copy first 3") & (runs["seed"] == 4), "metrics.accuracy"] = NAN
+    with pytest.raises(ParameterError) as refused:
+        glance.rq3_rq4_rows(runs)
+    assert str(refused.value).startswith("the run of model 'a', task 'snli', duplication 'copy "
+                                         "first 3', seed 4 has no accuracy (metrics.accuracy is NaN)")
