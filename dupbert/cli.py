@@ -36,17 +36,42 @@ def _zoo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _order(text: str) -> list[int]:
+    """The blocks of ``--order`` (``0,0,1,2``), each a 0-based block index.
+
+    Raises:
+        ValueError: empty, not comma-separated integers, or a negative block.
+    """
+    usage = (f"--order must be comma-separated 0-based block indices, e.g. 0,0,1,2,3 (block 0 "
+             f"twice), got {text!r}")
+    try:
+        order = [int(block) for block in text.split(",")]
+    except ValueError:
+        raise ValueError(usage) from None
+    if any(block < 0 for block in order):
+        raise ValueError(f"{usage}: block indices start at 0")
+    return order
+
+
+def _check_numbers(args: argparse.Namespace, **rules: dict) -> None:
+    """``dupbert.checks.check_number`` on each named option (``n_sequences=dict(minimum=1)``),
+    named as typed (``--n-sequences``)."""
+    from .checks import check_number
+
+    for name, rule in rules.items():
+        check_number("--" + name.replace("_", "-"), getattr(args, name), **rule)
+
+
 def _probe(args: argparse.Namespace) -> int:
     from . import checks
 
     duplications = None
-    if args.order:
-        try:
-            order = [int(block) for block in args.order.split(",")]
-        except ValueError:
-            raise ValueError(f"--order must be comma-separated block indices, got {args.order!r}")
-        duplications = {f"order {args.order}": order}
+    if args.order is not None:  # "" is not "no order": it would silently probe the baseline
+        duplications = {f"order {args.order}": _order(args.order)}
     # inputs first, in seconds: nothing is loaded before they are known to work
+    _check_numbers(args, n_sequences=dict(integer=True, minimum=1),
+                   batch_size=dict(integer=True, minimum=1),
+                   max_length=dict(integer=True, minimum=3), seed=dict(integer=True, minimum=0))
     checks.check_device(args.device)
     if args.corpus:
         checks.check_corpus(args.corpus)
@@ -74,6 +99,7 @@ def _lens(args: argparse.Namespace) -> int:
 
     if not args.text.strip():
         raise ValueError(f"--text must be a non-empty sequence, got {args.text!r}")
+    _check_numbers(args, k=dict(integer=True, minimum=1), max_length=dict(integer=True, minimum=3))
     checks.check_device(args.device)
     checks.check_model(args.model, mlm_head=True)
     from .lens import lens, lens_grid
@@ -104,7 +130,14 @@ def _finetune(args: argparse.Namespace) -> int:
         raise ValueError("dupbert finetune needs --model, --task and --results, or --profile FILE")
     from . import checks
 
+    overrides = {k: v for k, v in dict(epochs=args.epochs, max_steps=args.max_steps,
+                                       learning_rate=args.learning_rate,
+                                       batch_size=args.batch_size,
+                                       group_by_length=args.group_by_length).items()
+                 if v is not None}
+    hyperparameters = {"classification": overrides, "qa": overrides}
     # inputs first, in seconds: nothing is loaded or trained before they are known to work
+    _check_sweep_options(args, hyperparameters)
     if args.device:
         checks.check_device(args.device)
     checks.check_tasks(args.task)
@@ -114,18 +147,40 @@ def _finetune(args: argparse.Namespace) -> int:
     _quiet_loading(args.progress)
     from .finetune import sweep
 
-    overrides = {k: v for k, v in dict(epochs=args.epochs, max_steps=args.max_steps,
-                                       learning_rate=args.learning_rate,
-                                       batch_size=args.batch_size,
-                                       group_by_length=args.group_by_length).items()
-                 if v is not None}
     frame = sweep(args.model, args.task, args.duplication or ["baseline"], args.seed or [0],
-                  args.results, hyperparameters={"classification": overrides, "qa": overrides},
+                  args.results, hyperparameters=hyperparameters,
                   max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples,
                   device=args.device or "cpu", outputs_dir=args.outputs_dir, shard=args.shard,
                   progress=args.progress)
     _print_runs(frame, args.results)
     return 0
+
+
+def _check_sweep_options(args: argparse.Namespace, hyperparameters: dict) -> None:
+    """The options of ``dupbert finetune --model ...`` that need no model or data: repeated
+    options distinct, seeds, subset sizes, hyper-parameters, where results and outputs go.
+
+    Raises:
+        ParameterError: e.g. ``batch_size must be an integer >= 1, got 0``, ``seeds must be
+            distinct seeds: 0 appears 2 times in [0, 0]``.
+        ResultsFileError: ``--results`` is a directory or cannot be written.
+        ValueError: a bad ``--shard``.
+    """
+    from . import finetune
+    from .checks import check_list
+
+    check_list("--model", args.model, what="model names")
+    check_list("--task", args.task, what="task names")
+    check_list("--duplication", args.duplication or ["baseline"], what="configuration names")
+    for seed in check_list("--seed", args.seed or [0], what="seeds"):
+        finetune.check_seed(seed, "--seed")
+    for name in ("max_train_samples", "max_eval_samples"):
+        if getattr(args, name) is not None:  # omitted: all rows
+            _check_numbers(args, **{name: dict(integer=True, minimum=1)})
+    finetune.hyperparameters_per_kind(hyperparameters)
+    finetune.parse_shard(args.shard)
+    finetune.ResultsFile(args.results).check_writable()
+    finetune.check_folder("--outputs-dir", args.outputs_dir)
 
 
 def _finetune_profile(args: argparse.Namespace) -> int:
@@ -164,6 +219,11 @@ def _finetune_profile(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.profile} names no results_path: give --results FILE")
     outputs_dir = args.outputs_dir or (parameters.get("outputs_dir")
                                        and repository_path(parameters["outputs_dir"]))
+    from .finetune import ResultsFile, check_folder, parse_shard
+
+    parse_shard(args.shard)
+    ResultsFile(results).check_writable()  # before the first run, not after it
+    check_folder("outputs_dir", outputs_dir)
     frame = profiles.run_plan(plan, results, device=device, outputs_dir=outputs_dir,
                               shard=args.shard, progress=args.progress)
     _print_runs(frame, results)
@@ -199,9 +259,14 @@ def _rerun(args: argparse.Namespace) -> int:
     from .checks import check_device
 
     check_device(args.device)  # before torch and the results are loaded
+    from .checks import check_number
+
+    check_number("--tolerance", args.tolerance, minimum=0)
+    if not os.path.isfile(args.results):
+        raise FileNotFoundError(f"no results file {args.results}")
     from .finetune import ResultsFile, rerun_table
 
-    rows = {row["run_key"]: row for row in ResultsFile(args.results).rows()}
+    rows = dict(ResultsFile(args.results).keyed_rows())
     if not rows:
         raise ValueError(f"{args.results} holds no runs")
     missing = [key for key in args.run_keys if key not in rows]

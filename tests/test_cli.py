@@ -1,5 +1,7 @@
 """The dupbert command line."""
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -213,3 +215,133 @@ def test_probe_a_duplicated_order(tmp_path, fresh_results_cache, capsys):
     assert len(frame) == 16 and frame["is_copy"].sum() == 3
     assert main(["probe", "--model", "rxnmapper-albert", "--order", "0,x"]) == 2
     assert "--order must be comma-separated" in capsys.readouterr().err
+
+
+@pytest.fixture
+def nothing_loads(monkeypatch):
+    """Any model config, data set or model loaded fails the test: the message must come first."""
+    from dupbert import checks, finetune, tasks
+
+    def never(*args, **kwargs):
+        raise AssertionError("a model or data set was loaded before the bad option was named")
+
+    for module, name in ((checks, "check_model"), (checks, "check_configurations"),
+                         (tasks, "load_task"), (finetune, "build_model")):
+        monkeypatch.setattr(module, name, never)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--epochs", "0"], "epochs must be a number > 0, got 0.0 (max_steps is -1: the run trains "
+                        "for epochs, and 0 epochs would save an untrained model as a result; give "
+                        "epochs > 0 or max_steps >= 1)"),  # was rc 0 and a row of 0 steps
+    (["--epochs", "-2"], "epochs must be a number > 0, got -2.0 (max_steps is -1: the run "
+                         "trains for epochs, and 0 epochs would save an untrained model as a "
+                         "result; give epochs > 0 or max_steps >= 1)"),
+    (["--batch-size", "0"], "batch_size must be an integer >= 1, got 0"),
+    (["--learning-rate", "-1"], "learning_rate must be a number > 0, got -1.0"),
+    (["--learning-rate", "nan"], "learning_rate must be a number > 0, got nan"),
+    (["--max-steps", "0"], "max_steps must be -1 (train for epochs) or an integer >= 1, got 0"),
+    (["--seed", "-1"], "--seed must be an integer from 0 to 2**32 - 1, got -1"),
+    (["--seed", "0", "--seed", "0"], "--seed must be distinct seeds: 0 appears 2 times in [0, 0]"),
+    (["--duplication", "baseline", "--duplication", "baseline"],
+     "--duplication must be distinct configuration names: 'baseline' appears 2 times in "
+     "['baseline', 'baseline']"),
+    (["--task", "uspto50k"], "--task must be distinct task names: 'uspto50k' appears 2 times in "
+                             "['uspto50k', 'uspto50k']"),
+    (["--max-train-samples", "0"], "--max-train-samples must be an integer >= 1, got 0"),
+])
+def test_finetune_bad_options_are_named_before_anything_loads(tmp_path, capsys, nothing_loads,
+                                                              options, message):
+    results = tmp_path / "r.jsonl"
+    assert main(["finetune", "--model", "rxnmapper-albert", "--task", "uspto50k",
+                 "--max-eval-samples", "8", "--results", str(results), *options]) == 2
+    assert capsys.readouterr().err == f"dupbert: error: {message}\n"
+    assert not results.exists()
+
+
+def test_finetune_into_a_directory_fails_before_training(tmp_path, capsys, nothing_loads):
+    """It trained for 12 s, then failed with IsADirectoryError: the run was lost."""
+    assert main(["finetune", "--model", "rxnmapper-albert", "--task", "uspto50k", "--results",
+                 str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"dupbert: error: results file {tmp_path} is a directory; "
+                                       f"give the path of a JSON-lines file, e.g. "
+                                       f"{tmp_path / 'rq3.jsonl'}\n")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["finetune", "--model", "rxnmapper-albert", "--task", "uspto50k", "--results",
+                 str(tmp_path / "r.jsonl"), "--outputs-dir", str(blocker / "out")]) == 2
+    assert capsys.readouterr().err == (f"dupbert: error: --outputs-dir {str(blocker / 'out')!r} "
+                                       f"cannot be a folder: {blocker} is a file\n")
+
+
+def test_a_profile_into_a_directory_fails_before_training(tmp_path, monkeypatch, zoo_cache,
+                                                          capsys):
+    from dupbert import profiles
+
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    monkeypatch.setattr(profiles, "run_plan", lambda *a, **k: pytest.fail("ran the plan"))
+    profile = tmp_path / "rq3.yaml"
+    profile.write_text(f"models: [rxnmapper-albert]\nresults_path: {tmp_path}\n")
+    assert main(["finetune", "--profile", str(profile)]) == 2
+    assert capsys.readouterr().err.startswith(f"dupbert: error: results file {tmp_path} is a "
+                                              f"directory")
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--order", ""], "--order must be comma-separated 0-based block indices, e.g. 0,0,1,2,3 "
+                      "(block 0 twice), got ''"),  # probed the baseline, silently
+    (["--order", "0,-1"], "--order must be comma-separated 0-based block indices, e.g. 0,0,1,2,3 "
+                          "(block 0 twice), got '0,-1': block indices start at 0"),
+    (["--n-sequences", "0"], "--n-sequences must be an integer >= 1, got 0"),
+    (["--batch-size", "0"], "--batch-size must be an integer >= 1, got 0"),
+    (["--max-length", "2"], "--max-length must be an integer >= 3, got 2"),
+    (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+])
+def test_probe_bad_options_are_named_before_anything_loads(capsys, nothing_loads, options,
+                                                           message):
+    assert main(["probe", "--model", "rxnmapper-albert", *options]) == 2
+    assert capsys.readouterr().err == f"dupbert: error: {message}\n"
+
+
+def test_lens_bad_options_are_named_before_anything_loads(capsys, nothing_loads):
+    assert main(["lens", "--model", "rxnmapper-albert", "--text", "CCO", "--k", "0"]) == 2
+    assert capsys.readouterr().err == "dupbert: error: --k must be an integer >= 1, got 0\n"
+
+
+ROW = {"run_key": "0123456789abcdef", "model": "rxnmapper-albert", "task": "uspto50k",
+       "duplication": "baseline", "seed": 0, "train_subset_seed": 0,
+       "metrics": {"accuracy": 0.5, "macro_f1": 0.5}}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"run_key": "a"}\n{x\n', "{path} line 2 is not JSON (Expecting property name enclosed in "
+                               "double quotes, column 2): '{{x'; fix or remove that line"),
+    ('\n\n{"seed": 0}\n', "{path} line 3 lacks run_key (a string): it is not a result row of "
+                          "dupbert.finetune"),
+    (json.dumps(ROW) + "\n", "run 0123456789abcdef lacks hyperparameters; a re-run needs "
+                             "run_key, model, task, duplication, seed, hyperparameters"),
+])
+def test_rerun_and_merge_name_a_bad_results_file(tmp_path, capsys, nothing_loads, text, message):
+    path = tmp_path / "results.jsonl"
+    path.write_text(text)
+    expected = f"dupbert: error: {message.format(path=path)}\n"
+    assert main(["rerun", str(path), "0123456789abcdef"]) == 2
+    assert capsys.readouterr().err == expected  # was a KeyError or JSONDecodeError traceback
+    if "hyperparameters" not in message:
+        out = tmp_path / "merged.jsonl"
+        assert main(["merge", str(out), str(path)]) == 2
+        assert capsys.readouterr().err == expected
+        assert not out.exists()
+
+
+def test_rerun_names_a_missing_file_and_a_bad_tolerance(tmp_path, capsys):
+    assert main(["rerun", str(tmp_path / "no.jsonl"), "a"]) == 2
+    assert capsys.readouterr().err == f"dupbert: error: no results file {tmp_path / 'no.jsonl'}\n"
+    assert main(["rerun", str(tmp_path / "no.jsonl"), "a", "--tolerance", "-1"]) == 2
+    assert capsys.readouterr().err == "dupbert: error: --tolerance must be a number >= 0, got -1.0\n"
+
+
+def test_a_bad_shard_is_named_before_anything_loads(tmp_path, capsys, nothing_loads):
+    assert main(["finetune", "--model", "rxnmapper-albert", "--task", "uspto50k", "--results",
+                 str(tmp_path / "r.jsonl"), "--shard", "2/2"]) == 2
+    assert capsys.readouterr().err == "dupbert: error: shard must be 'i/n' with 0 <= i < n, got '2/2'\n"
