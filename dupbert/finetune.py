@@ -333,16 +333,42 @@ class ResultsFile:
 # ----------------------------------------------------------------------------- processes
 
 
+def _environment_int(name: str, default: str, minimum: int) -> int:
+    """The whole number in environment variable ``name`` (``default`` when unset).
+
+    Raises:
+        ParameterError: not a whole number >= ``minimum`` (``WORLD_SIZE must be a whole number
+            >= 1, got 'two'``).
+    """
+    text = os.environ.get(name, default)
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ParameterError(f"{name} must be a whole number >= {minimum}, got {text!r} (set by "
+                             f"torchrun or accelerate launch; unset it to run alone)")
+    return value
+
+
 def world_size() -> int:
-    """Processes of a data-parallel run (``WORLD_SIZE``, set by torchrun/accelerate); 1 alone."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
+    """Processes of a data-parallel run (``WORLD_SIZE``, set by torchrun/accelerate); 1 alone.
+
+    Raises:
+        ParameterError: ``WORLD_SIZE`` is not a whole number >= 1.
+    """
+    return _environment_int("WORLD_SIZE", "1", 1)
 
 
 def is_main_process() -> bool:
-    """Whether this process writes results: rank 0 of a data-parallel run, or the only one."""
+    """Whether this process writes results: rank 0 of a data-parallel run, or the only one.
+
+    Raises:
+        ParameterError: ``RANK`` is not a whole number >= 0.
+    """
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank() == 0
-    return int(os.environ.get("RANK", "0")) == 0
+    return _environment_int("RANK", "0", 0) == 0
 
 
 def _wait_for_main_process() -> None:
@@ -429,10 +455,18 @@ def build_model(model_name: str, kind: str, num_labels: int, duplication: str, s
 
     Returns:
         ``(model, tokenizer)``.
+
+    Raises:
+        ParameterError: ``kind`` is not ``"classification"`` or ``"qa"`` (anything else was
+            built as a classifier), or ``num_labels`` is not an integer >= 1 for a classifier.
     """
     from .duplicate import make_variant
     from .models import resolve_model_path
 
+    if kind not in TASK_KINDS:
+        raise ParameterError(f"kind must be 'classification' or 'qa', got {kind!r}")
+    if kind == "classification":
+        check_number("num_labels", num_labels, integer=True, minimum=1)
     path = resolve_model_path(model_name)
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     verbosity = hf_logging.get_verbosity()
@@ -663,6 +697,7 @@ def _check_run(model_name, task, duplication, seed, hp, max_train_samples, max_e
     if hp.batch_size % world_size():
         raise ParameterError(f"batch_size {hp.batch_size} is not divisible by world size "
                              f"{world_size()}: each process takes batch_size / world size")
+    is_main_process()  # a bad RANK fails now, not when the finished run is to be written
     check_device(device)
     specs = configuration_specs(model_name)  # the model's config alone: no weights
     if duplication not in specs:

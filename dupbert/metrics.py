@@ -38,16 +38,26 @@ def normalize_answer(text: str) -> str:
 
 
 def _tokens(text: str) -> list[str]:
+    if not isinstance(text, str):  # None would pass for "" below
+        raise TypeError(f"an answer must be a string ('' for no answer), got {text!r}")
     return normalize_answer(text).split() if text else []
 
 
 def exact_match(gold: str, prediction: str) -> int:
-    """1 if the normalised strings are equal, else 0."""
+    """1 if the normalised strings are equal, else 0.
+
+    Raises:
+        TypeError: either is not a string (:func:`normalize_answer`).
+    """
     return int(normalize_answer(gold) == normalize_answer(prediction))
 
 
 def token_f1(gold: str, prediction: str) -> float:
-    """Bag-of-tokens F1 of the normalised strings; 1/0 if either side is empty."""
+    """Bag-of-tokens F1 of the normalised strings; 1/0 if either side is empty.
+
+    Raises:
+        TypeError: either is not a string (``None`` is not ``""``).
+    """
     gold_tokens, predicted_tokens = _tokens(gold), _tokens(prediction)
     if not gold_tokens or not predicted_tokens:
         return float(gold_tokens == predicted_tokens)
@@ -65,12 +75,17 @@ def load_squad_json(dataset: str | os.PathLike | Mapping) -> list[dict]:
 
     Raises:
         FileNotFoundError: the path does not exist.
-        ValueError: the object has no ``data`` list. (:func:`squad_v2` checks the articles.)
+        ValueError: the file is not JSON (its name, line and column), or the object has no
+            ``data`` list. (:func:`squad_v2` checks the articles.)
     """
     if isinstance(dataset, (str, os.PathLike)):
         opener = gzip.open if str(dataset).endswith(".gz") else open
         with opener(dataset, "rt", encoding="utf-8") as handle:
-            dataset = json.load(handle)
+            try:
+                dataset = json.load(handle)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{dataset} is not JSON ({error.msg}, line {error.lineno} column "
+                                 f"{error.colno})") from None
     if not isinstance(dataset, Mapping) or not isinstance(dataset.get("data"), list):
         raise ValueError("dataset must be official SQuAD JSON: an object with a 'data' list")
     return dataset["data"]

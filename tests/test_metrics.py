@@ -125,3 +125,16 @@ def test_best_thresholds_refuse_a_probability_that_is_not_a_number():
 def test_an_answer_that_is_not_a_string_is_named():
     with pytest.raises(TypeError, match=r"^an answer must be a string \('' for no answer\), got None$"):
         normalize_answer(None)
+    with pytest.raises(TypeError, match=r"^an answer must be a string \('' for no answer\), got None$"):
+        token_f1(None, "")  # was 1.0: None passed for the empty answer
+
+
+def test_a_file_that_is_not_json_is_named(tmp_path):
+    from dupbert.metrics import load_squad_json
+
+    path = tmp_path / "dev.json"
+    path.write_text('{"data": [\n  {oops}\n]}')
+    with pytest.raises(ValueError, match="^" + re.escape(
+            f"{path} is not JSON (Expecting property name enclosed in double quotes, line 2 "
+            f"column 4)") + "$"):
+        load_squad_json(path)

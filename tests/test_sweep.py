@@ -465,3 +465,26 @@ def test_rerun_refuses_rows_it_cannot_rerun_before_training(monkeypatch):
             "run 0123456789abcdef lacks metrics macro_f1: nothing to compare a re-run with") + "$"):
         ft.rerun_table([row, {**row, "metrics": {"accuracy": 0.5}}])
     assert trained == []
+
+
+def test_process_variables_are_checked(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(ParameterError, match="^" + re.escape(
+            "WORLD_SIZE must be a whole number >= 1, got 'two' (set by torchrun or accelerate "
+            "launch; unset it to run alone)") + "$"):
+        ft.world_size()
+    monkeypatch.setenv("WORLD_SIZE", "0")  # batch_size % 0 was a ZeroDivisionError
+    with pytest.raises(ParameterError, match="^WORLD_SIZE must be a whole number >= 1, got '0'"):
+        ft.world_size()
+    monkeypatch.setenv("WORLD_SIZE", " 2 ")
+    assert ft.world_size() == 2
+    monkeypatch.setenv("RANK", "-1")
+    with pytest.raises(ParameterError, match="^RANK must be a whole number >= 0, got '-1'"):
+        ft.is_main_process()
+
+
+def test_build_model_refuses_a_kind_it_would_build_as_a_classifier():
+    with pytest.raises(ParameterError, match="^kind must be 'classification' or 'qa', got 'QA'$"):
+        ft.build_model("rxnmapper-albert", "QA", 0, "baseline", seed=0)
+    with pytest.raises(ParameterError, match="^num_labels must be an integer >= 1, got 0$"):
+        ft.build_model("rxnmapper-albert", "classification", 0, "baseline", seed=0)
