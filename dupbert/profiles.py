@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -94,7 +95,7 @@ def names(value: str | Sequence | None, name: str = "names") -> list[str]:
         return []
     if isinstance(value, str):
         return [v.strip() for v in value.strip("[]").split(",") if v.strip()]
-    if isinstance(value, Mapping) or not isinstance(value, (list, tuple, set, frozenset)):
+    if isinstance(value, (Mapping, bytes)) or not isinstance(value, Iterable):
         raise ParameterError(f"{name} must be a list of names or a comma-separated string, got "
                              f"{value!r} ({type(value).__name__})")
     return [str(v) for v in value]
@@ -184,10 +185,14 @@ def default_tasks(model: str) -> list[str]:
 
 def model_tasks(tasks: str | Sequence[str] | Mapping[str, Sequence[str]] | None, model: str) -> list[str]:
     """The tasks of ``model`` from a profile's ``tasks``: a list (every model), ``{model: list}``
-    (a model not named gets its defaults) or ``None`` (:func:`default_tasks`)."""
+    (a model not named gets its defaults) or ``None`` (:func:`default_tasks`).
+
+    Raises:
+        ParameterError: the tasks are neither a list nor a comma-separated string (:func:`names`).
+    """
     if isinstance(tasks, Mapping):
         tasks = tasks.get(model)
-    return names(tasks) or default_tasks(model)
+    return names(tasks, "tasks") or default_tasks(model)
 
 
 def configuration_specs(model: str) -> dict[str, dict]:
