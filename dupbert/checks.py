@@ -43,7 +43,7 @@ from .errors import (ConfigurationNotAvailable, DeviceNotAvailable, DupbertError
                      ModelNotAvailable, ParameterError)
 
 __all__ = ["check_device", "check_model", "load_config", "hub_or_offline", "model_not_available",
-           "check_configurations", "check_number", "check_list", "notebook_parameters", "NOTEBOOK_PARAMETERS", "TASK_NAMES",
+           "check_configurations", "check_number", "check_list", "check_columns", "notebook_parameters", "NOTEBOOK_PARAMETERS", "TASK_NAMES",
            "HUB_TIMEOUT_S"]
 
 # The names of dupbert.tasks.TASKS (importing it imports `datasets`, ~2 s); tests keep them equal.
@@ -177,6 +177,30 @@ def check_number(name: str, value: Any, *, integer: bool = False, minimum: float
             or (above is not None and number <= above) or (below is not None and number >= below):
         raise ParameterError(f"{name} must be {allowed}, got {value!r}")
     return int(number) if integer else number
+
+
+def check_columns(frame: Any, columns: Sequence[str], what: str, *, rows: str = "runs") -> None:
+    """Refuse ``frame`` unless it is a pandas DataFrame that has every one of ``columns``.
+
+    Args:
+        what: the frame's name, for the message (``"results"``, ``"spearman"``).
+        rows: what its rows are, said when it has no columns at all (``"runs"``: ``it has no
+            columns (no runs)``); ``""`` says nothing.
+
+    Raises:
+        ParameterError: not a DataFrame; or, e.g., ``results: missing column ['task'] (needed:
+            ['model', 'task', 'duplication', 'seed']); its columns are [...]``.
+    """
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise ParameterError(f"{what} must be a pandas DataFrame, got {type(frame).__name__}")
+    missing = [column for column in columns if column not in frame]
+    if missing:
+        has = (f"its columns are {list(frame.columns)}" if len(frame.columns)
+               else f"it has no columns{f' (no {rows})' if rows else ''}")
+        raise ParameterError(f"{what}: missing column{'s' if len(missing) > 1 else ''} {missing} "
+                             f"(needed: {list(columns)}); {has}")
 
 
 def check_list(name: str, value: Any, *, what: str = "names", allow_empty: bool = False) -> list:

@@ -68,7 +68,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .checks import check_list, check_number
+from .checks import check_columns, check_list, check_number
 from .errors import DupbertError, ParameterError
 
 KINDS = ("single", "cross-configuration", "same-configuration")
@@ -95,17 +95,6 @@ RUN_COLUMNS = ("run_key", "model", "task", "duplication", "seed")
 """The columns of a :func:`read_runs` frame that RQ5 needs."""
 
 
-def _check_columns(frame, columns: Sequence[str], what: str) -> None:
-    """Refuse ``frame`` that is not a DataFrame or lacks one of ``columns`` (named, with those it
-    has; a frame with no columns at all: no runs)."""
-    if not isinstance(frame, pd.DataFrame):
-        raise ParameterError(f"{what} must be a pandas DataFrame, got {type(frame).__name__}")
-    missing = [c for c in columns if c not in frame]
-    if missing:
-        has = (f"its columns are {list(frame.columns)}" if len(frame.columns)
-               else "it has no columns (no runs)")
-        raise ParameterError(f"{what}: missing column{'s' if len(missing) > 1 else ''} {missing} "
-                             f"(needed: {list(columns)}); {has}")
 
 
 def _refuse_nan_outputs(outputs: Sequence[Mapping[str, np.ndarray]],
@@ -723,7 +712,7 @@ def complete_configurations(runs: pd.DataFrame, plan=None) -> tuple[pd.DataFrame
         ParameterError (a ValueError): ``runs`` not a DataFrame, or (with a plan) without a
             column of ``model, task, duplication, seed``.
     """
-    _check_columns(runs, () if plan is None else RUN_COLUMNS[1:], "runs")
+    check_columns(runs, () if plan is None else RUN_COLUMNS[1:], "runs")
     if plan is None:
         return runs, pd.DataFrame(columns=WAITING_COLUMNS)
     waiting, seeds_of = [], {}
@@ -796,7 +785,7 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
 
     if k is not None:
         k = check_number("k", k, integer=True, minimum=2)
-    _check_columns(runs, RUN_COLUMNS, "runs")
+    check_columns(runs, RUN_COLUMNS, "runs")
     evaluate = _Evaluator(data_dir)
     records = []
     for (model, task), group in runs.groupby(["model", "task"], sort=False):
@@ -895,7 +884,7 @@ def distinct_ensembles(ensembles: pd.DataFrame) -> pd.DataFrame:
         ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
             ``model, task, kind, run_keys``.
     """
-    _check_columns(ensembles, ["model", "task", "kind", "run_keys"], "ensembles")
+    check_columns(ensembles, ["model", "task", "kind", "run_keys"], "ensembles")
     control = ensembles["kind"] == "same-configuration"
     repeated = control & ensembles.duplicated(["model", "task", "kind", "run_keys"])
     return ensembles[~repeated].reset_index(drop=True)
@@ -918,7 +907,7 @@ def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
     from .paper import in_points, task_metrics
 
     columns = [c for c in _ENSEMBLE_COLUMNS if c != "run_keys"]
-    _check_columns(ensembles, columns, "ensembles")
+    check_columns(ensembles, columns, "ensembles")
     parts = []
     for (_, task), group in ensembles.groupby(["model", "task"], sort=False):
         for metric in task_metrics(task):
@@ -952,7 +941,7 @@ def best_single(ensembles: pd.DataFrame) -> pd.DataFrame:
     """
     from .paper import task_metrics
 
-    _check_columns(ensembles, ["model", "task", "kind", "configuration", "seed"], "ensembles")
+    check_columns(ensembles, ["model", "task", "kind", "configuration", "seed"], "ensembles")
     rows = []
     singles = ensembles[ensembles["kind"] == "single"]
     for (model, task), group in singles.groupby(["model", "task"], sort=False):
@@ -1035,7 +1024,7 @@ def rq5_summary(ensembles: pd.DataFrame, baseline: str | None = None) -> pd.Data
     """
     from .significance import mean_ci
 
-    _check_columns(ensembles, _ENSEMBLE_COLUMNS, "ensembles")
+    check_columns(ensembles, _ENSEMBLE_COLUMNS, "ensembles")
     configurations = list(dict.fromkeys(
         ensembles.loc[ensembles["kind"] == "single", "configuration"]))
     if baseline is not None and configurations and baseline not in configurations:

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from . import paper
-from .checks import check_number
+from .checks import check_columns, check_number
 from .errors import ParameterError
 
 VERDICTS = ("reproduced", "refuted", "undecided", "did not learn", "not testable here")
@@ -65,17 +65,6 @@ def wilson_interval(fraction: float, n: int) -> tuple[float, float]:
 CLAIMED_TASKS = frozenset(c.task for c in paper.CLAIMS if c.task is not None)
 
 
-def _check_table(table, columns: Sequence[str], what: str) -> None:
-    """Refuse ``table`` that is not a DataFrame or lacks one of ``columns`` (named, with the
-    columns it has)."""
-    if not isinstance(table, pd.DataFrame):
-        raise ParameterError(f"{what} must be a pandas DataFrame, got {type(table).__name__}")
-    missing = [c for c in columns if c not in table]
-    if missing:
-        has = (f"its columns are {list(table.columns)}" if len(table.columns)
-               else "it has no columns")
-        raise ParameterError(f"{what}: missing column{'s' if len(missing) > 1 else ''} {missing} "
-                             f"(needed: {list(columns)}); {has}")
 
 
 def _row(claim_id: str, ours: str, verdict: str, rule: str) -> dict:
@@ -133,11 +122,11 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
         ParameterError (a ValueError): a table without one of its columns (named), a judged
             model without pretrained hidden states 1..L, or a NaN top-1 among them.
     """
-    _check_table(reconstruction, ["model", "variant", "layer", "top1", "n_tokens"],
-                 "reconstruction")
+    check_columns(reconstruction, ["model", "variant", "layer", "top1", "n_tokens"],
+                  "reconstruction", rows="")
     if duplicated is not None:
-        _check_table(duplicated, ["model", "duplication", "layer", "top1", "n_tokens"],
-                     "duplicated")
+        check_columns(duplicated, ["model", "duplication", "layer", "top1", "n_tokens"],
+                      "duplicated", rows="")
     judged = [m for m in dict.fromkeys(reconstruction["model"]) if m not in NOT_PRETRAINED_HEADS]
     pretrained = reconstruction[reconstruction["variant"] == "pretrained"]
     control = reconstruction[reconstruction["variant"] == "random-init control"]
@@ -208,7 +197,8 @@ def rq2_row(spearman: pd.DataFrame, measure: str | None = None) -> dict:
             p_value, n_layers``; a ``measure`` that is not in its ``similarity`` column (the
             message lists those there).
     """
-    _check_table(spearman, ["model", "similarity", "rho", "p_value", "n_layers"], "spearman")
+    check_columns(spearman, ["model", "similarity", "rho", "p_value", "n_layers"], "spearman",
+                  rows="")
     if measure is not None and not spearman.empty and measure not in set(spearman["similarity"]):
         raise ParameterError(f"measure {measure!r} is not a similarity of the table; it has "
                              f"{list(dict.fromkeys(spearman['similarity']))}")
@@ -286,7 +276,7 @@ def pilot_shortfalls(pilots: pd.DataFrame | None) -> dict[tuple[str, str], str]:
     """
     if pilots is None or pilots.empty:
         return {}
-    _check_table(pilots, ["model", "task"], "pilots")
+    check_columns(pilots, ["model", "task"], "pilots", rows="")
     shortfalls = {}
     for (model, task), group in pilots.groupby(["model", "task"], sort=False):
         metric, floor = paper.learning_floor(task)
@@ -477,8 +467,8 @@ def rq5_rows(summary: pd.DataFrame | None) -> list[dict]:
             metric, kind, mean, ci_low, ci_high``.
     """
     if summary is not None and not summary.empty:
-        _check_table(summary, ["model", "task", "metric", "kind", "mean", "ci_low", "ci_high"],
-                     "summary")
+        check_columns(summary, ["model", "task", "metric", "kind", "mean", "ci_low", "ci_high"],
+                      "summary", rows="")
     rows = []
     for claim_id, metric in (("rq5-ensemble-squad2-exact", "exact"), ("rq5-ensemble-squad2-f1", "f1")):
         text = "no SQuAD 2.0 ensembles"
@@ -538,7 +528,7 @@ def verdict_counts(table: pd.DataFrame) -> Mapping[str, int]:
     Raises:
         ParameterError (a ValueError): ``table`` without a ``verdict`` column.
     """
-    _check_table(table, ["verdict"], "table")
+    check_columns(table, ["verdict"], "table", rows="")
     counts = table["verdict"].value_counts()
     return {v: int(counts.get(v, 0)) for v in VERDICTS}
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .checks import TASK_NAMES
+from .checks import TASK_NAMES, check_columns
 from .errors import ParameterError
 
 NOT_STATED = "not stated"
@@ -233,18 +233,6 @@ RUN_COLUMNS = ("model", "task", "duplication", "seed")
 """The columns that name a run in a results frame (``ResultsFile.frame()``)."""
 
 
-def _check_results(results, columns=RUN_COLUMNS, what: str = "results") -> None:
-    """Refuse ``results`` that is not a DataFrame or lacks one of ``columns`` (a frame with no
-    columns at all: no runs)."""
-    if not isinstance(results, pd.DataFrame):
-        raise ParameterError(f"{what} must be a pandas DataFrame (ResultsFile.frame() rows), got "
-                             f"{type(results).__name__}")
-    missing = [c for c in columns if c not in results]
-    if missing:
-        has = (f"its columns are {list(results.columns)}" if len(results.columns)
-               else "it has no columns (no runs)")
-        raise ParameterError(f"{what}: missing column{'s' if len(missing) > 1 else ''} "
-                             f"{missing} (needed: {list(columns)}); {has}")
 
 
 def _plain(value):
@@ -316,7 +304,7 @@ def learning_status(results: pd.DataFrame, baseline: str = "baseline") -> pd.Dat
         KeyError: a task without a learning floor (:func:`learning_floor`).
     """
     if isinstance(results, pd.DataFrame) and "value" in results:
-        _check_results(results, (*RUN_COLUMNS, "metric", "value"))
+        check_columns(results, (*RUN_COLUMNS, "metric", "value"), "results")
         points = results
     else:
         points = points_frame(results)
@@ -375,9 +363,9 @@ def keep_main_setting(results: pd.DataFrame) -> tuple[pd.DataFrame, int]:
         ParameterError (a ValueError): ``results`` not a DataFrame, or rows without a ``model``
             or ``task`` column.
     """
-    _check_results(results, ())
+    check_columns(results, (), "results")
     if not results.empty:
-        _check_results(results, ("model", "task"))
+        check_columns(results, ("model", "task"), "results")
     if results.empty:
         return results.assign(setting=pd.Series(dtype=object)), 0
     results = results.assign(setting=run_settings(results))
@@ -402,7 +390,7 @@ def points_frame(results: pd.DataFrame) -> pd.DataFrame:
             ``model, task, duplication, seed`` (an empty ``pd.DataFrame()``: no runs); rows of a
             task dupbert does not know (the message names it, how many rows, and the tasks).
     """
-    _check_results(results)
+    check_columns(results, RUN_COLUMNS, "results")
     unknown = [t for t in dict.fromkeys(results["task"]) if t not in TASK_NAMES]
     if unknown:
         count = int(results["task"].isin(unknown).sum())
@@ -594,7 +582,7 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
         ParameterError (a ValueError): ``table`` not a DataFrame or without a column of
             :func:`comparison` that this needs (the message lists them).
     """
-    _check_results(table, _OVERALL_NEEDS, what="the comparison table")
+    check_columns(table, _OVERALL_NEEDS, "the comparison table")
     if table.empty:
         return pd.DataFrame(columns=OVERALL_COLUMNS)
     rows = []

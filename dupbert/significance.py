@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from .checks import check_list, check_number
+from .checks import check_columns, check_list, check_number
 from .errors import ParameterError
 
 ALPHA = 0.05
@@ -253,25 +253,16 @@ def _check_frame(frame, columns: Sequence[str], metric: str | None = None) -> No
     """Refuse a ``frame`` that is not a DataFrame, lacks one of ``columns``, or (``metric``
     given) lacks the metric's column, holds a non-number in it, or a NaN in it (a run without
     the metric it is judged on: leaving it out would silently change the seeds compared)."""
-    if not isinstance(frame, pd.DataFrame):
-        raise ParameterError(f"frame must be a pandas DataFrame with one row per run, got "
-                             f"{type(frame).__name__}")
-    existing = list(frame.columns)
-    if not existing:
-        raise ParameterError(f"the frame has no columns (no runs); it needs the columns "
-                             f"{[*columns, *([metric] if metric is not None else [])]}")
-    if metric is not None:
-        if not isinstance(metric, str):
-            raise ParameterError(f"metric must be a column name (a string), got {metric!r}")
-        if metric not in frame:
-            close = difflib.get_close_matches(metric, [str(c) for c in existing], n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ParameterError(f"metric {metric!r} is not a column of the frame{hint}; its "
-                                 f"columns are {existing}")
-    missing = [c for c in columns if c not in frame]
-    if missing:
-        raise ParameterError(f"the frame lacks the column{'s' if len(missing) > 1 else ''} "
-                             f"{missing}; it needs {list(columns)}; its columns are {existing}")
+    if metric is not None and not isinstance(metric, str):
+        raise ParameterError(f"metric must be a column name (a string), got {metric!r}")
+    if isinstance(frame, pd.DataFrame) and len(frame.columns) and metric is not None \
+            and metric not in frame:
+        existing = [str(c) for c in frame.columns]
+        close = difflib.get_close_matches(metric, existing, n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ParameterError(f"metric {metric!r} is not a column of the frame{hint}; its "
+                             f"columns are {list(frame.columns)}")
+    check_columns(frame, [*columns, *([metric] if metric is not None else [])], "the frame")
     if metric is None:
         return
     if not pd.api.types.is_numeric_dtype(frame[metric]) or pd.api.types.is_bool_dtype(frame[metric]):

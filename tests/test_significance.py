@@ -411,8 +411,10 @@ def test_frames_without_their_columns_or_metric_are_refused_by_name():
     for call in (summarize_runs, paired_gains):
         with pytest.raises(ParameterError) as refused:
             call(pd.DataFrame(), "accuracy")
-        assert str(refused.value) == ("the frame has no columns (no runs); it needs the columns "
-                                      "['model', 'task', 'duplication', 'seed', 'accuracy']")
+        assert str(refused.value) == (
+            "the frame: missing columns ['model', 'task', 'duplication', 'seed', 'accuracy'] "
+            "(needed: ['model', 'task', 'duplication', 'seed', 'accuracy']); it has no columns "
+            "(no runs)")
         with pytest.raises(ParameterError) as refused:
             call(frame, "acc")
         assert str(refused.value) == (
@@ -421,8 +423,8 @@ def test_frames_without_their_columns_or_metric_are_refused_by_name():
         with pytest.raises(ParameterError) as refused:
             call(frame.drop(columns=["seed"]), "accuracy")
         assert str(refused.value) == (
-            "the frame lacks the column ['seed']; it needs ['model', 'task', 'duplication', "
-            "'seed']; its columns are ['model', 'task', 'duplication', 'accuracy']")
+            "the frame: missing column ['seed'] (needed: ['model', 'task', 'duplication', "
+            "'seed', 'accuracy']); its columns are ['model', 'task', 'duplication', 'accuracy']")
         with pytest.raises(ParameterError) as refused:
             call(frame, "accuracy", by="model")
         assert str(refused.value) == ("by must be a list of column names, got the string 'model'; "
@@ -432,8 +434,9 @@ def test_frames_without_their_columns_or_metric_are_refused_by_name():
             call(frame.assign(accuracy="0.5"), "accuracy")
     with pytest.raises(ParameterError) as refused:
         check_one_run_per_seed(pd.DataFrame(), ["model"])
-    assert str(refused.value) == ("the frame has no columns (no runs); it needs the columns "
-                                  "['model', 'duplication', 'seed']")
+    assert str(refused.value) == ("the frame: missing columns ['model', 'duplication', 'seed'] "
+                                  "(needed: ['model', 'duplication', 'seed']); it has no columns "
+                                  "(no runs)")
 
 
 def test_a_run_with_a_nan_metric_is_refused_not_dropped_from_its_pair():
