@@ -43,7 +43,8 @@ from .errors import (ConfigurationNotAvailable, DeviceNotAvailable, DupbertError
                      ModelNotAvailable, ParameterError)
 
 __all__ = ["check_device", "check_model", "load_config", "hub_or_offline", "model_not_available",
-           "check_configurations", "check_number", "check_list", "check_columns", "notebook_parameters", "NOTEBOOK_PARAMETERS", "TASK_NAMES",
+           "check_configurations", "check_number", "number_from_text", "check_list", "check_columns",
+           "notebook_parameters", "NOTEBOOK_PARAMETERS", "TASK_NAMES",
            "HUB_TIMEOUT_S"]
 
 # The names of dupbert.tasks.TASKS (importing it imports `datasets`, ~2 s); tests keep them equal.
@@ -201,6 +202,17 @@ def check_columns(frame: Any, columns: Sequence[str], what: str, *, rows: str = 
                else f"it has no columns{f' (no {rows})' if rows else ''}")
         raise ParameterError(f"{what}: missing column{'s' if len(missing) > 1 else ''} {missing} "
                              f"(needed: {list(columns)}); {has}")
+
+
+def number_from_text(value: Any) -> Any:
+    """A number typed as a string (``"3e-5"``: PyYAML reads ``3e-5``, without a dot, as a
+    string) as a ``float``; anything else as it is, for :func:`check_number` to judge."""
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return value
+    return value
 
 
 def check_list(name: str, value: Any, *, what: str = "names", allow_empty: bool = False) -> list:
@@ -585,7 +597,8 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 seeds=Parameter("ints_per_model_task", minimum=0),
                 max_train_samples=Parameter("per_task_int", none=True, minimum=1),
                 max_eval_samples=Parameter("per_task_int", none=True, minimum=1),
-                epochs=Parameter("per_model_task", none=True, cast=float, above=0),
+                # 0 epochs is refused by HyperParameters unless max_steps >= 1 trains instead
+                epochs=Parameter("per_model_task", none=True, cast=float, minimum=0),
                 max_steps=Parameter("per_model_task", none=True, cast=int, minimum=-1,
                                     check=_not_zero_steps),
                 learning_rate=Parameter("per_model_task", none=True, cast=float, above=0),
@@ -769,7 +782,7 @@ def _read(name: str, value: Any, spec: Parameter) -> Any:
                        f"mapping {{label: [block, ...]}}")
         orders = {}
         for label, order in value.items():
-            order = _names(order) if isinstance(order, str) else order
+            order = _names(order, distinct=False) if isinstance(order, str) else order
             if not isinstance(order, (list, tuple)) or not order:
                 raise _Bad(f"the order of {label!r} is not a list of 0-based blocks: {order!r}")
             orders[str(label)] = [_number(block, int, Parameter("int", minimum=0)) for block in order]

@@ -22,6 +22,7 @@ diverge in fine-tuning.
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -113,7 +114,8 @@ def order_repeat_span(start: int, stop: int, num_layers: int) -> list[int]:
     Raises:
         ValueError: not integers with ``0 <= start < stop <= num_layers``.
     """
-    whole = [isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, num_layers)]
+    whole = [isinstance(v, numbers.Integral) and not isinstance(v, bool)
+             for v in (start, stop, num_layers)]
     if not all(whole) or not 0 <= start < stop <= num_layers:
         raise ValueError(
             f"need 0 <= start < stop <= num_layers, got start={start}, stop={stop}, "
@@ -303,7 +305,7 @@ def insert_fresh_blocks(
             is outside ``1..L`` (after earlier insertions) or repeated.
     """
     if isinstance(positions, (str, bytes)) or not isinstance(positions, Sequence) \
-            or any(isinstance(p, bool) or not isinstance(p, int) for p in positions):
+            or any(isinstance(p, bool) or not isinstance(p, numbers.Integral) for p in positions):
         raise ValueError(f"positions must be a list of integer positions in the new encoder, "
                          f"got {positions!r}")
     positions = sorted(positions)

@@ -31,6 +31,7 @@ import numbers
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -43,7 +44,7 @@ import torch
 import transformers
 from transformers.utils import logging as hf_logging
 
-from .checks import check_list, check_number
+from .checks import check_list, check_number, number_from_text
 from .errors import DupbertError, ParameterError
 from .results import atomic_write_text
 
@@ -83,6 +84,9 @@ class HyperParameters:
                 ``max_length`` below 3; ``warmup_ratio`` not in [0, 1); ``weight_decay`` < 0;
                 ``group_by_length`` not True or False.
         """
+        for field in dataclasses.fields(self):  # "5e-4" from YAML is 5e-4, as it always was
+            if field.name != "group_by_length":
+                object.__setattr__(self, field.name, number_from_text(getattr(self, field.name)))
         max_steps = check_number("max_steps", self.max_steps, integer=True)
         if max_steps != -1 and max_steps < 1:
             raise ParameterError(f"max_steps must be -1 (train for epochs) or an integer >= 1, "
@@ -588,12 +592,29 @@ def _classification(model, tokenizer, spec, train, evaluation, hp, seed, device,
     started = time.perf_counter()
     logits = trainer.predict(features(evaluation)).predictions
     eval_time = time.perf_counter() - started
+    if _diverged(logits):
+        return trainer, train_time, eval_time, _no_metrics(spec.name), None
     probabilities = torch.softmax(torch.as_tensor(logits, dtype=torch.float32), dim=-1).numpy()
     predicted, gold = probabilities.argmax(-1), np.asarray(evaluation["label"])
     metrics = {"accuracy": float(accuracy_score(gold, predicted)),
                "macro_f1": float(f1_score(gold, predicted, average="macro"))}
     outputs = {"probabilities": probabilities.astype(np.float16), "labels": gold}
     return trainer, train_time, eval_time, metrics, outputs
+
+
+def _diverged(*logits: np.ndarray) -> bool:
+    """Whether a trained model's logits hold NaN or infinities: the run diverged, and no class
+    or answer can be read from them (an arg-max of NaN is class 0; every SQuAD span scores NaN,
+    so every answer would be "")."""
+    return any(not np.isfinite(np.asarray(array, dtype=np.float64)).all() for array in logits)
+
+
+def _no_metrics(task: str) -> dict[str, float]:
+    """The judged metrics of ``task`` (``dupbert.paper.task_metrics``), each NaN: the metrics
+    of a run that diverged."""
+    from .paper import task_metrics
+
+    return dict.fromkeys(task_metrics(task), float("nan"))
 
 
 def _question_answering(model, tokenizer, spec, train, evaluation, hp, seed, device, progress,
@@ -611,6 +632,8 @@ def _question_answering(model, tokenizer, spec, train, evaluation, hp, seed, dev
         batched=True, remove_columns=evaluation.column_names)
     started = time.perf_counter()
     start_logits, end_logits = trainer.predict(eval_features).predictions[:2]
+    if _diverged(start_logits, end_logits):
+        return trainer, train_time, time.perf_counter() - started, _no_metrics(spec.name), None
     predictions, best_answers, null_odds = qa.predictions_with_null_odds(
         evaluation, eval_features, start_logits, end_logits)
     eval_time = time.perf_counter() - started
@@ -754,7 +777,10 @@ def finetune(
         ``train_losses`` (one per step, averaged over processes), ``per_device_train_batch_size``,
         device, world size, versions, git commit, sha256 of the data files and of the model wheel.
         Every process of a data-parallel run returns the row; only rank 0 writes
-        ``outputs_dir`` and ``models_dir``.
+        ``outputs_dir`` and ``models_dir``. A run that diverged (its evaluation logits hold NaN
+        or infinities) is kept, with ``diverged: True``, every judged metric NaN and no outputs,
+        so that a queue moves on and the statistics (which refuse a NaN metric, naming the run)
+        cannot average around it.
 
     Every argument is checked before any data or model is loaded, and every folder the run
     writes to before it trains, so that a bad input fails in seconds and no finished run is lost.
@@ -801,7 +827,12 @@ def finetune(
     if models_dir is not None and main:
         trainer.model.save_pretrained(Path(models_dir) / row["run_key"])
         tokenizer.save_pretrained(Path(models_dir) / row["run_key"])
-    if outputs_dir is not None and main:
+    if outputs is None:  # diverged: the row is kept, so the queue moves on and the loss is seen
+        row["diverged"] = True
+        print(f"dupbert: {model_name} on {task} ({duplication}, seed {seed}) diverged: its "
+              f"logits are not all numbers, so its metrics are NaN and no outputs are written",
+              file=sys.stderr)
+    if outputs_dir is not None and main and outputs is not None:
         path = Path(outputs_dir) / f"{row['run_key']}.npz"
         path.parent.mkdir(parents=True, exist_ok=True)
         # a hidden temporary name (.gitignore: .*.tmp), so that a run killed mid-write leaves

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .checks import check_list, check_number
+from .checks import check_list, check_number, number_from_text as _numeric
 from .errors import ConfigurationNotAvailable, DupbertError, ParameterError
 
 SWEEP_PARAMETERS = ("models", "model", "tasks", "duplications", "seeds", "max_train_samples",
@@ -232,17 +232,6 @@ def per_task(value: int | None | Mapping[str, int | None], task: str,
     except ParameterError:
         raise ParameterError(f"{name} for {task} must be None (all rows) or an integer >= 1, got "
                              f"{size!r}") from None
-
-
-def _numeric(value: Any) -> Any:
-    """A number typed as a string (``"3e-5"``: PyYAML reads ``3e-5`` as a string) as a float;
-    anything else as it is."""
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return value
-    return value
 
 
 def per_model_task(value: Any, model: str, task: str) -> Any:

@@ -693,7 +693,8 @@ def layer_similarity_report(
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) \
             or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-    check_number("n_sequences", n_sequences, integer=True, minimum=1)
+    if n_sequences is not None:  # None: every row of the corpus
+        check_number("n_sequences", n_sequences, integer=True, minimum=1)
     check_number("batch_size", batch_size, integer=True, minimum=1)
     check_number("seed", seed, integer=True, minimum=0)
     check_max_length(max_length)

@@ -403,8 +403,7 @@ def test_good_arguments_come_back_as_numbers_and_lists():
 
 
 @pytest.mark.parametrize("notebook, name, typed, said", [
-    ("rq3", "epochs", 0, "0.0 is not above 0"),  # 0 epochs: an untrained run saved as a result
-    ("rq3", "epochs", "{snli: 3, sst2: -2}", "-2.0 is not above 0"),
+    ("rq3", "epochs", "{snli: 3, sst2: -2}", "-2.0 is below the smallest allowed value, 0"),
     ("rq3", "learning_rate", 0, "0.0 is not above 0"),
     ("rq3", "learning_rate", "nan", "'nan' is not a finite number"),
     ("rq3", "learning_rate", {"snli": float("inf")}, "inf is not a finite number"),
@@ -445,3 +444,20 @@ def test_configurations_named_as_one_string_are_refused_not_spelled_out(zoo_env)
         checks.check_configurations(["rxnmapper-albert"], ["baseline", "baseline"])
     with pytest.raises(ParameterError, match="models must be a list of models, got the string"):
         checks.check_configurations("rxnmapper-albert", ["baseline"])
+
+
+def test_an_order_typed_as_a_string_may_repeat_blocks():
+    spec = {"duplications": checks.NOTEBOOK_PARAMETERS["rq1"]["duplications"]}
+    assert checks.notebook_parameters(spec, {"duplications": {"x": "0,0,1,2"}}, show=False) == {
+        "duplications": {"x": [0, 0, 1, 2]}}
+
+
+def test_zero_epochs_pass_the_notebook_check_for_hyperparameters_to_judge_with_max_steps():
+    from dupbert.finetune import HyperParameters
+
+    spec = {name: checks.NOTEBOOK_PARAMETERS["rq3"][name] for name in ("epochs", "max_steps")}
+    assert checks.notebook_parameters(spec, {"epochs": 0, "max_steps": 100}, show=False) == {
+        "epochs": 0.0, "max_steps": 100}
+    assert HyperParameters.for_task("classification", epochs=0, max_steps=100).epochs == 0.0
+    with pytest.raises(ParameterError, match=r"^epochs must be a number > 0, got 0 \(max_steps is -1"):
+        HyperParameters.for_task("classification", epochs=0)

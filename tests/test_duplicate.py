@@ -651,3 +651,14 @@ def test_a_span_of_fractional_blocks_is_refused():
     with pytest.raises(ValueError) as refused:
         order_repeat_span(0, 2.5, 12)
     assert str(refused.value) == "need 0 <= start < stop <= num_layers, got start=0, stop=2.5, num_layers=12"
+
+
+def test_numpy_integers_are_block_indices_and_positions():
+    import numpy as np
+
+    from dupbert.duplicate import insert_fresh_blocks, order_repeat_span
+
+    assert order_repeat_span(np.int64(0), np.int64(2), 4) == [0, 1, 0, 1, 2, 3]
+    torch.manual_seed(0)
+    bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
+    assert insert_fresh_blocks(bert, [np.int64(1)]).config.num_hidden_layers == TINY["num_hidden_layers"] + 1

@@ -11,6 +11,7 @@ from transformers import AutoModelForSequenceClassification
 
 from dupbert import finetune as ft
 from dupbert.finetune import HyperParameters, ResultsFile, finetune, merge_results, sweep
+from dupbert.errors import ParameterError
 
 FEW_STEPS = {"classification": {"max_steps": 6, "learning_rate": 5e-4, "batch_size": 16}}
 SMALL = dict(max_train_samples=96, max_eval_samples=48, progress=False)
@@ -42,6 +43,7 @@ def test_a_real_fine_tune_lowers_the_loss_and_writes_a_full_row(trained):
     assert sum(losses[-2:]) / 2 < sum(losses[:2]) / 2
     assert (row["n_train"], row["n_eval"]) == (96, 48)
     assert set(row["metrics"]) == {"accuracy", "macro_f1"}
+    assert "diverged" not in row  # only a run that diverged says so: the study's rows are unchanged
     assert row["block_sources"][:3] == [0, 0, 1]
     assert row["data_sha256"]["uspto50k_test_unmapped.csv"].startswith("5e2789ec")
     assert row["model_sha256"].startswith("27876a42")
@@ -312,3 +314,38 @@ def test_processes_sharing_one_results_file_lose_no_rows(tmp_path):
     assert [worker.exitcode for worker in workers] == [0, 0]
     keys = [row["run_key"] for row in ResultsFile(path).rows()]
     assert sorted(keys) == sorted(f"{p}{i}" for p in "ab" for i in range(200))
+
+
+def test_numbers_typed_as_text_are_the_numbers_they_spell():
+    # PyYAML reads 5e-4 (no dot) as the string '5e-4': RQ5's smoke_sweeps pass it on as it is
+    typed = HyperParameters(learning_rate="5e-4", batch_size="32", epochs="2", max_length="128")
+    assert typed == HyperParameters(learning_rate=5e-4, batch_size=32, epochs=2, max_length=128)
+    assert type(typed.batch_size) is int and type(typed.epochs) is float
+    with pytest.raises(ParameterError) as refused:
+        HyperParameters(learning_rate="fast", batch_size=32, epochs=2, max_length=128)
+    assert str(refused.value) == "learning_rate must be a number > 0, got 'fast' (str)"
+
+
+@pytest.mark.parametrize("task, metrics", [("uspto50k", {"accuracy", "macro_f1"})])
+def test_a_run_that_diverged_is_kept_with_nan_metrics_and_no_outputs(task, metrics, tmp_path,
+                                                                      monkeypatch, capsys):
+    predict = ft._PairedTrainer.predict
+
+    def nan_logits(self, dataset, *args, **kwargs):
+        prediction = predict(self, dataset, *args, **kwargs)
+        return prediction._replace(predictions=np.full_like(prediction.predictions, np.nan))
+
+    monkeypatch.setattr(ft._PairedTrainer, "predict", nan_logits)
+    hp = HyperParameters.for_task("classification", max_steps=2, batch_size=8)
+    row = finetune("rxnmapper-albert", task, "baseline", seed=0, hyperparameters=hp,
+                   max_train_samples=16, max_eval_samples=8, outputs_dir=tmp_path, progress=False)
+    assert row["diverged"] is True
+    assert set(row["metrics"]) == metrics and all(np.isnan(v) for v in row["metrics"].values())
+    assert list(tmp_path.iterdir()) == []  # no outputs: there is nothing to ensemble
+    assert "diverged: its logits are not all numbers" in capsys.readouterr().err
+    # the statistics refuse it by name instead of averaging around it
+    from dupbert import paper
+
+    frame = pd.json_normalize([row], sep=".")
+    with pytest.raises(ValueError, match="seed 0 has no accuracy"):
+        paper.comparison(frame)

@@ -380,7 +380,6 @@ from dupbert.significance import GAIN_COLUMNS  # noqa: E402
     (lambda: holm("0.1"), "p_values must be a list of numbers, got '0.1' (str)"),
     (lambda: paired_p_value([0.1, np.nan, 0.2]), "differences must be finite numbers: item 1 is nan"),
     (lambda: paired_p_value("12"), "differences must be a list of numbers, got '12' (str)"),
-    (lambda: verdict(1.0, 0.5, 1.5, 0.01, -1), "claimed_gain must be a number >= 0, got -1"),
 ])
 def test_bad_arguments_name_their_value_and_what_is_allowed(call, message):
     with pytest.raises(ParameterError) as refused:
@@ -478,3 +477,11 @@ def test_columns_without_rows_give_the_documented_columns_and_no_rows():
         assert gains.empty and list(gains.columns) == ["model", "task", *GAIN_COLUMNS]
     # GAIN_COLUMNS are the columns a comparison has, in order
     assert list(paired_gains(frame, "accuracy").columns) == ["model", "task", *GAIN_COLUMNS]
+
+
+def test_a_frame_with_the_columns_and_no_rows_gives_the_columns_and_no_rows():
+    empty = pd.DataFrame(columns=["model", "task", "duplication", "seed", "accuracy"])  # object dtype
+    for call in (summarize_runs, paired_gains):
+        result = call(empty, "accuracy")
+        assert result.empty
+        assert list(result.columns) == list(call(_runs_frame(), "accuracy").columns)

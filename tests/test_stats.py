@@ -430,3 +430,11 @@ def test_the_rq2_cache_key_names_the_data_folder_read(tmp_path, monkeypatch, sha
     assert input_fingerprint("rxnmapper-albert", "uspto50k-test")["corpus_file"] == "hub"
     assert input_fingerprint("rxnmapper-albert", "uspto50k-test", shared_data_dir) == {
         "model_weights": keys[0]["model_weights"], "corpus_file": keys[0]["corpus_file"]}
+
+
+def test_n_sequences_none_reads_every_row_and_passes_the_argument_checks():
+    from dupbert.errors import ModelNotAvailable
+
+    # past every argument check, to the model check: None is accepted, as load_texts reads it
+    with pytest.raises(ModelNotAvailable, match="could not load model 'no-such-model'"):
+        layer_similarity_report(["no-such-model"], n_sequences=None, progress=False, cache=False)
