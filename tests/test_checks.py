@@ -317,7 +317,13 @@ def test_notebooks_validate_their_parameters_first(notebook):
     cells = json.loads((REPO / "notebooks" / f"{notebook}.ipynb").read_text())["cells"]
     code = [c for c in cells if c["cell_type"] == "code"]
     at = next(i for i, c in enumerate(code) if "parameters" in c["metadata"].get("tags", []))
-    assert f'notebook_parameters("{notebook}", globals())' in "".join(code[at + 1]["source"])
+    check = "".join(code[at + 1]["source"])
+    assert f'notebook_parameters("{notebook}", globals())' in check
+    if notebook in ("rq1", "rq2", "rq3"):
+        # checking models may build zoo models on a fresh machine, importing tqdm.auto, whose
+        # ipywidgets warning (with a local path) reached the published RQ1 chapter's stderr
+        assert check.index('filterwarnings("ignore", message="IProgress not found")') \
+            < check.index("from dupbert.checks import notebook_parameters")
 
 
 # -- 5. configurations that do not apply ---------------------------------------------------------
