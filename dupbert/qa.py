@@ -343,10 +343,7 @@ def _check_candidates(candidates) -> None:
     if not isinstance(candidates, Mapping):
         raise ValueError(f"candidates must be the dict of top_candidates, got "
                          f"{type(candidates).__name__}")
-    missing = [key for key in _CANDIDATE_KEYS if key not in candidates]
-    if missing:
-        raise ValueError(f"candidates lack {', '.join(missing)}; they have "
-                         f"{', '.join(map(str, candidates))} (make them with top_candidates)")
+    _require_columns(candidates, _CANDIDATE_KEYS, "candidates")
     for key in ("start_logit", "end_logit", "null_score"):
         if np.isnan(np.asarray(candidates[key], dtype=np.float32)).any():
             raise ValueError(f"candidates[{key!r}] holds NaN: a model whose outputs are not "

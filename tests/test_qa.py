@@ -362,7 +362,8 @@ def test_logits_that_are_not_numbers_are_refused(dev, dev_features):
             "candidates['null_score'] holds NaN: a model whose outputs are not numbers has no "
             "answers to select") + "$"):
         qa.select_answers(dev, evaluation, candidates)
-    with pytest.raises(ValueError, match="^candidates lack null_score; they have start_index, "):
+    with pytest.raises(ValueError, match="^candidates lack the column 'null_score'; they have "
+                                         "start_index, "):
         qa.select_answers(dev, evaluation, {k: v for k, v in candidates.items() if k != "null_score"})
     with pytest.raises(ValueError, match="^k must be an integer >= 1, got 0$"):
         qa.top_candidates(end, end, k=0)
