@@ -43,7 +43,8 @@ from .errors import (ConfigurationNotAvailable, DeviceNotAvailable, DupbertError
                      ModelNotAvailable, ParameterError)
 
 __all__ = ["check_device", "check_model", "load_config", "hub_or_offline", "model_not_available",
-           "check_configurations", "check_number", "number_from_text", "check_list", "check_columns",
+           "check_configurations", "check_number", "number_from_text", "plain_value", "check_list",
+           "check_columns",
            "notebook_parameters", "NOTEBOOK_PARAMETERS", "TASK_NAMES",
            "HUB_TIMEOUT_S"]
 
@@ -213,6 +214,14 @@ def number_from_text(value: Any) -> Any:
         except ValueError:
             return value
     return value
+
+
+def plain_value(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds, a whole float as an int: ``2``, not
+    ``np.int64(2)`` or ``2.0``, when a message names a seed or a model read from a frame."""
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        value = value.item()
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def check_list(name: str, value: Any, *, what: str = "names", allow_empty: bool = False) -> list:

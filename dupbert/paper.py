@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .checks import TASK_NAMES, check_columns
+from .checks import TASK_NAMES, check_columns, plain_value as _plain
 from .errors import ParameterError
 
 NOT_STATED = "not stated"
@@ -231,14 +231,6 @@ def task_metrics(task: str) -> tuple[str, ...]:
 
 RUN_COLUMNS = ("model", "task", "duplication", "seed")
 """The columns that name a run in a results frame (``ResultsFile.frame()``)."""
-
-
-
-
-def _plain(value):
-    """A numpy scalar as the Python value it holds; a whole float as an int (seeds)."""
-    value = value.item() if isinstance(value, np.generic) else value
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _refuse_nan(points: pd.DataFrame, why: str) -> None:

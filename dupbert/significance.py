@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from .checks import check_columns, check_list, check_number
+from .checks import check_columns, check_list, check_number, plain_value as _plain
 from .errors import ParameterError
 
 ALPHA = 0.05
@@ -241,12 +241,6 @@ def equivalence_sd_limit(n_seeds: int, margin: float = EQUIVALENCE_MARGIN,
     if n_seeds < 2:
         return float("nan")
     return float(margin * np.sqrt(n_seeds) / stats.t.ppf(1 - (1 - confidence) / 2, n_seeds - 1))
-
-
-def _plain(value):
-    """A numpy scalar as the Python number it holds (``2``, not ``np.int64(2)``, in messages)."""
-    value = value.item() if isinstance(value, np.generic) else value
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _check_frame(frame, columns: Sequence[str], metric: str | None = None) -> None:

@@ -467,3 +467,11 @@ def test_zero_epochs_pass_the_notebook_check_for_hyperparameters_to_judge_with_m
     assert HyperParameters.for_task("classification", epochs=0, max_steps=100).epochs == 0.0
     with pytest.raises(ParameterError, match=r"^epochs must be a number > 0, got 0 \(max_steps is -1"):
         HyperParameters.for_task("classification", epochs=0)
+
+
+def test_plain_values_name_seeds_and_models_as_they_were_written():
+    import numpy as np
+
+    assert [repr(checks.plain_value(v)) for v in (np.int64(2), np.float64(2.0), 2.0, 2.5,
+                                                   np.str_("copy last"), "m", None)] == [
+        "2", "2", "2", "2.5", "'copy last'", "'m'", "None"]
