@@ -726,11 +726,37 @@ def _check_run(model_name, task, duplication, seed, hp, max_train_samples, max_e
     if duplication not in specs:
         raise ConfigurationNotAvailable(f"unknown duplication {duplication!r}; {model_name} has: "
                                         f"{list(specs)}")
-    positions = getattr(load_config(model_name), "max_position_embeddings", None)
-    if isinstance(positions, int) and hp.max_length > positions:
+    config = load_config(model_name)
+    positions = usable_positions(config)
+    if positions is not None and hp.max_length > positions:
         raise ParameterError(f"max_length {hp.max_length} is more than {model_name} takes: "
-                             f"{positions} positions (max_position_embeddings)")
+                             f"{positions} positions (max_position_embeddings "
+                             f"{config.max_position_embeddings}"
+                             + (f", less the {config.max_position_embeddings - positions} "
+                                f"below its first position" if
+                                positions != config.max_position_embeddings else "") + ")")
     return specs[duplication]
+
+
+# Families whose position ids start after the padding index (transformers'
+# create_position_ids_from_input_ids): roberta-base's 514 positions take 512 tokens.
+_POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "mpnet")
+
+
+def usable_positions(config) -> int | None:
+    """The longest input, in tokens, that a model's absolute position embeddings take: its
+    ``max_position_embeddings``, less ``pad_token_id + 1`` for the families whose positions
+    start after the padding index (RoBERTa: 514 -> 512); ``None`` when the model has no
+    absolute positions to run out of (DeBERTa with ``position_biased_input=False``: relative
+    positions only)."""
+    if getattr(config, "position_biased_input", True) is False:
+        return None
+    positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(positions, int):
+        return None
+    if config.model_type in _POSITIONS_AFTER_PADDING:
+        return positions - (config.pad_token_id or 0) - 1
+    return positions
 
 
 def finetune(

@@ -228,7 +228,7 @@ def test_two_shards_merged_equal_one_run(tmp_path):
      "hyperparameters must be a HyperParameters (e.g. HyperParameters.for_task('classification', "
      "epochs=1)) or None, got dict"),
     (dict(hyperparameters=HyperParameters.for_task("classification", max_length=600)), ValueError,
-     "max_length 600 is more than rxnmapper-albert takes: 512 positions (max_position_embeddings)"),
+     "max_length 600 is more than rxnmapper-albert takes: 512 positions (max_position_embeddings 512)"),
     (dict(device="cuda:7"), ValueError, "device 'cuda:7' is not available: "),
     (dict(outputs_dir=__file__), ValueError, f"outputs_dir {__file__!r} cannot be a folder: "
                                              f"{__file__} is a file"),
@@ -349,3 +349,15 @@ def test_a_run_that_diverged_is_kept_with_nan_metrics_and_no_outputs(task, metri
     frame = pd.json_normalize([row], sep=".")
     with pytest.raises(ValueError, match="seed 0 has no accuracy"):
         paper.comparison(frame)
+
+
+def test_usable_positions_follow_each_family_s_position_ids():
+    from transformers import AlbertConfig, BertConfig, DebertaV2Config, RobertaConfig
+
+    assert ft.usable_positions(BertConfig()) == 512
+    assert ft.usable_positions(AlbertConfig()) == 512
+    # roberta-base: 514 positions, padding index 1, so positions 2..513 take 512 tokens
+    assert ft.usable_positions(RobertaConfig(max_position_embeddings=514, pad_token_id=1)) == 512
+    assert ft.usable_positions(DebertaV2Config(position_biased_input=False)) is None
+    assert ft.usable_positions(DebertaV2Config(position_biased_input=True,
+                                               max_position_embeddings=512)) == 512
