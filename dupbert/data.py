@@ -22,7 +22,8 @@ from typing import Callable
 import datasets
 import pandas as pd
 
-from .errors import DupbertError
+from .checks import check_number
+from .errors import DupbertError, ParameterError
 
 DATA_DIR_ENV = "DUPBERT_DATA_DIR"
 
@@ -260,9 +261,12 @@ def load_corpus(name: str, n_sequences: int | None = None,
     corpus has no rows after filtering.
     """
     corpus = _corpus(name)
-    if n_sequences is not None and (isinstance(n_sequences, bool) or not _whole(n_sequences)
-                                    or n_sequences <= 0):
-        raise ValueError(f"n_sequences must be a positive number of rows or None, got {n_sequences!r}")
+    if n_sequences is not None:
+        try:
+            n_sequences = check_number("n_sequences", n_sequences, integer=True, minimum=1)
+        except ParameterError:
+            raise ValueError(f"n_sequences must be a positive number of rows or None, got "
+                             f"{n_sequences!r}") from None
     reader, features = _READERS[name]
     root = resolve_data_dir(data_dir)
     if root is None:
@@ -274,15 +278,8 @@ def load_corpus(name: str, n_sequences: int | None = None,
     if n_rows == 0:
         raise ValueError(f"corpus {name!r} has no rows after filtering ({where})")
     if n_sequences is not None:
-        columns = {key: values[:int(n_sequences)] for key, values in columns.items()}
+        columns = {key: values[:n_sequences] for key, values in columns.items()}
     return datasets.Dataset.from_dict(columns, features=features)
-
-
-def _whole(value) -> bool:
-    """An ``int`` or a whole ``float`` (``2.0``; YAML and papermill may give one), not ``2.5``."""
-    import numbers
-
-    return isinstance(value, numbers.Integral) or (isinstance(value, float) and value.is_integer())
 
 
 def load_texts(name: str, n_sequences: int | None = None,
