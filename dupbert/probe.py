@@ -455,7 +455,7 @@ def probe_models(
     if not models:
         raise ValueError("models is empty: name at least one model, e.g. ['rxnmapper-albert']")
     if not (duplications is None or isinstance(duplications, Mapping)
-            or duplications in ("standard", "paper")):
+            or (isinstance(duplications, str) and duplications in ("standard", "paper"))):
         raise ValueError(f"duplications must be None, 'standard', 'paper' or a mapping "
                          f"{{label: [block, ...]}}, got {duplications!r}")
     if masking is not None and masking not in MASKING_RULES:

@@ -684,7 +684,7 @@ def layer_similarity_report(
     if not model_names:
         raise ValueError("model_names is empty: name at least one model, e.g. ['rxnmapper-albert']")
     if not (duplications is None or isinstance(duplications, Mapping)
-            or duplications in ("default", "standard")):
+            or (isinstance(duplications, str) and duplications in ("default", "standard"))):
         raise ValueError(f"duplications must be None, 'default', 'standard' or a mapping "
                          f"{{label: [block, ...]}}, got {duplications!r}")
     if reconstruction not in (None, "sample", "probe"):
