@@ -163,7 +163,8 @@ def _check_sweep_options(args: argparse.Namespace, hyperparameters: dict) -> Non
     Raises:
         ParameterError: e.g. ``batch_size must be an integer >= 1, got 0``, ``seeds must be
             distinct seeds: 0 appears 2 times in [0, 0]``.
-        ResultsFileError: ``--results`` is a directory or cannot be written.
+        ResultsFileError: ``--results`` is a directory or lies under a file (one that cannot
+            be written is refused by the sweep, before it trains anything).
         ValueError: a bad ``--shard``.
     """
     from . import finetune
@@ -179,8 +180,10 @@ def _check_sweep_options(args: argparse.Namespace, hyperparameters: dict) -> Non
             _check_numbers(args, **{name: dict(integer=True, minimum=1)})
     finetune.hyperparameters_per_kind(hyperparameters)
     finetune.parse_shard(args.shard)
-    finetune.ResultsFile(args.results).check_writable()
-    finetune.check_folder("--outputs-dir", args.outputs_dir)
+    # a path that can never hold results fails here; one that cannot be written fails in sweep,
+    # once it knows that runs are still to do (all done: a read-only checkout still reads)
+    finetune.ResultsFile(args.results).check_path()
+    finetune.check_folder("--outputs-dir", args.outputs_dir, writable=False)
 
 
 def _finetune_profile(args: argparse.Namespace) -> int:
@@ -222,8 +225,10 @@ def _finetune_profile(args: argparse.Namespace) -> int:
     from .finetune import ResultsFile, check_folder, parse_shard
 
     parse_shard(args.shard)
-    ResultsFile(results).check_writable()  # before the first run, not after it
-    check_folder("outputs_dir", outputs_dir)
+    # before the first run, not after it; write permission is checked by each sweep that has
+    # runs to do (a finished study reads from a read-only checkout)
+    ResultsFile(results).check_path()
+    check_folder("outputs_dir", outputs_dir, writable=False)
     frame = profiles.run_plan(plan, results, device=device, outputs_dir=outputs_dir,
                               shard=args.shard, progress=args.progress)
     _print_runs(frame, results)

@@ -676,9 +676,10 @@ def check_subset_size(name: str, value) -> None:
                              f"{value!r}") from None
 
 
-def check_folder(name: str, folder) -> None:
+def check_folder(name: str, folder, writable: bool = True) -> None:
     """Raises :class:`ParameterError` if ``folder`` (``None``: none) could not take files: it
-    is a file, lies under a file, or its nearest existing folder is not writable."""
+    is not a path, is a file, lies under a file, or (``writable``) its nearest existing folder
+    is not writable."""
     if folder is None:
         return
     if not isinstance(folder, (str, os.PathLike)) or not str(folder):
@@ -687,7 +688,7 @@ def check_folder(name: str, folder) -> None:
     existing = next(p for p in [path, *path.parents] if p.exists())
     if not existing.is_dir():
         raise ParameterError(f"{name} {str(folder)!r} cannot be a folder: {existing} is a file")
-    if not os.access(existing, os.W_OK):
+    if writable and not os.access(existing, os.W_OK):
         raise ParameterError(f"{name} {str(folder)!r} cannot be written: no write permission "
                              f"in {existing}")
 
@@ -945,12 +946,13 @@ def sweep(
             a bad seed (:func:`check_seed`) or subset size; ``hyperparameters`` with an unknown
             task kind (``hyperparameters names unknown task kind 'clasification'; kinds are
             'classification', 'qa'``), an unknown field or a bad value (:class:`HyperParameters`);
-            an ``outputs_dir`` that cannot be written.
+            an ``outputs_dir`` that is not a folder path, or (runs still to do) cannot be written.
         UnknownTask: a task that is not in ``dupbert.tasks.TASKS`` (the message lists them).
-        ConfigurationNotAvailable, ModelNotAvailable: a model that cannot be loaded, or lacks one
-            of ``duplications``.
-        ResultsFileError: ``results_path`` is a directory or cannot be written, or holds a line
-            that is not a result row.
+        ConfigurationNotAvailable, ModelNotAvailable: a model with runs still to do that cannot
+            be loaded, or lacks one of ``duplications``.
+        ResultsFileError: ``results_path`` is a directory, or holds a line that is not a result
+            row; runs are still to do and it cannot be written. A sweep with every run already
+            in ``results_path`` loads no model and writes nothing: it returns the file's rows.
         ValueError: a bad ``shard``.
     """
     from .tasks import TASKS, data_source
@@ -961,22 +963,27 @@ def sweep(
         check_for_task(per_kind[TASKS[task].kind], task)
     check_subset_size("max_train_samples", max_train_samples)
     check_subset_size("max_eval_samples", max_eval_samples)
-    check_folder("outputs_dir", outputs_dir)
+    check_folder("outputs_dir", outputs_dir, writable=False)
     index, count = parse_shard(shard)
     results = ResultsFile(results_path)
-    results.check_writable()
+    results.check_path()
     done = results.keys()
-    _check_models(models, duplications)
     source = data_source(data_dir)
-    configurations = sweep_configurations(models, tasks, duplications, seeds)[index::count]
-    for configuration in configurations:
+    missing = []
+    for configuration in sweep_configurations(models, tasks, duplications, seeds)[index::count]:
         hp = per_kind[TASKS[configuration["task"]].kind]
         key = run_key({**configuration, "hyperparameters": dataclasses.asdict(hp),
                        "max_train_samples": max_train_samples,
                        "max_eval_samples": max_eval_samples,
                        "train_subset_seed": TRAIN_SUBSET_SEED, "data_source": source})
-        if key in done:
-            continue
+        if key not in done:
+            missing.append((configuration, hp))
+    if not missing:  # all done: nothing is loaded or written (a read-only checkout, a Hub id
+        return results.frame()  # that is not cached here: the finished runs still read)
+    results.check_writable()
+    check_folder("outputs_dir", outputs_dir)
+    _check_models(list(dict.fromkeys(c["model"] for c, _ in missing)), duplications)
+    for configuration, hp in missing:
         if progress and is_main_process():
             print(f"fine-tuning {configuration}", flush=True)
         row = finetune(configuration["model"], configuration["task"],

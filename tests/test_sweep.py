@@ -398,6 +398,25 @@ def test_sweep_checks_models_and_configurations_before_training(tmp_path, monkey
     assert made == [] and not (tmp_path / "r.jsonl").exists()
 
 
+def test_a_finished_sweep_loads_no_model_and_writes_nothing(tmp_path, calls, monkeypatch):
+    """All runs in the file: the rows are read back without a model config (a Hub id that is
+    not cached offline) or write permission (a read-only checkout). A missing run checks both,
+    for its own model only, before it trains."""
+    path = tmp_path / "r.jsonl"
+    done = sweep(results_path=path, **SWEEP)
+    checked, writable = [], []
+    monkeypatch.setattr(ft, "_check_models", lambda models, duplications: checked.append(models))
+    monkeypatch.setattr(ResultsFile, "check_writable", lambda self: writable.append(self.path))
+    monkeypatch.setattr(ft, "check_folder", lambda name, folder, writable=True: None)
+    before = path.read_bytes()
+    again = sweep(results_path=path, outputs_dir=tmp_path / "out", **{**SWEEP, "models": ["m"]})
+    assert (checked, writable, len(calls)) == ([], [], 8) and path.read_bytes() == before
+    assert again["run_key"].tolist() == done["run_key"].tolist()
+    sweep(results_path=path, **{**SWEEP, "models": ["m", "n"]})
+    assert (checked, writable) == ([["n"]], [path])  # "m" is done: its config is not read
+    assert [c["model"] for c in calls[8:]] == ["n"] * 8
+
+
 def test_results_file_names_the_file_and_line_of_a_bad_row(tmp_path):
     path = tmp_path / "results.jsonl"
     path.write_text('{"run_key": "a"}\n{x\n')
