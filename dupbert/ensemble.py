@@ -897,14 +897,15 @@ def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
     Returns:
         Columns ``model, task, kind, k, pair, offset, disjoint, seed, seeds, configuration,
         members, metric, value``; no rows when ``ensembles`` has none, or none of its tasks'
-        ``metrics.<name>`` columns.
+        ``metrics.<name>`` columns. A SQuAD 2.0 subset metric is left out where the evaluation
+        set has no question of its subset (:func:`dupbert.paper.empty_subset`).
 
     Raises:
         ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
             :func:`rq5_ensembles` (named; ``pd.DataFrame()``: no runs); an unknown task
             (:func:`dupbert.paper.task_metrics`).
     """
-    from .paper import in_points, task_metrics
+    from .paper import empty_subset, in_points, task_metrics
 
     columns = [c for c in _ENSEMBLE_COLUMNS if c != "run_keys"]
     check_columns(ensembles, columns, "ensembles")
@@ -914,9 +915,10 @@ def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
             column = f"metrics.{metric}"
             if column not in group:
                 continue
-            part = group[columns].copy()
+            measured = group[~empty_subset(group, metric)]  # no NoAns_f1 without NoAns questions
+            part = measured[columns].copy()
             part["metric"] = metric
-            part["value"] = in_points(metric, group[column].astype(float))
+            part["value"] = in_points(metric, measured[column].astype(float))
             parts.append(part)
     if not parts:
         return pd.DataFrame(columns=[*columns, "metric", "value"])

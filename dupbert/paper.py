@@ -229,6 +229,56 @@ def task_metrics(task: str) -> tuple[str, ...]:
     return TASKS[task].metrics
 
 
+SUBSETS = ("HasAns", "NoAns")
+"""The SQuAD 2.0 question subsets whose metrics (``HasAns_f1``, ``NoAns_exact``, ...) exist only
+when the evaluation set holds questions of that subset (:func:`dupbert.metrics.squad_v2`)."""
+
+
+def empty_subset(rows: pd.DataFrame, metric: str) -> pd.Series:
+    """Per row, whether ``metric`` is a SQuAD 2.0 subset metric (:data:`SUBSETS`, e.g.
+    ``NoAns_f1``) whose subset has no question in that row's evaluation set: the metric is
+    undefined there (the official script leaves it out), not missing.
+
+    Read from the ``baselines.*`` counts (made on the evaluation set; a diverged run keeps
+    them), else the ``metrics.*`` ones (an ensemble's row): the subset is empty where its count
+    ``<subset>_total`` is 0, or NaN (left out) on a row that has the count of all questions,
+    ``total`` (without a ``total`` column: NaN alone).
+
+    Returns:
+        A boolean Series on ``rows``' index; all False for any other metric, or when neither
+        kind of count exists (a hand-made frame: its NaN values are judged as missing values).
+    """
+    subset = metric.split("_", 1)[0]
+    if subset not in SUBSETS or "_" not in metric:
+        return pd.Series(False, index=rows.index)
+    for source in ("baselines", "metrics"):
+        column, total = f"{source}.{subset}_total", f"{source}.total"
+        if column not in rows and total not in rows:
+            continue
+        count = pd.to_numeric(rows[column], errors="coerce") if column in rows else \
+            pd.Series(np.nan, index=rows.index)
+        left_out = count.isna() & (rows[total].notna() if total in rows else True)
+        return left_out | (count == 0)
+    return pd.Series(False, index=rows.index)
+
+
+def _refuse_empty_floor_subset(group: pd.DataFrame, task: str, metric: str,
+                               empty: pd.Series) -> None:
+    """Refuse rows whose evaluation set leaves the learning floor's metric undefined (a
+    SQuAD 2.0 evaluation set without answerable questions has no ``HasAns_f1``): whether the
+    baseline learned could not be judged."""
+    if task not in LEARNING_FLOORS or LEARNING_FLOORS[task][0] != metric or not empty.any():
+        return
+    first = group[empty].iloc[0]
+    subset = metric.split("_", 1)[0]
+    raise ParameterError(
+        f"the evaluation set of model {_plain(first['model'])!r} on task {task!r} (duplication "
+        f"{_plain(first['duplication'])!r}, seed {_plain(first['seed'])!r}) has no {subset} "
+        f"questions, so {metric}, the metric of the task's learning floor, is undefined and "
+        f"whether the baseline learned cannot be judged; evaluate on a set with {subset} "
+        f"questions (a larger max_eval_samples)")
+
+
 RUN_COLUMNS = ("model", "task", "duplication", "seed")
 """The columns that name a run in a results frame (``ResultsFile.frame()``)."""
 
@@ -375,12 +425,16 @@ def points_frame(results: pd.DataFrame) -> pd.DataFrame:
         trivial_name``; ``trivial`` is the trivial baseline (majority class / all-empty answers)
         on the same evaluation set; ``reference``/``role`` as the rows record them
         (``dupbert.duplicate.finetune_variants``), None for rows that do not. A task's metric
-        without a ``metrics.<name>`` column is left out; a NaN value is kept (as NaN).
+        without a ``metrics.<name>`` column is left out, and so is a SQuAD 2.0 subset metric on
+        a run whose evaluation set has no question of that subset (:func:`empty_subset`: no
+        ``NoAns_f1`` without unanswerable questions); any other NaN value is kept (as NaN).
 
     Raises:
         ParameterError (a ValueError): ``results`` not a DataFrame or without a column of
             ``model, task, duplication, seed`` (an empty ``pd.DataFrame()``: no runs); rows of a
-            task dupbert does not know (the message names it, how many rows, and the tasks).
+            task dupbert does not know (the message names it, how many rows, and the tasks); a
+            run whose evaluation set leaves its task's learning-floor metric undefined (a SQuAD
+            2.0 set without answerable questions: no ``HasAns_f1``; the run is named).
     """
     check_columns(results, RUN_COLUMNS, "results")
     unknown = [t for t in dict.fromkeys(results["task"]) if t not in TASK_NAMES]
@@ -396,16 +450,20 @@ def points_frame(results: pd.DataFrame) -> pd.DataFrame:
             column = f"metrics.{metric}"
             if column not in group:
                 continue
-            frame = group[["model", "task", "duplication", "seed"]].copy()
+            empty = empty_subset(group, metric)
+            _refuse_empty_floor_subset(group, task, metric, empty)
+            measured = group[~empty]
+            frame = measured[["model", "task", "duplication", "seed"]].copy()
             for field in ("reference", "role"):
-                frame[field] = group[field] if field in group else None
+                frame[field] = measured[field] if field in measured else None
             frame["metric"] = metric
-            frame["value"] = in_points(metric, group[column].astype(float))
+            frame["value"] = in_points(metric, measured[column].astype(float))
             trivial = f"baselines.{metric}"
-            frame["trivial"] = (in_points(metric, group[trivial].astype(float))
-                                if trivial in group else np.nan)
-            if "baselines.majority_label" in group and group["baselines.majority_label"].notna().all():
-                frame["trivial_name"] = "majority class (" + group[
+            frame["trivial"] = (in_points(metric, measured[trivial].astype(float))
+                                if trivial in measured else np.nan)
+            if ("baselines.majority_label" in measured
+                    and measured["baselines.majority_label"].notna().all()):
+                frame["trivial_name"] = "majority class (" + measured[
                     "baselines.majority_label"].astype(str) + ")"
             else:
                 frame["trivial_name"] = "no answer to every question"

@@ -1221,3 +1221,20 @@ def test_sizes_and_lists_are_refused_with_their_value(call, message):
     with pytest.raises(ParameterError) as refused:
         call()
     assert str(refused.value) == message
+
+
+def test_ensemble_points_leave_out_a_squad_subset_metric_the_evaluation_set_lacks():
+    """An ensemble's SQuAD 2.0 metrics (official keys) on a set without unanswerable questions
+    have no NoAns_f1: beside a model whose set has them, that NaN is left out, not a value."""
+    rows = [dict(model=m, task="squad2", kind="single", k=1, pair=None, offset=None,
+                 disjoint=None, seed=0, seeds="0", configuration="baseline", members="baseline",
+                 run_keys=m, **{"metrics.f1": f1, "metrics.exact": f1, "metrics.total": 4,
+                                "metrics.HasAns_f1": f1, "metrics.HasAns_total": has,
+                                "metrics.NoAns_f1": noans, "metrics.NoAns_total": n_noans})
+            for m, f1, has, noans, n_noans in (("answers-only", 50.0, 4, np.nan, np.nan),
+                                               ("mixed", 60.0, 2, 80.0, 2))]
+    points = E.ensemble_points(pd.DataFrame(rows))
+    assert points[["model", "metric", "value"]].values.tolist() == [
+        ["answers-only", "f1", 50.0], ["answers-only", "exact", 50.0],
+        ["answers-only", "HasAns_f1", 50.0], ["mixed", "f1", 60.0], ["mixed", "exact", 60.0],
+        ["mixed", "HasAns_f1", 60.0], ["mixed", "NoAns_f1", 80.0]]

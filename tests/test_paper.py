@@ -617,3 +617,84 @@ def test_frames_of_several_tasks_judge_each_row_on_its_own_tasks_metrics():
     alone = pd.concat([paper.comparison(sst), paper.comparison(squad)], ignore_index=True)
     pd.testing.assert_frame_equal(table[alone.columns], alone)
     assert paper.learning_status(both)["n_seeds"].tolist() == [3, 3]
+
+
+def _squad_rows(model, questions, answers_per_seed, duplications=("baseline", "copy first 3")):
+    """``ResultsFile.frame()``-like rows of SQuAD 2.0 runs whose metrics are the official ones of
+    ``dupbert.metrics.squad_v2`` on ``questions`` (``{id: gold answer or ""}``), the baselines
+    those of answering nothing: every key a real row has, and only those."""
+    from dupbert.metrics import squad_v2
+
+    dataset = {"data": [{"title": "t", "paragraphs": [{"context": "a b c d", "qas": [
+        {"id": qid, "question": "?", "is_impossible": not gold,
+         "answers": [{"text": gold, "answer_start": 0}] if gold else []}
+        for qid, gold in questions.items()]}]}]}
+    nothing = squad_v2(dataset, dict.fromkeys(questions, ""))
+    rows = []
+    for seed, answers in enumerate(answers_per_seed):
+        for duplication in duplications:
+            rows.append({"model": model, "task": "squad2", "duplication": duplication,
+                         "seed": seed, "reference": "baseline" if duplication != "baseline" else None,
+                         "role": "primary" if duplication != "baseline" else None,
+                         "run_key": f"{model}-{duplication}-{seed}",
+                         "metrics": squad_v2(dataset, answers), "baselines": nothing})
+    return pd.json_normalize(rows)
+
+
+def test_a_squad_subset_metric_is_undefined_not_missing_where_the_set_lacks_its_subset():
+    """An evaluation set without unanswerable questions has no NoAns_f1 (the official script
+    leaves it out); beside runs on a set with them, its column is NaN there. That NaN is not a
+    missing value: those points are left out, every other metric is judged. Reviewed suspicion,
+    confirmed: before, the comparison refused the whole frame."""
+    answerable = {"q1": "c", "q2": "b c"}
+    mixed = {"q1": "c", "q2": "b c", "q3": ""}
+    only = _squad_rows("answers-only", answerable,
+                       [{"q1": "c", "q2": "b c"}, {"q1": "c", "q2": "b"}, {"q1": "c", "q2": ""}])
+    both = _squad_rows("with-noans", mixed,
+                       [{"q1": "c", "q2": "b c", "q3": ""}, {"q1": "c", "q2": "", "q3": ""},
+                        {"q1": "c", "q2": "b c", "q3": "d"}])  # ("a" reads as "": an article)
+    frame = pd.concat([only, both], ignore_index=True)
+    assert frame.loc[frame["model"] == "answers-only", "metrics.NoAns_f1"].isna().all()
+    points = paper.points_frame(frame)
+    noans = points[points["metric"] == "NoAns_f1"]
+    assert set(noans["model"]) == {"with-noans"}
+    assert noans["value"].tolist() == [100.0, 100.0, 100.0, 100.0, 0.0, 0.0]
+    assert len(points[points["model"] == "answers-only"]) == 6 * 3  # f1, exact, HasAns_f1
+    table = paper.comparison(frame)
+    assert set(table.loc[table["metric"] == "NoAns_f1", "model"]) == {"with-noans"}
+    hasans = table[(table["model"] == "answers-only") & (table["metric"] == "HasAns_f1")
+                   & (table["duplication"] == "baseline")]
+    assert hasans["mean"].round(4).tolist() == [round((100 + 100 * (1 + 2 / 3) / 2 + 50) / 3, 4)]
+    diverged = frame.copy()  # a run whose metrics are NaN on a set that has the subset: refused
+    diverged.loc[(diverged["model"] == "with-noans") & (diverged["seed"] == 1), "metrics.NoAns_f1"] = np.nan
+    with pytest.raises(ParameterError, match=r"model 'with-noans', task 'squad2', duplication "
+                                             r"'baseline', seed 1 has no NoAns_f1"):
+        paper.comparison(diverged)
+
+
+def test_an_evaluation_set_without_answerable_questions_cannot_judge_the_squad_floor():
+    frame = _squad_rows("no-answers", {"q1": "", "q2": ""}, [{"q1": "", "q2": "d"}] * 2)
+    message = ("the evaluation set of model 'no-answers' on task 'squad2' (duplication "
+               "'baseline', seed 0) has no HasAns questions, so HasAns_f1, the metric of the "
+               "task's learning floor, is undefined and whether the baseline learned cannot be "
+               "judged; evaluate on a set with HasAns questions (a larger max_eval_samples)")
+    frame["metrics.HasAns_f1"] = np.nan  # beside other runs' rows the column exists, as NaN
+    for judge in (paper.points_frame, paper.comparison, paper.learning_status):
+        with pytest.raises(ParameterError, match="^" + re.escape(message) + "$"):
+            judge(frame)
+    assert paper.points_frame(frame.drop(columns="metrics.HasAns_f1"))["metric"].unique().tolist() \
+        == ["f1", "exact", "NoAns_f1"]  # no column at all: nothing to judge it on, as before
+
+
+def test_empty_subset_reads_the_evaluation_sets_counts():
+    rows = pd.DataFrame({"baselines.NoAns_total": [0, 3, np.nan], "metrics.NoAns_total": [5, 5, 5]})
+    assert paper.empty_subset(rows, "NoAns_f1").tolist() == [True, False, True]
+    assert paper.empty_subset(rows.drop(columns="baselines.NoAns_total"),
+                              "NoAns_exact").tolist() == [False] * 3
+    assert paper.empty_subset(rows, "f1").tolist() == [False] * 3
+    assert paper.empty_subset(rows, "HasAns_f1").tolist() == [False] * 3  # no count: judged as is
+    assert paper.empty_subset(rows, "NoAns").tolist() == [False] * 3
+    with_total = rows.assign(**{"baselines.total": [4, 4, np.nan]})
+    assert paper.empty_subset(with_total, "NoAns_f1").tolist() == [True, False, False]
+    only_total = pd.DataFrame({"baselines.total": [4, np.nan]})  # the key left out: empty
+    assert paper.empty_subset(only_total, "HasAns_exact").tolist() == [True, False]
