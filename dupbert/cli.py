@@ -141,9 +141,8 @@ def _finetune(args: argparse.Namespace) -> int:
     if args.device:
         checks.check_device(args.device)
     checks.check_tasks(args.task)
-    for name in args.model:
-        checks.check_model(name)
-    checks.check_configurations(args.model, args.duplication or ["baseline"], strict=True)
+    # models and their configurations: checked by the sweep, before it trains, for the models
+    # with runs still to do (a finished sweep reads its rows without loading any model config)
     _quiet_loading(args.progress)
     from .finetune import sweep
 

@@ -950,8 +950,8 @@ def sweep(
         UnknownTask: a task that is not in ``dupbert.tasks.TASKS`` (the message lists them).
         ConfigurationNotAvailable, ModelNotAvailable: a model with runs still to do that cannot
             be loaded, or lacks one of ``duplications``.
-        ResultsFileError: ``results_path`` is a directory, or holds a line that is not a result
-            row; runs are still to do and it cannot be written. A sweep with every run already
+        ResultsFileError: ``results_path`` is a directory or lies under a file, or holds a line
+            that is not a result row; runs are still to do and it cannot be written. A sweep with every run already
             in ``results_path`` loads no model and writes nothing: it returns the file's rows.
         ValueError: a bad ``shard``.
     """
@@ -1153,12 +1153,24 @@ def _task_names() -> list[str]:
     return list(TASKS)
 
 
+def _compared_metrics(row: Mapping) -> list[str]:
+    """The metrics of ``row``'s task that its evaluation set defines: without SQuAD 2.0
+    unanswerable questions there is no ``NoAns_f1`` (:func:`dupbert.paper.empty_subset`)."""
+    from .paper import empty_subset, task_metrics
+
+    counts = pd.json_normalize([{field: row.get(field) for field in ("metrics", "baselines")
+                                 if isinstance(row.get(field), Mapping)}])
+    return [metric for metric in task_metrics(row["task"])
+            if not empty_subset(counts, metric).iloc[0]]
+
+
 def rerun_table(rows: Sequence[dict], device: str = "cpu",
                 data_dir: str | os.PathLike | None = None, progress: bool = False) -> pd.DataFrame:
     """Re-run each row (:func:`rerun`) and set committed beside re-run metrics.
 
     Returns:
-        One row per run and metric of its task: ``run_key, model, task, duplication, seed,
+        One row per run and metric of its task that its evaluation set defines (no SQuAD 2.0
+        ``NoAns_*`` without unanswerable questions): ``run_key, model, task, duplication, seed,
         metric, committed, rerun, difference`` (points: accuracy × 100, SQuAD as it is;
         ``difference`` = rerun - committed), and ``identical_losses`` (every training step's loss
         equal to 5 digits).
@@ -1168,12 +1180,12 @@ def rerun_table(rows: Sequence[dict], device: str = "cpu",
             field, or that lacks a metric of its task (nothing to compare the re-run with).
         As :func:`rerun`.
     """
-    from .paper import in_points, task_metrics
+    from .paper import in_points
 
     for row in rows:  # all rows first: a bad last row must not waste the re-runs before it
         _check_rerunnable(row)
         metrics = row.get("metrics")
-        missing = [m for m in task_metrics(row["task"])
+        missing = [m for m in _compared_metrics(row)
                    if not isinstance(metrics, Mapping) or m not in metrics]
         if missing:
             raise ResultsFileError(f"run {row['run_key']} lacks metrics {', '.join(missing)}: "
@@ -1181,7 +1193,7 @@ def rerun_table(rows: Sequence[dict], device: str = "cpu",
     records = []
     for row in rows:
         new = rerun(row, device=device, data_dir=data_dir, progress=progress)
-        for metric in task_metrics(row["task"]):
+        for metric in _compared_metrics(row):
             committed = in_points(metric, float(row["metrics"][metric]))
             again = in_points(metric, float(new["metrics"][metric]))
             records.append({"run_key": row["run_key"], "model": row["model"], "task": row["task"],

@@ -239,27 +239,29 @@ def empty_subset(rows: pd.DataFrame, metric: str) -> pd.Series:
     ``NoAns_f1``) whose subset has no question in that row's evaluation set: the metric is
     undefined there (the official script leaves it out), not missing.
 
-    Read from the ``baselines.*`` counts (made on the evaluation set; a diverged run keeps
-    them), else the ``metrics.*`` ones (an ensemble's row): the subset is empty where its count
-    ``<subset>_total`` is 0, or NaN (left out) on a row that has the count of all questions,
-    ``total`` (without a ``total`` column: NaN alone).
+    Read per row from its ``baselines.*`` counts (made on the evaluation set; a diverged run
+    keeps them), or, on a row without them, its ``metrics.*`` ones (an ensemble's row): the
+    subset is empty where its count ``<subset>_total`` is 0, or absent (NaN) while the count of
+    all questions, ``total``, is there (the official script left the key out).
 
     Returns:
-        A boolean Series on ``rows``' index; all False for any other metric, or when neither
-        kind of count exists (a hand-made frame: its NaN values are judged as missing values).
+        A boolean Series on ``rows``' index; all False for any other metric. Where a row has
+        neither count, False: its NaN values are judged as missing values, never dropped.
     """
     subset = metric.split("_", 1)[0]
     if subset not in SUBSETS or "_" not in metric:
         return pd.Series(False, index=rows.index)
-    for source in ("baselines", "metrics"):
-        column, total = f"{source}.{subset}_total", f"{source}.total"
-        if column not in rows and total not in rows:
-            continue
-        count = pd.to_numeric(rows[column], errors="coerce") if column in rows else \
+
+    def column(name):
+        return pd.to_numeric(rows[name], errors="coerce") if name in rows else \
             pd.Series(np.nan, index=rows.index)
-        left_out = count.isna() & (rows[total].notna() if total in rows else True)
-        return left_out | (count == 0)
-    return pd.Series(False, index=rows.index)
+
+    counts = {source: (column(f"{source}.{subset}_total"), column(f"{source}.total"))
+              for source in ("baselines", "metrics")}
+    from_baselines = counts["baselines"][0].notna() | counts["baselines"][1].notna()
+    count = counts["baselines"][0].where(from_baselines, counts["metrics"][0])
+    total = counts["baselines"][1].where(from_baselines, counts["metrics"][1])
+    return (count == 0) | (count.isna() & total.notna())
 
 
 def _refuse_empty_floor_subset(group: pd.DataFrame, task: str, metric: str,
@@ -448,10 +450,10 @@ def points_frame(results: pd.DataFrame) -> pd.DataFrame:
     for task, group in results.groupby("task", sort=False):
         for metric in task_metrics(task):
             column = f"metrics.{metric}"
+            empty = empty_subset(group, metric)
+            _refuse_empty_floor_subset(group, task, metric, empty)  # with or without the column
             if column not in group:
                 continue
-            empty = empty_subset(group, metric)
-            _refuse_empty_floor_subset(group, task, metric, empty)
             measured = group[~empty]
             frame = measured[["model", "task", "duplication", "seed"]].copy()
             for field in ("reference", "role"):

@@ -345,3 +345,47 @@ def test_a_bad_shard_is_named_before_anything_loads(tmp_path, capsys, nothing_lo
     assert main(["finetune", "--model", "rxnmapper-albert", "--task", "uspto50k", "--results",
                  str(tmp_path / "r.jsonl"), "--shard", "2/2"]) == 2
     assert capsys.readouterr().err == "dupbert: error: shard must be 'i/n' with 0 <= i < n, got '2/2'\n"
+
+
+def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permission(
+        tmp_path, monkeypatch, capsys):
+    """Every run already in --results: the rows are shown, even for a Hub id that is not cached
+    offline and a folder without write permission; one run to do checks both, before training."""
+    import os
+
+    from dupbert import finetune as ft
+
+    results = tmp_path / "r.jsonl"
+    trained = []
+
+    def stub(model, task, duplication, seed, *, hyperparameters, max_train_samples,
+             max_eval_samples, device, data_dir, outputs_dir, progress):
+        import dataclasses
+
+        from dupbert.tasks import data_source
+
+        trained.append(seed)
+        row = dict(model=model, task=task, duplication=duplication, seed=seed,
+                   hyperparameters=dataclasses.asdict(hyperparameters),
+                   max_train_samples=max_train_samples, max_eval_samples=max_eval_samples,
+                   train_subset_seed=ft.TRAIN_SUBSET_SEED, data_source=data_source(data_dir))
+        return {**row, "run_key": ft.run_key(row), "metrics": {"accuracy": 0.5, "macro_f1": 0.5},
+                "train_time_s": 1.0, "eval_time_s": 1.0}
+
+    monkeypatch.setattr(ft, "finetune", stub)
+    command = ["finetune", "--model", "albert-base-v2", "--task", "sst2", "--results",
+               str(results), "--outputs-dir", str(tmp_path / "out")]
+    with monkeypatch.context() as m:  # write the finished run, as a machine with the Hub would
+        m.setattr(ft, "_check_models", lambda models, duplications: None)
+        assert main(command) == 0 and trained == [0]
+    readable = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: mode != os.W_OK and readable(p, mode))
+    capsys.readouterr()
+    assert main(command) == 0 and trained == [0]
+    assert "albert-base-v2" in capsys.readouterr().out
+    assert main([*command, "--seed", "0", "--seed", "1"]) == 2  # a run to do: nothing written
+    assert capsys.readouterr().err == (f"dupbert: error: results file {results} cannot be "
+                                       f"written: no write permission in {tmp_path}\n")
+    monkeypatch.setattr(os, "access", readable)
+    assert main([*command, "--seed", "0", "--seed", "1"]) == 2
+    assert capsys.readouterr().err == ALBERT_OFFLINE and trained == [0]

@@ -682,13 +682,15 @@ def test_an_evaluation_set_without_answerable_questions_cannot_judge_the_squad_f
     for judge in (paper.points_frame, paper.comparison, paper.learning_status):
         with pytest.raises(ParameterError, match="^" + re.escape(message) + "$"):
             judge(frame)
-    assert paper.points_frame(frame.drop(columns="metrics.HasAns_f1"))["metric"].unique().tolist() \
-        == ["f1", "exact", "NoAns_f1"]  # no column at all: nothing to judge it on, as before
+    alone = frame.drop(columns="metrics.HasAns_f1")  # the set's runs alone: no column at all
+    for judge in (paper.points_frame, paper.comparison, paper.learning_status):
+        with pytest.raises(ParameterError, match="^" + re.escape(message) + "$"):
+            judge(alone)  # not a "did not learn" without evidence
 
 
 def test_empty_subset_reads_the_evaluation_sets_counts():
     rows = pd.DataFrame({"baselines.NoAns_total": [0, 3, np.nan], "metrics.NoAns_total": [5, 5, 5]})
-    assert paper.empty_subset(rows, "NoAns_f1").tolist() == [True, False, True]
+    assert paper.empty_subset(rows, "NoAns_f1").tolist() == [True, False, False]  # 3rd: metrics
     assert paper.empty_subset(rows.drop(columns="baselines.NoAns_total"),
                               "NoAns_exact").tolist() == [False] * 3
     assert paper.empty_subset(rows, "f1").tolist() == [False] * 3
@@ -698,3 +700,9 @@ def test_empty_subset_reads_the_evaluation_sets_counts():
     assert paper.empty_subset(with_total, "NoAns_f1").tolist() == [True, False, False]
     only_total = pd.DataFrame({"baselines.total": [4, np.nan]})  # the key left out: empty
     assert paper.empty_subset(only_total, "HasAns_exact").tolist() == [True, False]
+    per_row = pd.DataFrame({"baselines.total": [4, np.nan], "metrics.total": [4, 4],
+                            "metrics.NoAns_total": [np.nan, 2]})  # 2nd row has no baselines
+    assert paper.empty_subset(per_row, "NoAns_f1").tolist() == [True, False]
+    no_counts = pd.DataFrame({"baselines.NoAns_total": [np.nan]})  # nothing known: not dropped
+    assert paper.empty_subset(no_counts, "NoAns_f1").tolist() == [False]
+

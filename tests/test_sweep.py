@@ -486,6 +486,25 @@ def test_rerun_refuses_rows_it_cannot_rerun_before_training(monkeypatch):
     assert trained == []
 
 
+def test_rerun_compares_the_squad_metrics_its_evaluation_set_defines(monkeypatch):
+    """A SQuAD 2.0 row from a set without unanswerable questions has no NoAns_f1 (the official
+    keys): it was refused as lacking it; a set with them still needs it."""
+    counts = {"total": 2, "HasAns_total": 2}
+    row = dict(run_key="0123456789abcdef", model="m", task="squad2", duplication="baseline",
+               seed=0, train_subset_seed=0, baselines={"f1": 0.0, "exact": 0.0, **counts},
+               metrics={"f1": 50.0, "exact": 50.0, "HasAns_f1": 50.0, **counts},
+               hyperparameters=dataclasses.asdict(HyperParameters.for_task("qa")))
+    monkeypatch.setattr(ft, "rerun", lambda r, **kwargs: {
+        **r, "metrics": {**r["metrics"], "f1": 50.25}, "train_losses": None})
+    table = ft.rerun_table([row])
+    assert table[["metric", "committed", "rerun", "difference"]].values.tolist() == [
+        ["f1", 50.0, 50.25, 0.25], ["exact", 50.0, 50.0, 0.0], ["HasAns_f1", 50.0, 50.0, 0.0]]
+    mixed = {**row, "baselines": {**row["baselines"], "total": 3, "NoAns_total": 1}}
+    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+            "run 0123456789abcdef lacks metrics NoAns_f1: nothing to compare a re-run with")):
+        ft.rerun_table([mixed])
+
+
 def test_process_variables_are_checked(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "two")
     with pytest.raises(ParameterError, match="^" + re.escape(
@@ -507,3 +526,26 @@ def test_build_model_refuses_a_kind_it_would_build_as_a_classifier():
         ft.build_model("rxnmapper-albert", "QA", 0, "baseline", seed=0)
     with pytest.raises(ParameterError, match="^num_labels must be an integer >= 1, got 0$"):
         ft.build_model("rxnmapper-albert", "classification", 0, "baseline", seed=0)
+
+
+def test_without_write_permission_only_a_sweep_with_runs_to_do_is_refused(tmp_path, calls,
+                                                                          monkeypatch):
+    """Run as root, os.access grants everything: a folder without write permission is played by
+    an os.access that refuses writing."""
+    import os
+
+    path, outputs = tmp_path / "r.jsonl", tmp_path / "out"
+    done = sweep(results_path=path, **SWEEP)
+    readable = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: mode != os.W_OK and readable(p, mode))
+    again = sweep(results_path=path, outputs_dir=outputs, **SWEEP)
+    assert again["run_key"].tolist() == done["run_key"].tolist() and len(calls) == 8
+    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+            f"results file {path} cannot be written: no write permission in {tmp_path}") + "$"):
+        sweep(results_path=path, outputs_dir=outputs, **{**SWEEP, "seeds": [0, 1, 2]})
+    monkeypatch.setattr(ResultsFile, "check_writable", lambda self: None)
+    with pytest.raises(ParameterError, match="^" + re.escape(
+            f"outputs_dir {str(outputs)!r} cannot be written: no write permission in "
+            f"{tmp_path}") + "$"):
+        sweep(results_path=path, outputs_dir=outputs, **{**SWEEP, "seeds": [0, 1, 2]})
+    assert len(calls) == 8  # nothing trained
