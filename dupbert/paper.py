@@ -374,6 +374,43 @@ def learned(status: pd.DataFrame, model: str, task: str) -> bool:
     return bool(not cell.empty and cell["learned"].iloc[0])
 
 
+STALLED_COLUMNS = ["model", "task", "duplication", "seed", "metric", "value", "trivial", "floor",
+                   "cutoff"]
+"""The columns of :func:`stalled_runs`."""
+
+
+def stalled_runs(points: pd.DataFrame) -> pd.DataFrame:
+    """Single runs, of any configuration, that ended below the midpoint of their trivial baseline
+    and their task's learning floor, on the floor's metric (e.g. USPTO-50k: trivial 30.4, floor
+    80, cutoff 55.2): at, near or below the trivial baseline. Descriptive and exploratory,
+    written after runs had landed (a collapsed ALBERT copy): no verdict uses it; the
+    pre-registered rule judges the baseline's mean (:func:`learning_status`) and keeps every run
+    in every comparison.
+
+    Args:
+        points: a :func:`points_frame` (columns ``model, task, duplication, seed, metric, value,
+            trivial``; points).
+
+    Returns:
+        :data:`STALLED_COLUMNS`, one row per such run in ``points``' order: its floor metric's
+        ``value``, the ``trivial`` baseline, the ``floor`` and the ``cutoff`` (their midpoint),
+        all in points; no rows when none stalled, or for tasks without a floor or runs without
+        a trivial baseline.
+
+    Raises:
+        ParameterError (a ValueError): ``points`` not a DataFrame or without one of those
+            columns (named).
+    """
+    check_columns(points, ("model", "task", "duplication", "seed", "metric", "value", "trivial"),
+                  "points")
+    floors = points["task"].map(lambda task: LEARNING_FLOORS.get(task, (None, np.nan)))
+    on_floor_metric = points["metric"] == floors.str[0]
+    rows = points[on_floor_metric].assign(floor=floors[on_floor_metric].str[1].astype(float))
+    rows = rows.assign(cutoff=(rows["trivial"].astype(float) + rows["floor"]) / 2)
+    stalled = rows[rows["value"].astype(float) < rows["cutoff"]]
+    return stalled[STALLED_COLUMNS].reset_index(drop=True)
+
+
 SETTING_COLUMNS = ("max_train_samples", "max_eval_samples", "train_subset_seed", "data_source")
 
 

@@ -706,3 +706,26 @@ def test_empty_subset_reads_the_evaluation_sets_counts():
     no_counts = pd.DataFrame({"baselines.NoAns_total": [np.nan]})  # nothing known: not dropped
     assert paper.empty_subset(no_counts, "NoAns_f1").tolist() == [False]
 
+
+def test_stalled_runs_end_below_the_midpoint_of_trivial_baseline_and_floor():
+    """USPTO-50k: trivial 30.4, floor 80, cutoff 55.2; SNLI: trivial 34, floor 55, cutoff 44.5.
+    Only the floor's metric counts (macro-F1 is not it); no trivial baseline: never stalled."""
+    points = pd.DataFrame({
+        "model": ["r"] * 4 + ["m"] * 3,
+        "task": ["uspto50k"] * 4 + ["snli"] * 3,
+        "duplication": ["baseline", "copy first 3", "copy first 3", "copy last",
+                        "baseline", "copy last", "copy first 3"],
+        "seed": [0, 1, 1, 2, 0, 1, 2],
+        "metric": ["accuracy", "accuracy", "macro_f1", "accuracy", "accuracy", "accuracy",
+                   "accuracy"],
+        "value": [85.0, 30.4, 4.0, 55.2, 44.4, 44.5, 10.0],
+        "trivial": [30.4, 30.4, 4.66, 30.4, 34.0, 34.0, np.nan]})
+    stalled = paper.stalled_runs(points)
+    assert list(stalled.columns) == paper.STALLED_COLUMNS
+    assert stalled[["model", "duplication", "seed", "value"]].values.tolist() == [
+        ["r", "copy first 3", 1, 30.4], ["m", "baseline", 0, 44.4]]
+    assert stalled["cutoff"].tolist() == pytest.approx([55.2, 44.5])
+    assert stalled["floor"].tolist() == [80.0, 55.0]
+    assert paper.stalled_runs(points.iloc[:0]).empty
+    with pytest.raises(ParameterError, match="trivial"):
+        paper.stalled_runs(points.drop(columns="trivial"))
