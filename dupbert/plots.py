@@ -501,6 +501,94 @@ def plot_paired_seeds(points: pd.DataFrame, metrics: dict[str, str] | None = Non
     return fig
 
 
+def plot_training_loss(results: pd.DataFrame, window: int = 10,
+                       stalled: pd.DataFrame | None = None) -> Figure:
+    """RQ3: the training loss of every fine-tuning run against the optimisation step, one panel
+    per (model, task), one colour per configuration (``"baseline"`` first): a thin line per run,
+    a thick line for the configuration's mean over its runs, both a centred moving average over
+    ``window`` steps. Runs listed in ``stalled`` are drawn dashed black on top, so that a run
+    that never left the class prior stands out.
+
+    Parameters
+    ----------
+    results
+        ``ResultsFile.frame()`` rows: columns ``model, task, duplication, seed, train_losses``
+        (the loss of every optimisation step, cross-entropy in nats, as ``finetune`` records
+        it). Rows whose ``train_losses`` is not a non-empty list are left out.
+    window
+        Steps per moving average (an integer >= 1; 1: the raw losses).
+    stalled
+        Optional frame with columns ``model, task, duplication, seed``
+        (:func:`dupbert.paper.stalled_runs`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    KeyError
+        ``results`` (or ``stalled``) lacks one of its columns (named).
+    ValueError
+        ``results`` has no row with losses; a bad ``window``.
+    """
+    from .checks import check_number
+
+    window = check_number("window", window, integer=True, minimum=1)
+    _require(results, ["model", "task", "duplication", "seed", "train_losses"],
+             "plot_training_loss")
+    with_losses = results[results["train_losses"].map(lambda v: isinstance(v, list) and len(v) > 0)]
+    if with_losses.empty:
+        raise ValueError("plot_training_loss got no run with train_losses")
+    marked = set()
+    if stalled is not None:
+        missing = {"model", "task", "duplication", "seed"} - set(stalled.columns)
+        if missing:
+            raise KeyError(f"plot_training_loss: stalled needs columns {sorted(missing)}; it "
+                           f"has {list(stalled.columns)}")
+        marked = set(zip(stalled["model"], stalled["task"], stalled["duplication"],
+                         stalled["seed"].astype(int)))
+    panels = list(dict.fromkeys(zip(with_losses["model"], with_losses["task"])))
+    columns = min(3, len(panels))
+    rows_ = -(-len(panels) // columns)
+    fig = Figure(figsize=(4.4 * columns, 3.4 * rows_), dpi=100, layout="constrained")
+    axes = fig.subplots(rows_, columns, squeeze=False)
+    colours = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+
+    def smooth(losses):
+        return pd.Series(losses, dtype=float).rolling(window, min_periods=1, center=True).mean()
+
+    for index, (model, task) in enumerate(panels):
+        ax = axes[index // columns, index % columns]
+        data = with_losses[(with_losses["model"] == model) & (with_losses["task"] == task)]
+        stalled_curves = []
+        for j, name in enumerate(_configuration_order(data["duplication"])):
+            colour = colours[j % len(colours)]
+            runs = data[data["duplication"] == name]
+            curves = pd.DataFrame({int(seed): smooth(losses) for seed, losses
+                                   in zip(runs["seed"], runs["train_losses"])})
+            steps = curves.index + 1
+            for seed in curves.columns:
+                ax.plot(steps, curves[seed], color=colour, linewidth=0.6, alpha=0.35)
+                if (model, task, name, seed) in marked:
+                    stalled_curves.append((f"stalled: {name}, seed {seed}", steps, curves[seed]))
+            ax.plot(steps, curves.mean(axis=1), color=colour, linewidth=2,
+                    label=f"{name} (mean of {curves.shape[1]})")
+        for label, steps, curve in stalled_curves:  # on top, and last in the legend
+            ax.plot(steps, curve, color="black", linestyle="--", linewidth=1, label=label,
+                    zorder=3)
+        ax.set_title(f"{model} on {task}", fontsize="medium")
+        ax.set_xlabel("optimisation step")
+        ax.set_ylabel(f"training loss (nats; mean of {window} steps)" if window > 1
+                      else "training loss (nats)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="x-small", frameon=False, loc="upper center", ncols=2,
+                  bbox_to_anchor=(0.5, -0.18))  # below the panel: never over a curve
+    for index in range(len(panels), rows_ * columns):
+        axes[index // columns, index % columns].set_axis_off()
+    return fig
+
+
 def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -> Figure:
     """RQ4: the model × task grid of paired gains over the baseline, one panel per cell, one
     horizontal bar per duplication configuration: the mean gain over seeds (dot) and its 95%

@@ -729,3 +729,35 @@ def test_stalled_runs_end_below_the_midpoint_of_trivial_baseline_and_floor():
     assert paper.stalled_runs(points.iloc[:0]).empty
     with pytest.raises(ParameterError, match="trivial"):
         paper.stalled_runs(points.drop(columns="trivial"))
+
+
+def test_training_loss_plot_draws_each_run_its_configurations_mean_and_the_stalled_runs():
+    from dupbert.plots import plot_training_loss
+
+    results = pd.DataFrame({
+        "model": ["r"] * 4 + ["m"], "task": ["uspto50k"] * 4 + ["snli"],
+        "duplication": ["copy first 3", "baseline", "baseline", "copy first 3", "baseline"],
+        "seed": [0, 0, 1, 1, 0],
+        "train_losses": [[2.0, 1.0, 0.5], [2.0, 1.5, 1.0], [3.0, 2.5, 2.0], [2.3, 2.3, 2.3],
+                         [1.0, 0.5, 0.25]]})
+    stalled = pd.DataFrame({"model": ["r"], "task": ["uspto50k"], "duplication": ["copy first 3"],
+                            "seed": [1]})
+    fig = plot_training_loss(results.assign(extra=np.nan), window=1, stalled=stalled)
+    left = fig.axes[0]
+    assert left.get_title() == "r on uspto50k" and fig.axes[1].get_title() == "m on snli"
+    lines = {line.get_label(): line for line in left.get_lines()}
+    assert list(lines["baseline (mean of 2)"].get_ydata()) == [2.5, 2.0, 1.5]  # baseline first
+    assert list(lines["copy first 3 (mean of 2)"].get_ydata()) == [2.15, 1.65, 1.4]
+    dashed = lines["stalled: copy first 3, seed 1"]
+    assert (dashed.get_linestyle(), dashed.get_color(), list(dashed.get_ydata())) == (
+        "--", "black", [2.3, 2.3, 2.3])
+    assert len(left.get_lines()) == 4 + 2 + 1 and list(lines["baseline (mean of 2)"].get_xdata()) \
+        == [1, 2, 3]
+    smoothed = plot_training_loss(results, window=2).axes[1].get_lines()[-1]
+    assert list(smoothed.get_ydata()) == [1.0, 0.75, 0.375]  # centred: steps (1), (1, 2), (2, 3)
+    with pytest.raises(ValueError, match="^window must be an integer >= 1, got 0"):
+        plot_training_loss(results, window=0)
+    with pytest.raises(ValueError, match="no run with train_losses"):
+        plot_training_loss(results.assign(train_losses=None))
+    with pytest.raises(KeyError, match="train_losses"):
+        plot_training_loss(results.drop(columns="train_losses"))
