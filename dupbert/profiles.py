@@ -499,6 +499,77 @@ def plan_progress(plan: Sequence[PlannedSweep], rows: pd.DataFrame) -> pd.DataFr
     return pd.DataFrame(records).set_index(["model", "task"])
 
 
+STUDY_SUMMARY_COLUMNS = [
+    "model", "task", "metric", "seeds", "runs_primary", "runs_secondary", "baseline_mean",
+    "baseline_ci_low", "baseline_ci_high", "trivial", "train_min", "eval_min", "primary", "gain",
+    "gain_ci_low", "gain_ci_high", "p_value", "n_pairs", "min_detectable_gain", "verdict"]
+"""The columns of :func:`study_summary`."""
+
+
+def study_summary(plan: Sequence[PlannedSweep], rows: pd.DataFrame,
+                  table: pd.DataFrame) -> pd.DataFrame:
+    """A pre-registered study in one row per planned (model, task), on the primary metric of
+    the task: how far its queue got, its baseline, what a run cost, and the primary comparison
+    that decides (issue 10's acceptance table).
+
+    Args:
+        plan: :func:`plan_sweep`'s plan.
+        rows: the plan's runs (:func:`read_plan_rows`).
+        table: ``dupbert.paper.comparison`` of ``rows`` with the plan's seeds and families
+            (an empty frame while nothing has landed).
+
+    Returns:
+        :data:`STUDY_SUMMARY_COLUMNS`, one row per plan entry in plan order: ``seeds`` planned;
+        ``runs_primary``/``runs_secondary`` as ``"landed/planned"`` (:func:`plan_progress`);
+        the baseline's ``baseline_mean`` and 95% CI over seeds and the ``trivial`` baseline
+        (points); ``train_min``/``eval_min``, the mean wall-clock minutes per landed run; the
+        ``primary`` configuration, its paired ``gain`` over the baseline with 95% CI,
+        ``p_value``, ``n_pairs`` and ``min_detectable_gain`` (points); ``verdict``, as
+        ``dupbert.paper.overall`` gives it (``pending (k/n seeds)`` until every planned seed has
+        landed; ``no primary run`` before the first). NaN/None where nothing has landed.
+
+    Raises:
+        ParameterError (a ValueError): ``table`` not empty and without a column of
+            ``dupbert.paper.comparison`` that ``dupbert.paper.overall`` needs.
+    """
+    from .paper import overall, pending, task_metrics
+
+    progress = plan_progress(plan, rows)
+    summary = overall(table) if not table.empty else pd.DataFrame(columns=["model", "task"])
+    records = []
+    for entry in plan:
+        metric = task_metrics(entry.task)[0]
+        mine = table[(table["model"] == entry.model) & (table["task"] == entry.task)
+                     & (table["metric"] == metric)] if not table.empty else table
+        base = mine[mine["duplication"] == "baseline"] if not mine.empty else mine
+        decided = summary[(summary["model"] == entry.model) & (summary["task"] == entry.task)
+                          & (summary["metric"] == metric)] if not summary.empty else summary
+        landed = progress.loc[(entry.model, entry.task)]
+        record = {"model": entry.model, "task": entry.task, "metric": metric,
+                  "seeds": len(entry.seeds), "runs_primary": landed["primary"],
+                  "runs_secondary": landed["secondary"], "train_min": landed["train_min"],
+                  "eval_min": landed["eval_min"]}
+        base_row = base.iloc[0] if not base.empty else {}
+        for field, source in (("baseline_mean", "mean"), ("baseline_ci_low", "ci_low"),
+                              ("baseline_ci_high", "ci_high"), ("trivial", "trivial")):
+            record[field] = float(base_row[source]) if len(base_row) else float("nan")
+        if decided.empty:
+            record.update(primary=None, gain=float("nan"), gain_ci_low=float("nan"),
+                          gain_ci_high=float("nan"), p_value=float("nan"), n_pairs=0,
+                          min_detectable_gain=float("nan"), verdict=pending(0, len(entry.seeds)))
+        else:
+            row = decided.iloc[0]
+            record.update({field: row[field] for field in (
+                "primary", "gain", "gain_ci_low", "gain_ci_high", "p_value",
+                "min_detectable_gain", "verdict")})
+            record["n_pairs"] = 0 if pd.isna(row["n_pairs"]) else int(row["n_pairs"])
+        records.append(record)
+    summary = pd.DataFrame(records, columns=STUDY_SUMMARY_COLUMNS)
+    # an object column: a missing primary stays None (pandas makes it NaN beside a name)
+    summary["primary"] = pd.Series([r["primary"] for r in records], dtype=object)
+    return summary
+
+
 def run_plan(plan: Sequence[PlannedSweep], results_path: str | os.PathLike, device: str = "cpu",
              outputs_dir: str | os.PathLike | None = None, shard: str | None = None,
              progress: bool = False) -> pd.DataFrame:

@@ -727,7 +727,7 @@ def test_stalled_runs_end_below_the_midpoint_of_trivial_baseline_and_floor():
     assert stalled["cutoff"].tolist() == pytest.approx([55.2, 44.5])
     assert stalled["floor"].tolist() == [80.0, 55.0]
     assert paper.stalled_runs(points.iloc[:0]).empty
-    with pytest.raises(ParameterError, match="trivial"):
+    with pytest.raises(ParameterError, match=r"^points: missing column \['trivial'\]"):
         paper.stalled_runs(points.drop(columns="trivial"))
 
 

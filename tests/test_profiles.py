@@ -2,6 +2,7 @@
 script must run the same runs under the same run keys."""
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -283,3 +284,75 @@ def test_the_cpu_profile_plans_the_same_runs_after_the_checks(zoo_env):
     one = profiles.restrict_models(cpu, ["rxnfp-bert"])
     assert one["learning_rate"]["uspto50k"] == {"rxnfp-bert": 1e-4}  # the other model's entry cut
     assert profiles.planned_run_keys(profiles.plan_sweep(one)[0]) <= keys
+
+
+def _study_rows():
+    """MiniLM-like runs of a hand plan: baseline and copy first 3 at seeds 0-2, copy last at
+    seed 0 only; nothing of the second entry. Accuracy as fractions, times in seconds."""
+    import pandas as pd
+
+    runs = [("baseline", 0, 0.80), ("copy first 3", 0, 0.81), ("copy last", 0, 0.80),
+            ("baseline", 1, 0.81), ("copy first 3", 1, 0.82),
+            ("baseline", 2, 0.82), ("copy first 3", 2, 0.84)]
+    return pd.DataFrame([{
+        "model": "m", "task": "snli", "duplication": name, "seed": seed,
+        "reference": None if name == "baseline" else "baseline",
+        "role": None if name == "baseline" else ("primary" if name == "copy first 3" else "secondary"),
+        "run_key": f"{name}-{seed}", "metrics.accuracy": accuracy, "metrics.macro_f1": accuracy,
+        "baselines.accuracy": 0.34, "baselines.macro_f1": 0.17, "baselines.majority_label": "entailment",
+        "train_time_s": 600.0 + 60 * seed, "eval_time_s": 30.0} for name, seed, accuracy in runs])
+
+
+def _study_plan():
+    return [profiles.PlannedSweep(model="m", task="snli",
+                                  duplications=("baseline", "copy first 3", "copy last"),
+                                  max_train_samples=None, max_eval_samples=None,
+                                  primary=("baseline", "copy first 3"), seeds=(0, 1, 2)),
+            profiles.PlannedSweep(model="r", task="uspto50k",
+                                  duplications=("baseline", "repeat shared +3"),
+                                  max_train_samples=None, max_eval_samples=None,
+                                  primary=("baseline", "repeat shared +3"), seeds=(0, 1))]
+
+
+def test_plan_progress_counts_landed_runs_and_their_minutes():
+    progress = profiles.plan_progress(_study_plan(), _study_rows())
+    assert progress.reset_index().to_dict("records")[0] == dict(
+        model="m", task="snli", seeds=3, primary="6/6", secondary="1/3", planned=9, landed=7,
+        train_min=pytest.approx(round((600 * 7 + 60 * (0 * 3 + 1 * 2 + 2 * 2)) / 7 / 60, 1)),
+        eval_min=0.5)
+    second = progress.loc[("r", "uspto50k")]
+    assert (second["primary"], second["secondary"], second["landed"]) == ("0/4", "0/0", 0)
+    assert math.isnan(second["train_min"])
+
+
+def test_study_summary_is_the_acceptance_table_of_a_hand_study():
+    """Baseline 80, 81, 82: mean 81, 95% CI 81 ± t(0.975, 2) / sqrt(3). Paired gains 1, 1, 2
+    points: mean 4/3, t = 4 on 2 df. The second entry has landed nothing."""
+    import pandas as pd
+    from scipy import stats
+
+    from dupbert import paper, significance
+
+    plan, rows = _study_plan(), _study_rows()
+    table = paper.comparison(rows, planned_seeds=profiles.planned_seeds(plan),
+                             family_sizes=profiles.planned_family_sizes(plan))
+    summary = profiles.study_summary(plan, rows, table)
+    assert list(summary.columns) == profiles.STUDY_SUMMARY_COLUMNS
+    first, second = summary.to_dict("records")
+    t = stats.t.ppf(0.975, 2)
+    half = t * (1 / 3) ** 0.5 / 3 ** 0.5
+    assert first == dict(
+        model="m", task="snli", metric="accuracy", seeds=3, runs_primary="6/6",
+        runs_secondary="1/3", baseline_mean=pytest.approx(81.0),
+        baseline_ci_low=pytest.approx(81 - t / 3 ** 0.5),
+        baseline_ci_high=pytest.approx(81 + t / 3 ** 0.5), trivial=pytest.approx(34.0),
+        train_min=10.9, eval_min=0.5, primary="copy first 3", gain=pytest.approx(4 / 3),
+        gain_ci_low=pytest.approx(4 / 3 - half), gain_ci_high=pytest.approx(4 / 3 + half),
+        p_value=pytest.approx(2 * stats.t.sf(4.0, 2)), n_pairs=3,
+        min_detectable_gain=pytest.approx(significance.minimum_detectable_gain(3 ** -0.5, 3)),
+        verdict="undecided")  # not significant, and the CI reaches past the claimed +0.6
+    assert second["runs_primary"] == "0/4" and second["primary"] is None
+    assert second["n_pairs"] == 0 and second["verdict"] == "pending (0/2 seeds)"
+    assert all(math.isnan(second[c]) for c in ("baseline_mean", "gain", "trivial", "train_min"))
+    empty = profiles.study_summary(plan, rows.iloc[:0], pd.DataFrame())
+    assert empty["verdict"].tolist() == ["pending (0/3 seeds)", "pending (0/2 seeds)"]
