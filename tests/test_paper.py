@@ -557,6 +557,12 @@ def test_an_unknown_task_is_named_with_the_tasks_there_are():
     with pytest.raises(ParameterError) as refused:
         paper.task_metrics("sst-2")
     assert str(refused.value) == "unknown task 'sst-2'; the tasks are sst2, snli, squad2, uspto50k"
+    one, two = runs.iloc[:1], runs.iloc[:2].assign(task=["sst-2", "mnli"])
+    with pytest.raises(ParameterError, match=r"^results have 1 row of unknown task 'sst-2'; "):
+        paper.points_frame(one)
+    with pytest.raises(ParameterError, match=r"^results have 2 rows of unknown tasks 'sst-2', "
+                                             r"'mnli'; the tasks are sst2, "):
+        paper.points_frame(two)
 
 
 def test_runs_without_any_metric_of_their_task_are_refused_not_left_out():

@@ -528,6 +528,19 @@ def test_build_model_refuses_a_kind_it_would_build_as_a_classifier():
         ft.build_model("rxnmapper-albert", "classification", 0, "baseline", seed=0)
 
 
+def test_a_finished_sweep_still_refuses_an_outputs_dir_that_is_no_folder(tmp_path, calls):
+    path = tmp_path / "r.jsonl"
+    sweep(results_path=path, **SWEEP)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for bad, message in ((5, "outputs_dir must be a folder path or None, got 5"),
+                         (blocker / "out", f"outputs_dir {str(blocker / 'out')!r} cannot be a "
+                                           f"folder: {blocker} is a file")):
+        with pytest.raises(ParameterError, match="^" + re.escape(message) + "$"):
+            sweep(results_path=path, outputs_dir=bad, **SWEEP)  # nothing to do, still refused
+    assert len(calls) == 8
+
+
 def test_without_write_permission_only_a_sweep_with_runs_to_do_is_refused(tmp_path, calls,
                                                                           monkeypatch):
     """Run as root, os.access grants everything: a folder without write permission is played by
