@@ -951,8 +951,9 @@ def sweep(
         ConfigurationNotAvailable, ModelNotAvailable: a model with runs still to do that cannot
             be loaded, or lacks one of ``duplications``.
         ResultsFileError: ``results_path`` is a directory or lies under a file, or holds a line
-            that is not a result row; runs are still to do and it cannot be written. A sweep with every run already
-            in ``results_path`` loads no model and writes nothing: it returns the file's rows.
+            that is not a result row; runs are still to do and it cannot be written. A sweep
+            with every run already in ``results_path`` loads no model and writes nothing: it
+            returns the file's rows.
         ValueError: a bad ``shard``.
     """
     from .tasks import TASKS, data_source

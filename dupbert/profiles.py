@@ -535,29 +535,31 @@ def study_summary(plan: Sequence[PlannedSweep], rows: pd.DataFrame,
     from .paper import overall, pending, task_metrics
 
     progress = plan_progress(plan, rows)
-    summary = overall(table) if not table.empty else pd.DataFrame(columns=["model", "task"])
+    decisions = overall(table) if not table.empty else pd.DataFrame(columns=["model", "task"])
+    nothing = float("nan")
     records = []
     for entry in plan:
         metric = task_metrics(entry.task)[0]
-        mine = table[(table["model"] == entry.model) & (table["task"] == entry.task)
-                     & (table["metric"] == metric)] if not table.empty else table
-        base = mine[mine["duplication"] == "baseline"] if not mine.empty else mine
-        decided = summary[(summary["model"] == entry.model) & (summary["task"] == entry.task)
-                          & (summary["metric"] == metric)] if not summary.empty else summary
         landed = progress.loc[(entry.model, entry.task)]
         record = {"model": entry.model, "task": entry.task, "metric": metric,
                   "seeds": len(entry.seeds), "runs_primary": landed["primary"],
                   "runs_secondary": landed["secondary"], "train_min": landed["train_min"],
-                  "eval_min": landed["eval_min"]}
-        base_row = base.iloc[0] if not base.empty else {}
-        for field, source in (("baseline_mean", "mean"), ("baseline_ci_low", "ci_low"),
-                              ("baseline_ci_high", "ci_high"), ("trivial", "trivial")):
-            record[field] = float(base_row[source]) if len(base_row) else float("nan")
-        if decided.empty:
-            record.update(primary=None, gain=float("nan"), gain_ci_low=float("nan"),
-                          gain_ci_high=float("nan"), p_value=float("nan"), n_pairs=0,
-                          min_detectable_gain=float("nan"), verdict=pending(0, len(entry.seeds)))
-        else:
+                  "eval_min": landed["eval_min"], "baseline_mean": nothing,
+                  "baseline_ci_low": nothing, "baseline_ci_high": nothing, "trivial": nothing,
+                  "primary": None, "gain": nothing, "gain_ci_low": nothing,
+                  "gain_ci_high": nothing, "p_value": nothing, "n_pairs": 0,
+                  "min_detectable_gain": nothing, "verdict": pending(0, len(entry.seeds))}
+        if not table.empty:
+            base = table[(table["model"] == entry.model) & (table["task"] == entry.task)
+                         & (table["metric"] == metric) & (table["duplication"] == "baseline")]
+            if not base.empty:
+                record.update(baseline_mean=float(base["mean"].iloc[0]),
+                              baseline_ci_low=float(base["ci_low"].iloc[0]),
+                              baseline_ci_high=float(base["ci_high"].iloc[0]),
+                              trivial=float(base["trivial"].iloc[0]))
+        decided = decisions[(decisions["model"] == entry.model) & (decisions["task"] == entry.task)
+                            & (decisions["metric"] == metric)] if not decisions.empty else decisions
+        if not decided.empty:
             row = decided.iloc[0]
             record.update({field: row[field] for field in (
                 "primary", "gain", "gain_ci_low", "gain_ci_high", "p_value",
