@@ -271,7 +271,9 @@ def pilot_shortfalls(pilots: pd.DataFrame | None) -> dict[tuple[str, str], str]:
     Raises:
         ParameterError (a ValueError): ``pilots`` without ``model`` or ``task``; a task's
             pilots without its floor metric column, or a pilot whose floor metric is NaN (named
-            by model, task and seed: the best pilot cannot be told without it).
+            by model, task and seed: the best pilot cannot be told without it), or undefined
+            because its SQuAD 2.0 evaluation set had no answerable questions
+            (:func:`dupbert.paper.empty_subset`).
         KeyError: a task without a learning floor (:func:`dupbert.paper.learning_floor`).
     """
     if pilots is None or pilots.empty:
@@ -281,6 +283,14 @@ def pilot_shortfalls(pilots: pd.DataFrame | None) -> dict[tuple[str, str], str]:
     for (model, task), group in pilots.groupby(["model", "task"], sort=False):
         metric, floor = paper.learning_floor(task)
         column = f"metrics.{metric}"
+        empty = paper.empty_subset(group, metric)  # a SQuAD set without answerable questions
+        if empty.any():
+            seed = group.loc[empty, "seed"].iloc[0] if "seed" in group else None
+            raise ParameterError(f"the pilot of {model} on {task}"
+                                 f"{f' (seed {seed})' if seed is not None else ''} was evaluated "
+                                 f"on a set without {metric.split('_', 1)[0]} questions: its "
+                                 f"{metric}, the floor metric, is undefined; evaluate on a set "
+                                 f"that has them")
         if column not in group:
             raise ParameterError(f"the pilots of {model} on {task} have no {column} column, the "
                                  f"floor metric of {task}")

@@ -622,6 +622,11 @@ from dupbert.errors import ParameterError  # noqa: E402
      "without it"),
     (lambda: glance.pilot_shortfalls(_pilots(("m", "squad2", "f1", 40.0))),
      "the pilots of m on squad2 have no metrics.HasAns_f1 column, the floor metric of squad2"),
+    # a set without answerable questions: the official keys leave HasAns_* out (only NoAns_*)
+    (lambda: glance.pilot_shortfalls(_pilots(("m", "squad2", "f1", 40.0)).assign(
+        **{"baselines.total": 2000, "baselines.NoAns_total": 2000})),
+     "the pilot of m on squad2 (seed 100) was evaluated on a set without HasAns questions: its "
+     "HasAns_f1, the floor metric, is undefined; evaluate on a set that has them"),
     (lambda: glance.rq5_rows(pd.DataFrame([dict(model="x", task="squad2", metric="f1", mean=60.0,
                                                 ci_low=59.0, ci_high=61.0)])),
      "summary: missing column ['kind'] (needed: ['model', 'task', 'metric', 'kind', 'mean', "
