@@ -627,6 +627,15 @@ from dupbert.errors import ParameterError  # noqa: E402
         **{"baselines.total": 2000, "baselines.NoAns_total": 2000})),
      "the pilot of m on squad2 (seed 100) was evaluated on a set without HasAns questions: its "
      "HasAns_f1, the floor metric, is undefined; evaluate on a set that has them"),
+    (lambda: glance.pilot_shortfalls(_pilots(("m", "squad2", "f1", 40.0)).assign(
+        **{"baselines.total": 2000, "baselines.NoAns_total": 2000}).drop(columns="seed")),
+     "the pilot of m on squad2 was evaluated on a set without HasAns questions: its HasAns_f1, "
+     "the floor metric, is undefined; evaluate on a set that has them"),
+    (lambda: glance.pilot_shortfalls(_pilots(("m", "squad2", "HasAns_f1", NAN)).drop(
+        columns="seed")),
+     "the pilot of m on squad2 has no HasAns_f1 (NaN): the best pilot cannot be told without it"),
+    (lambda: glance.pilot_shortfalls(pd.DataFrame({"model": ["m"]})),
+     "pilots: missing column ['task'] (needed: ['model', 'task']); its columns are ['model']"),
     (lambda: glance.rq5_rows(pd.DataFrame([dict(model="x", task="squad2", metric="f1", mean=60.0,
                                                 ci_low=59.0, ci_high=61.0)])),
      "summary: missing column ['kind'] (needed: ['model', 'task', 'metric', 'kind', 'mean', "
