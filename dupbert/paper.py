@@ -72,9 +72,10 @@ CLAIMS: tuple[Claim, ...] = (
           None, "hidden-state statistics and similarity", None, NOT_STATED,
           "analysis section"),
     Claim("rq3-method", 3,
-          "Duplicating pretrained layers (deep copies, no weight sharing, no extra training; "
-          "e.g. the first three layers of BERT-base) and fine-tuning with the baseline's "
-          "hyper-parameters improves downstream results.",
+          "Duplicating pretrained layers (no extra training; in BERT deep copies with no "
+          "weight sharing, e.g. the first three layers of BERT-base; in ALBERT more repeats of "
+          "its one shared layer) and fine-tuning with the baseline's hyper-parameters improves "
+          "downstream results.",
           None, "downstream metric", None, NOT_STATED, "abstract; method section"),
     Claim("rq3-squad2-f1", 3,
           "Layer duplication improves SQuAD 2.0 by up to +1.5 F1.",
@@ -522,7 +523,7 @@ def pending(n_pairs: int, planned: int) -> str:
 COMPARISON_COLUMNS = [
     "model", "task", "metric", "duplication", "n", "mean", "std", "ci_low", "ci_high", "reference",
     "role", "n_pairs", "gain", "gain_ci_low", "gain_ci_high", "p_value", "n_tests",
-    "min_detectable_gain", "p_adjusted", "significant", "trivial", "trivial_name", "learned",
+    "family_confidence", "family_ci_low", "family_ci_high", "min_detectable_gain", "p_adjusted", "significant", "trivial", "trivial_name", "learned",
     "claim_id", "claimed_gain", "paper_value", "verdict"]
 """The columns of a :func:`comparison` table with gains (a baseline alone puts ``trivial``,
 ``trivial_name`` before ``reference``, and has no ``significant``)."""
@@ -552,9 +553,12 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
     Returns:
         One row per (model, task, metric, duplication), the baseline included: ``n``, ``mean``,
         ``std``, ``ci_low``, ``ci_high`` (points, over seeds); ``reference``, ``role``
-        (primary/secondary), ``gain``, ``gain_ci_low``, ``gain_ci_high``, ``p_value``,
-        ``n_tests``, ``p_adjusted``, ``min_detectable_gain``, ``n_pairs`` (paired by seed
-        against the reference; NaN for the baseline itself); ``trivial``, ``trivial_name``;
+        (primary/secondary), ``gain``, ``gain_ci_low``, ``gain_ci_high`` (95%), ``p_value``,
+        ``n_tests``, ``family_confidence``, ``family_ci_low``, ``family_ci_high`` (the interval
+        at the level the comparison is judged at: 95% for the primary, ``1 - 0.05/m`` for a
+        secondary of ``m``; the verdict reads this one), ``p_adjusted``,
+        ``min_detectable_gain``, ``n_pairs`` (paired by seed against the reference; NaN for the
+        baseline itself); ``trivial``, ``trivial_name``;
         ``learned`` (the baseline beat its floor, :func:`learning_status`); ``claim_id``,
         ``claimed_gain`` (both ``None`` where the paper claims nothing), ``paper_value``;
         ``verdict`` (``"did not learn"`` for every
@@ -599,7 +603,8 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
                                                   trivial_name=("trivial_name", "first"))
     table = table.merge(trivial.reset_index(), on=by, how="left")
     for column in ("reference", "role", "gain", "gain_ci_low", "gain_ci_high", "p_value",
-                   "n_tests", "p_adjusted", "min_detectable_gain", "n_pairs"):
+                   "n_tests", "family_confidence", "family_ci_low", "family_ci_high",
+                   "p_adjusted", "min_detectable_gain", "n_pairs"):
         if column not in table:
             table[column] = np.nan
     status = learning_status(points, baseline)
@@ -636,7 +641,9 @@ def _verdict(row: dict, c: Claim | None,
     if not has_pairs:
         return "no reference run"
     p = row["p_adjusted"]
-    return verdict(row["gain"], row["gain_ci_low"], row["gain_ci_high"],
+    # the interval at the comparison's own level (95% for the primary, 1 - 0.05/m for a secondary
+    # of m: since 2026-12-01, before which secondaries were read off their 95% interval)
+    return verdict(row["gain"], row["family_ci_low"], row["family_ci_high"],
                    float(p) if p is not None else np.nan, c.claimed_gain if c else None)
 
 

@@ -591,8 +591,8 @@ def plot_training_loss(results: pd.DataFrame, window: int = 10,
 
 def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -> Figure:
     """RQ4: the model × task grid of paired gains over the baseline, one panel per cell, one
-    horizontal bar per duplication configuration: the mean gain over seeds (dot) and its 95%
-    confidence interval (line), filled when significant (the primary comparison at 0.05, the
+    horizontal bar per duplication configuration: the mean gain over seeds (dot) and its
+    confidence interval at the level its test is judged at (line), filled when significant (the primary comparison at 0.05, the
     secondary ones after Holm correction). The paper's
     claimed gain is a dashed red line (its "no gain" claim a shaded ±0.5-point band).
 
@@ -601,7 +601,9 @@ def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -
     table
         :func:`dupbert.paper.comparison` output: columns ``model, task, metric, duplication,
         gain, gain_ci_low, gain_ci_high, p_adjusted, claimed_gain`` (``p_adjusted``: the
-        primary comparison's own p, Holm for the secondaries).
+        primary comparison's own p, Holm for the secondaries); where it has ``family_ci_low``
+        and ``family_ci_high`` the line is that interval (95% for the primary, ``1 - 0.05/m``
+        for a secondary of ``m``, the level its test is judged at), else the 95% one.
     metrics
         ``{task: metric}`` to draw per task (default: the first metric of each task).
 
@@ -637,9 +639,10 @@ def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -
                 row = cell[cell["duplication"] == name].iloc[0]
                 significant = bool(row["p_adjusted"] < 0.05) if pd.notna(row["p_adjusted"]) else False
                 colour = "C0" if row["gain"] >= 0 else "C3"
-                if pd.notna(row["gain_ci_low"]):
-                    ax.plot([row["gain_ci_low"], row["gain_ci_high"]], [y, y], color=colour,
-                            linewidth=2)
+                low, high = ("family_ci_low", "family_ci_high") if "family_ci_low" in row \
+                    else ("gain_ci_low", "gain_ci_high")
+                if pd.notna(row[low]):
+                    ax.plot([row[low], row[high]], [y, y], color=colour, linewidth=2)
                 ax.plot([row["gain"]], [y], marker="o", markersize=6, color=colour,
                         markerfacecolor=colour if significant else "white")
             ax.axvline(0, color="black", linewidth=0.8)

@@ -767,3 +767,25 @@ def test_training_loss_plot_draws_each_run_its_configurations_mean_and_the_stall
         plot_training_loss(results.assign(train_losses=None))
     with pytest.raises(KeyError, match="train_losses"):
         plot_training_loss(results.drop(columns="train_losses"))
+
+
+def test_a_secondary_is_judged_on_its_interval_at_the_family_level():
+    """Issue 10, review point 2: beside a Holm p-value, a secondary's 95% interval looks more
+    decisive than its test. ``copy last`` (a secondary of a family of 2) changes SNLI by
+    -0.3, 0.0, +0.1, +0.3, +0.5, +0.6 points: its 95% t interval ends at +0.551 (below the claimed
+    +0.6: "refuted" if read off it), its 97.5% interval (1 - 0.05/2) at +0.632 (scipy.stats.t):
+    undecided. The primary keeps its 95% interval."""
+    base = [0.800, 0.802, 0.799, 0.801, 0.800, 0.803]
+    last = [b + d / 100 for b, d in zip(base, (-0.3, 0.0, 0.1, 0.3, 0.5, 0.6))]
+    table = paper.comparison(_results("snli", "accuracy", {
+        "baseline": base, "copy first 3": [b + 0.011 for b in base], "copy last": last,
+        "depth control": base})).set_index("duplication")
+    row, primary = table.loc["copy last"], table.loc["copy first 3"]
+    assert row["gain_ci_high"] == pytest.approx(0.5512083, abs=1e-6)
+    assert row["family_confidence"] == 0.975
+    assert row["family_ci_high"] == pytest.approx(0.6322002, abs=1e-6)
+    assert row["family_ci_low"] == pytest.approx(2 * row["gain"] - row["family_ci_high"])
+    assert row["verdict"] == "undecided"
+    assert primary["family_confidence"] == 0.95
+    assert (primary["family_ci_low"], primary["family_ci_high"]) == (
+        primary["gain_ci_low"], primary["gain_ci_high"])
