@@ -42,10 +42,12 @@ the same configurations equally, so that it is not a better or worse configurati
 The membership rule (:func:`matched_ensembles`): with the seeds sorted ``s_0 .. s_{n-1}`` and
 ``k = min(configurations, seeds)`` unless given, for every seed offset ``j = 0 .. n-1`` and every
 ``k``-subset ``S = (c_1 .. c_k)`` of the configurations (``itertools.combinations`` in order of
-first appearance), the cross-configuration ensemble takes member ``i`` from configuration
-``c_i`` at seed ``s_{(j+i) mod n}`` (``i = 0 .. k-1``, ``c`` 0-based here); its matched control
-is the ``k`` same-configuration ensembles of ``c_0 .. c_{k-1}``, each at the same seeds, and the
-paired difference is the cross ensemble minus their mean. Nothing is picked. Ensembles of nearby
+first appearance) and every rotation ``r = 0 .. k-1``, the cross-configuration ensemble takes
+member ``i`` from configuration ``c_i`` at seed ``s_{(j + (i+r) mod k) mod n}`` (``i = 0 ..
+k-1``, ``c`` 0-based here): over its rotations every configuration sits at every seed of the
+block once (a Latin square); its matched control is the ``k`` same-configuration ensembles of
+``c_0 .. c_{k-1}``, each at the same seeds, and the paired difference is the cross ensemble
+minus their mean. Nothing is picked. Ensembles of nearby
 offsets share runs, so they are dependent: each cross ensemble is compared with its own control
 (a paired difference), and the tests use only the *disjoint seed blocks*, offsets ``j = 0, k,
 2k, ...`` with ``j + k <= n`` (one unit per block: the mean paired difference of its
@@ -56,6 +58,13 @@ did in the disjoint blocks (``j mod k = 0`` there), so every tested control was 
 configuration (usually the baseline), and cross − control mixed diversity with swapping a
 better or worse configuration into a baseline ensemble (found by a review of the RQ5 chapter at
 56 of the study's 128 runs; the chapter gives the numbers before and after).
+
+Until 2026-12-01 (later that day, at 128 of 128 runs) each block had one assignment, rotation 0:
+the earlier configuration always at the block's lower seed. A fresh review of the final chapters
+found rxnmapper-albert's difference to depend on it: +1.47 points [+0.60, +2.33] over the
+planned blocks, -0.63 [-4.33, +3.07] over the other partition of the seeds, +0.42 over all 120
+pairs; with every rotation a seed's effect falls on every configuration alike. :func:`rq5_differences` ``start`` tests the other partitions of the
+seeds into disjoint blocks, as a robustness check; the chapter shows both changes' numbers.
 """
 
 from __future__ import annotations
@@ -641,11 +650,17 @@ def matched_ensembles(configurations: Sequence[str], seeds: Sequence[int], k: in
     """The RQ5 membership rule (module notes; Kao et al. 2020, ensemble experiment; issue 10,
     item 4): every cross-configuration ensemble with its matched same-configuration control.
 
-    With ``s_0 .. s_{n-1}`` the seeds sorted, for every offset ``j = 0 .. n-1`` (outer loop) and
+    With ``s_0 .. s_{n-1}`` the seeds sorted, for every offset ``j = 0 .. n-1`` (outer loop),
     every ``k``-subset ``S`` of ``configurations`` (``itertools.combinations``, in the order
-    given): the cross ensemble is ``[(S[i], s_{(j+i) mod n}) for i in 0 .. k-1]``, the controls
+    given) and every rotation ``r = 0 .. k-1`` (inner loop): the cross ensemble is
+    ``[(S[i], s_{(j + (i+r) mod k) mod n}) for i in 0 .. k-1]``, the controls
     ``[(c, s_{(j+i) mod n}) for i in 0 .. k-1]`` for each ``c`` in ``S``: the same ``k``
-    different seeds, every configuration of the cross ensemble weighed equally.
+    different seeds, every configuration of the cross ensemble weighed equally. The ``k``
+    rotations form a Latin square, so that within a block every configuration sits at every one
+    of its seeds once: with rotation 0 alone (the rule until 2026-12-01) the earlier configuration
+    always took the block's lower seed, and a seed effect could pass for one of diversity. A cross
+    ensemble whose members an earlier pair already has is skipped (only when ``k == n``, where
+    the offsets are themselves rotations).
 
     Args:
         configurations: distinct configuration names, in order of first appearance.
@@ -653,8 +668,9 @@ def matched_ensembles(configurations: Sequence[str], seeds: Sequence[int], k: in
         k: ensemble size, ``2 <= k <= min(len(configurations), len(seeds))``.
 
     Returns:
-        One dict per pair, ``n * C(len(configurations), k)`` in all: ``pair`` (0-based, in
-        order), ``offset`` (``j``), ``seeds`` (tuple, ``s_{(j+i) mod n}`` for ``i = 0..k-1``),
+        One dict per pair, ``n * C(len(configurations), k) * k`` in all (fewer when ``k == n``):
+        ``pair`` (0-based, in order), ``offset`` (``j``), ``rotation`` (``r``), ``seeds``
+        (tuple, ``s_{(j+i) mod n}`` for ``i = 0..k-1``: the block's seeds, in order),
         ``disjoint`` (``j % k == 0 and j + k <= n``: the blocks whose seed sets do not overlap,
         used by the tests), ``cross`` (a list of ``(configuration, seed)``), ``controls`` (``k``
         such lists, one per configuration of ``S``, in its order), ``control_configurations``
@@ -674,15 +690,20 @@ def matched_ensembles(configurations: Sequence[str], seeds: Sequence[int], k: in
     if not 2 <= k <= min(len(configurations), len(ordered)):
         raise ValueError(f"an ensemble needs 2 <= k <= min({len(configurations)} configurations, "
                          f"{len(ordered)} seeds), got k={k}")
-    n, pairs = len(ordered), []
+    n, pairs, seen = len(ordered), [], set()
     for offset in range(n):
         chosen = tuple(ordered[(offset + i) % n] for i in range(k))
         for subset in itertools.combinations(configurations, k):
-            pairs.append({"pair": len(pairs), "offset": offset, "seeds": chosen,
-                          "disjoint": offset % k == 0 and offset + k <= n,
-                          "cross": list(zip(subset, chosen)),
-                          "controls": [[(c, s) for s in chosen] for c in subset],
-                          "control_configurations": subset})
+            for rotation in range(k):
+                cross = [(c, chosen[(i + rotation) % k]) for i, c in enumerate(subset)]
+                if frozenset(cross) in seen:
+                    continue
+                seen.add(frozenset(cross))
+                pairs.append({"pair": len(pairs), "offset": offset, "rotation": rotation,
+                              "seeds": chosen, "disjoint": offset % k == 0 and offset + k <= n,
+                              "cross": cross,
+                              "controls": [[(c, s) for s in chosen] for c in subset],
+                              "control_configurations": subset})
     return pairs
 
 
@@ -743,7 +764,8 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
       outputs, so that it is comparable with the ensembles);
     - ``cross-configuration`` and ``same-configuration`` (the control): the pairs of
       :func:`matched_ensembles`: member ``i`` of a cross ensemble is configuration ``c_i`` at
-      seed ``s_{(j+i) mod n}``, its control each of ``c_0 .. c_{k-1}`` alone at the same seeds
+      seed ``s_{(j + (i+r) mod k) mod n}`` (every rotation ``r``), its control each of
+      ``c_0 .. c_{k-1}`` alone at the same seeds
       (``k`` same-configuration ensembles per cross ensemble, one row each, sharing its
       ``pair``); both arms have the same size and the same seeds, and weigh the same
       configurations equally;
@@ -764,9 +786,10 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
         One row per single run or ensemble: ``model, task, kind, k`` (members), ``pair`` (Int64:
         the index of a cross ensemble and its controls within the model and task; NA for single
         runs; a control recurs, scored once, in every pair of its configuration at its offset:
-        :func:`distinct_ensembles` keeps one of each), ``offset`` (Int64, ``j``), ``disjoint``
+        :func:`distinct_ensembles` keeps one of each), ``offset`` (Int64, ``j``), ``rotation``
+        (Int64, ``r``: 0 is the assignment of the rule until 2026-12-01), ``disjoint``
         (boolean: in a disjoint seed block),
-        ``seed`` (Int64, single runs only), ``seeds`` (the members' seeds, ``"0 + 1"``),
+        ``seed`` (Int64, single runs only), ``seeds`` (the block's seeds, ``"0 + 1"``),
         ``configuration`` (of a single run or control; None for cross ensembles), ``members``
         (``"baseline (seed 0) + copy last (seed 1)"``), ``run_keys`` (space-separated, member
         order), and ``metrics.<name>`` in the units of the results rows (fractions; SQuAD
@@ -814,12 +837,14 @@ _ENSEMBLE_COLUMNS = ["model", "task", "kind", "k", "pair", "offset", "disjoint",
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`rq5_ensembles` columns in order, nullable integer and boolean types."""
+    """:func:`rq5_ensembles` columns in order (``rotation`` after ``offset``), nullable integer
+    and boolean types."""
+    columns = [*_ENSEMBLE_COLUMNS[:6], "rotation", *_ENSEMBLE_COLUMNS[6:]]
     if frame.empty:
-        return pd.DataFrame(columns=_ENSEMBLE_COLUMNS)
+        return pd.DataFrame(columns=columns)
     metrics = [c for c in frame.columns if c.startswith("metrics.")]
-    frame = frame[_ENSEMBLE_COLUMNS + metrics].copy()
-    for column in ("pair", "offset", "seed"):
+    frame = frame[columns + metrics].copy()
+    for column in ("pair", "offset", "rotation", "seed"):
         frame[column] = frame[column].astype("Int64")
     frame["disjoint"] = frame["disjoint"].astype("boolean")
     return frame
@@ -840,7 +865,8 @@ def _memberships(rows: Sequence[Mapping], k: int | None):
     for seed in seeds:
         for configuration in configurations:
             if (configuration, seed) in run:
-                yield {"kind": "single", "pair": None, "offset": None, "disjoint": None,
+                yield {"kind": "single", "pair": None, "offset": None, "rotation": None,
+                       "disjoint": None,
                        "seed": seed, "seeds": str(seed), "configuration": configuration,
                        "members": [run[configuration, seed]]}
     size = k if k is not None else ensemble_size(len(configurations), len(seeds))
@@ -851,7 +877,8 @@ def _memberships(rows: Sequence[Mapping], k: int | None):
         if not all(member in run for members in (pair["cross"], *pair["controls"])
                    for member in members):
             continue
-        common = {"pair": number, "offset": pair["offset"], "disjoint": pair["disjoint"],
+        common = {"pair": number, "offset": pair["offset"], "rotation": pair["rotation"],
+                  "disjoint": pair["disjoint"],
                   "seed": None, "seeds": " + ".join(map(str, pair["seeds"]))}
         yield {"kind": "cross-configuration", **common, "configuration": None,
                "members": [run[m] for m in pair["cross"]]}
@@ -909,6 +936,8 @@ def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
 
     columns = [c for c in _ENSEMBLE_COLUMNS if c != "run_keys"]
     check_columns(ensembles, columns, "ensembles")
+    if "rotation" in ensembles:  # rq5_ensembles' frames have it; hand-made ones may not
+        columns.insert(columns.index("offset") + 1, "rotation")
     parts = []
     for (_, task), group in ensembles.groupby(["model", "task"], sort=False):
         for metric in task_metrics(task):
@@ -1058,7 +1087,7 @@ DIFFERENCE_COLUMNS = ["model", "task", "metric", "comparison", "n_pairs", "mean_
                       "difference", "ci_low", "ci_high", "p_value", "test"]
 
 
-def rq5_differences(ensembles: pd.DataFrame) -> pd.DataFrame:
+def rq5_differences(ensembles: pd.DataFrame, start: int = 0) -> pd.DataFrame:
     """The RQ5 comparisons per model, task and metric, in points, with 95% CIs and p-values.
 
     Both are paired per cross-configuration ensemble, then tested over independent units:
@@ -1072,10 +1101,17 @@ def rq5_differences(ensembles: pd.DataFrame) -> pd.DataFrame:
 
     ``n_pairs`` and ``mean_all``: every such paired difference (overlapping seed sets, so
     dependent: descriptive only). The test uses the disjoint seed blocks (offsets ``0, k, 2k,
-    ...`` with ``j + k <= n``): one unit per block, the mean of its paired differences;
+    ...`` with ``j + k <= n``, the planned partition; with ``start = p`` the offsets ``p, p + k,
+    ...`` with ``j - p + k <= n``, the seeds cut into blocks from ``s_p`` on, wrapping round, a
+    robustness check): one unit per block, the mean of its paired differences;
     ``n_units`` of them; ``difference`` is their mean with a Student-t 95% CI, ``p_value`` the
     two-sided paired t-test (:func:`dupbert.significance.paired_p_value`: NaN with fewer than 2
     units; zero spread decided as 1 or 0). No correction for multiple comparisons.
+
+    Args:
+        ensembles: :func:`rq5_ensembles` output (or a subset of its rows, e.g. one rotation).
+        start: the first offset of the tested blocks, ``0 <= start < k``; 0 (the default) is the
+            planned partition, the one the chapter's verdicts use.
 
     Returns:
         :data:`DIFFERENCE_COLUMNS`: ``model, task, metric, comparison, n_pairs, mean_all,
@@ -1084,8 +1120,11 @@ def rq5_differences(ensembles: pd.DataFrame) -> pd.DataFrame:
 
     Raises:
         ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
-            :func:`rq5_ensembles` (``pd.DataFrame()``: no runs); as :func:`best_single`.
+            :func:`rq5_ensembles` (``pd.DataFrame()``: no runs); ``start`` not an integer
+            ``>= 0``, or not below a model and task's ``k`` (``start must be below k = 2 of
+            rxnfp-bert on uspto50k, got 2``); as :func:`best_single`.
     """
+    start = check_number("start", start, integer=True, minimum=0)
     points = ensemble_points(ensembles)
     best = best_single(ensembles)
     rows = []
@@ -1093,6 +1132,8 @@ def rq5_differences(ensembles: pd.DataFrame) -> pd.DataFrame:
         cross = group[group["kind"] == "cross-configuration"].set_index("pair")
         if cross.empty:
             continue
+        if start:
+            cross = cross.assign(disjoint=_blocks_from(cross, start, f"{model} on {task}"))
         base = {"model": model, "task": task, "metric": metric}
         control = (group[group["kind"] == "same-configuration"].groupby("pair")["value"]
                    .agg(lambda values: values.mean(skipna=False)))  # a missing control: no pair
@@ -1103,6 +1144,18 @@ def rq5_differences(ensembles: pd.DataFrame) -> pd.DataFrame:
         rows.append({**base, "comparison": "cross-configuration − best single",
                      **_paired_test(cross.assign(other=_at_seeds(cross["seeds"], runs)))})
     return pd.DataFrame(rows, columns=DIFFERENCE_COLUMNS)
+
+
+def _blocks_from(cross: pd.DataFrame, start: int, where: str) -> pd.Series:
+    """Whether each cross ensemble (``offset``, ``k``, ``seeds``) is in a block of the partition
+    that starts at offset ``start`` (:func:`rq5_differences`); ``n`` is the number of seeds the
+    cross ensembles use."""
+    k = int(cross["k"].max())
+    if start >= k:
+        raise ParameterError(f"start must be below k = {k} of {where}, got {start}")
+    n = len({s for text in cross["seeds"] for s in str(text).split(" + ")})
+    offset = cross["offset"].astype(int)
+    return ((offset - start) % k == 0) & (offset >= start) & (offset - start + k <= n)
 
 
 def _at_seeds(seeds: pd.Series, runs: pd.DataFrame) -> pd.Series:

@@ -298,29 +298,54 @@ BASE, LAST = "baseline", "copy last"
 
 def test_the_membership_rule_of_three_seeds_and_two_configurations():
     pairs = E.matched_ensembles([BASE, LAST], [2, 0, 1], k=2)
-    assert [p["cross"] for p in pairs] == [[(BASE, 0), (LAST, 1)], [(BASE, 1), (LAST, 2)], [(BASE, 2), (LAST, 0)]]
+    # every offset, both assignments of its two seeds (rotations 0 and 1)
+    assert [p["cross"] for p in pairs] == [
+        [(BASE, 0), (LAST, 1)], [(BASE, 1), (LAST, 0)], [(BASE, 1), (LAST, 2)],
+        [(BASE, 2), (LAST, 1)], [(BASE, 2), (LAST, 0)], [(BASE, 0), (LAST, 2)]]
     # the control: each configuration of the cross ensemble alone, at the same seeds
-    assert [p["controls"] for p in pairs] == [
-        [[(BASE, 0), (BASE, 1)], [(LAST, 0), (LAST, 1)]], [[(BASE, 1), (BASE, 2)], [(LAST, 1), (LAST, 2)]],
-        [[(BASE, 2), (BASE, 0)], [(LAST, 2), (LAST, 0)]]]
-    assert [p["control_configurations"] for p in pairs] == [(BASE, LAST)] * 3
-    assert [p["seeds"] for p in pairs] == [(0, 1), (1, 2), (2, 0)]
-    assert [p["disjoint"] for p in pairs] == [True, False, False]
-    assert [p["offset"] for p in pairs] == [0, 1, 2] and [p["pair"] for p in pairs] == [0, 1, 2]
+    controls = [[[(BASE, 0), (BASE, 1)], [(LAST, 0), (LAST, 1)]],
+                [[(BASE, 1), (BASE, 2)], [(LAST, 1), (LAST, 2)]],
+                [[(BASE, 2), (BASE, 0)], [(LAST, 2), (LAST, 0)]]]
+    assert [p["controls"] for p in pairs] == [c for c in controls for _ in range(2)]
+    assert [p["control_configurations"] for p in pairs] == [(BASE, LAST)] * 6
+    assert [p["seeds"] for p in pairs] == [(0, 1), (0, 1), (1, 2), (1, 2), (2, 0), (2, 0)]
+    assert [p["disjoint"] for p in pairs] == [True, True, False, False, False, False]
+    assert [p["offset"] for p in pairs] == [0, 0, 1, 1, 2, 2]
+    assert [p["rotation"] for p in pairs] == [0, 1] * 3 and [p["pair"] for p in pairs] == list(range(6))
+
+
+def test_every_configuration_takes_every_seed_of_its_block_once():
+    """Review of the final chapters (issue 10): with one assignment the earlier configuration
+    always took a block's lower seed, so a seed effect could pass for diversity. The rotations
+    form a Latin square: within a block each configuration sits at each of its seeds once."""
+    configurations, seeds = ["a", "b", "c"], [0, 1, 2, 3, 4, 5]
+    pairs = E.matched_ensembles(configurations, seeds, k=3)
+    assert len(pairs) == 6 * 1 * 3
+    for offset in (0, 3):  # the disjoint blocks
+        block = [p for p in pairs if p["offset"] == offset]
+        assert all(p["disjoint"] for p in block) and len(block) == 3
+        members = [m for p in block for m in p["cross"]]
+        assert sorted(members) == sorted((c, s) for c in configurations
+                                         for s in seeds[offset:offset + 3])
+    # two seeds, k = 2: the second offset's ensembles are the first's, swapped; kept once
+    two = E.matched_ensembles([BASE, LAST], [0, 1], k=2)
+    assert [p["cross"] for p in two] == [[(BASE, 0), (LAST, 1)], [(BASE, 1), (LAST, 0)]]
+    assert [(p["offset"], p["rotation"], p["disjoint"]) for p in two] == [(0, 0, True), (0, 1, True)]
 
 
 def test_three_configurations_at_k_two_use_every_subset_at_every_offset():
     pairs = E.matched_ensembles(["a", "b", "c"], [0, 1, 2, 3], k=2)
-    assert len(pairs) == 4 * 3
-    assert [p["cross"] for p in pairs[3:6]] == [[("a", 1), ("b", 2)], [("a", 1), ("c", 2)],
-                                                [("b", 1), ("c", 2)]]
-    assert [p["control_configurations"] for p in pairs[3:6]] == [("a", "b"), ("a", "c"), ("b", "c")]
-    assert pairs[5]["controls"] == [[("b", 1), ("b", 2)], [("c", 1), ("c", 2)]]
+    assert len(pairs) == 4 * 3 * 2
+    assert [p["cross"] for p in pairs[6:12]] == [
+        [("a", 1), ("b", 2)], [("a", 2), ("b", 1)], [("a", 1), ("c", 2)], [("a", 2), ("c", 1)],
+        [("b", 1), ("c", 2)], [("b", 2), ("c", 1)]]
+    assert [p["control_configurations"] for p in pairs[6:12:2]] == [("a", "b"), ("a", "c"), ("b", "c")]
+    assert pairs[10]["controls"] == pairs[11]["controls"] == [[("b", 1), ("b", 2)], [("c", 1), ("c", 2)]]
     # every disjoint block's controls weigh each configuration as often as its cross ensembles do
     block = [p for p in pairs if p["offset"] == 2]
     assert sorted(c for p in block for c, _ in p["cross"]) == sorted(
-        c for p in block for c in p["control_configurations"]) == ["a", "a", "b", "b", "c", "c"]
-    assert [p["offset"] for p in pairs if p["disjoint"]] == [0, 0, 0, 2, 2, 2]
+        c for p in block for c in p["control_configurations"]) == ["a"] * 4 + ["b"] * 4 + ["c"] * 4
+    assert [p["offset"] for p in pairs if p["disjoint"]] == [0] * 6 + [2] * 6
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -334,28 +359,33 @@ def test_rq5_ensembles_have_the_hand_listed_members(tmp_path):
     ensembles = E.rq5_ensembles(runs)
     cross = ensembles[ensembles["kind"] == "cross-configuration"]
     same = ensembles[ensembles["kind"] == "same-configuration"]
-    assert cross["run_keys"].tolist() == [_keys([(BASE, 0), (LAST, 1)]), _keys([(BASE, 1), (LAST, 2)]),
-                                          _keys([(BASE, 2), (LAST, 0)])]
-    assert same["run_keys"].tolist() == [
-        _keys([(BASE, 0), (BASE, 1)]), _keys([(LAST, 0), (LAST, 1)]),
-        _keys([(BASE, 1), (BASE, 2)]), _keys([(LAST, 1), (LAST, 2)]),
-        _keys([(BASE, 2), (BASE, 0)]), _keys([(LAST, 2), (LAST, 0)])]
-    assert same["configuration"].tolist() == [BASE, LAST] * 3 and cross["configuration"].isna().all()
-    assert cross["members"].iloc[2] == "baseline (seed 2) + copy last (seed 0)"
+    assert cross["run_keys"].tolist() == [_keys(m) for m in (
+        [(BASE, 0), (LAST, 1)], [(BASE, 1), (LAST, 0)], [(BASE, 1), (LAST, 2)],
+        [(BASE, 2), (LAST, 1)], [(BASE, 2), (LAST, 0)], [(BASE, 0), (LAST, 2)])]
+    blocks = ((0, 1), (1, 2), (2, 0))
+    assert same["run_keys"].tolist() == [_keys([(c, s), (c, t)]) for s, t in blocks
+                                         for _ in range(2) for c in (BASE, LAST)]
+    assert same["configuration"].tolist() == [BASE, LAST] * 6 and cross["configuration"].isna().all()
+    assert cross["members"].iloc[4] == "baseline (seed 2) + copy last (seed 0)"
+    assert cross["members"].iloc[1] == "baseline (seed 1) + copy last (seed 0)"
     for kind, times in ((cross, 1), (same, 2)):  # each cross ensemble, then its two controls
-        assert kind["pair"].tolist() == [p for p in (0, 1, 2) for _ in range(times)]
-        assert kind["offset"].tolist() == [p for p in (0, 1, 2) for _ in range(times)]
-        assert kind["seeds"].tolist() == [s for s in ("0 + 1", "1 + 2", "2 + 0") for _ in range(times)]
-        assert kind["disjoint"].tolist() == [d for d in (True, False, False) for _ in range(times)]
+        assert kind["pair"].tolist() == [p for p in range(6) for _ in range(times)]
+        assert kind["offset"].tolist() == [p // 2 for p in range(6) for _ in range(times)]
+        assert kind["rotation"].tolist() == [p % 2 for p in range(6) for _ in range(times)]
+        assert kind["seeds"].tolist() == [s for s in ("0 + 1", "1 + 2", "2 + 0")
+                                          for _ in range(2 * times)]
+        assert kind["disjoint"].tolist() == [d for d in (True, False, False)
+                                             for _ in range(2 * times)]
         assert set(kind["k"]) == {2}
     assert ensembles["kind"].tolist()[6:9] == ["cross-configuration", "same-configuration",
                                                "same-configuration"]
     singles = ensembles[ensembles["kind"] == "single"]
     assert singles["run_keys"].tolist() == [_toy_key(c, s) for s in (0, 1, 2) for c in (BASE, LAST)]
-    assert singles["seed"].tolist() == [0, 0, 1, 1, 2, 2]
+    assert singles["seed"].tolist() == [0, 0, 1, 1, 2, 2] and singles["rotation"].isna().all()
     # every ensemble's metric is the ensemble of its hand-listed members
-    assert 100 * cross["metrics.accuracy"].iloc[2] == _score(runs, [(BASE, 2), (LAST, 0)])
-    assert 100 * same["metrics.accuracy"].iloc[3] == _score(runs, [(LAST, 1), (LAST, 2)])
+    assert 100 * cross["metrics.accuracy"].iloc[4] == _score(runs, [(BASE, 2), (LAST, 0)])
+    assert 100 * cross["metrics.accuracy"].iloc[1] == _score(runs, [(BASE, 1), (LAST, 0)])
+    assert 100 * same["metrics.accuracy"].iloc[5] == _score(runs, [(LAST, 1), (LAST, 2)])
     assert E.rq5_ensembles(runs).equals(ensembles)  # deterministic
 
 
@@ -368,13 +398,13 @@ def test_rq5_ensembles_have_the_hand_listed_members(tmp_path):
 def test_a_missing_run_drops_the_pairs_that_need_it_from_both_arms(tmp_path, missing, offset):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2), missing=[missing])
     ensembles = E.rq5_ensembles(runs)
-    s, t = offset, offset + 1
+    s, t = offset, offset + 1  # both assignments of the block that stays
     assert ensembles.loc[ensembles["kind"] == "cross-configuration", "run_keys"].tolist() == [
-        _keys([(BASE, s), (LAST, t)])]
+        _keys([(BASE, s), (LAST, t)]), _keys([(BASE, t), (LAST, s)])]
     assert ensembles.loc[ensembles["kind"] == "same-configuration", "run_keys"].tolist() == [
-        _keys([(BASE, s), (BASE, t)]), _keys([(LAST, s), (LAST, t)])]
-    assert ensembles["pair"].dropna().tolist() == [0, 0, 0]
-    assert ensembles["offset"].dropna().tolist() == [offset] * 3
+        _keys([(BASE, s), (BASE, t)]), _keys([(LAST, s), (LAST, t)])] * 2
+    assert ensembles["pair"].dropna().tolist() == [0, 0, 0, 1, 1, 1]
+    assert ensembles["offset"].dropna().tolist() == [offset] * 6
 
 
 def test_two_runs_of_one_configuration_and_seed_are_refused(tmp_path):
@@ -385,18 +415,21 @@ def test_two_runs_of_one_configuration_and_seed_are_refused(tmp_path):
 
 
 def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
-    """3 configurations x 4 seeds, k = 2: 4 offsets x 3 subsets = 12 pairs, each with 2 controls;
-    blocks j = 0 (seeds 0, 1) and j = 2 (seeds 2, 3)."""
+    """3 configurations x 4 seeds, k = 2: 4 offsets x 3 subsets x 2 assignments = 24 pairs, each
+    with 2 controls; blocks j = 0 (seeds 0, 1) and j = 2 (seeds 2, 3); the other partition
+    (``start=1``) j = 1 (seeds 1, 2) and j = 3 (seeds 3, 0)."""
     a, b, c = "baseline", "copy first 3", "copy last"
     runs = _toy_grid(tmp_path, configurations=(a, b, c), seeds=(0, 1, 2, 3))
     ensembles = E.rq5_ensembles(runs, k=2)
     assert ensembles["kind"].value_counts().to_dict() == {
-        "single": 12, "cross-configuration": 12, "same-configuration": 24}
+        "single": 12, "cross-configuration": 24, "same-configuration": 48}
+    subsets = ((a, b), (a, c), (b, c))
 
     def block(s, t):  # each cross ensemble, and the mean of its two configurations alone
-        cross = [_score(runs, [(x, s), (y, t)]) for x, y in ((a, b), (a, c), (b, c))]
+        cross = [_score(runs, members) for x, y in subsets
+                 for members in ([(x, s), (y, t)], [(x, t), (y, s)])]
         alone = {x: _score(runs, [(x, s), (x, t)]) for x in (a, b, c)}
-        control = [(alone[x] + alone[y]) / 2 for x, y in ((a, b), (a, c), (b, c))]
+        control = [(alone[x] + alone[y]) / 2 for x, y in subsets for _ in range(2)]
         return np.array(cross), np.array(control)
 
     (cross0, control0), (cross2, control2) = block(0, 1), block(2, 3)
@@ -409,14 +442,14 @@ def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
     assert accuracy.loc["same-configuration", "mean"] == pytest.approx(
         (control0.mean() + control2.mean()) / 2)
     all_cross = 100 * ensembles.loc[ensembles["kind"] == "cross-configuration", "metrics.accuracy"]
-    assert accuracy.loc["cross-configuration", "n_all"] == 12
-    # each control ensemble once: 4 offsets x 3 configurations, though 24 rows pair them
+    assert accuracy.loc["cross-configuration", "n_all"] == 24
+    # each control ensemble once: 4 offsets x 3 configurations, though 48 rows pair them
     assert accuracy.loc["same-configuration", "n_all"] == 12
     distinct = E.distinct_ensembles(ensembles)
     assert distinct["kind"].value_counts().to_dict() == {
-        "single": 12, "cross-configuration": 12, "same-configuration": 12}
+        "single": 12, "cross-configuration": 24, "same-configuration": 12}
     assert not distinct.duplicated(["kind", "run_keys"]).any()
-    assert list(distinct.columns) == list(ensembles.columns) and distinct.index.tolist() == list(range(36))
+    assert list(distinct.columns) == list(ensembles.columns) and distinct.index.tolist() == list(range(48))
     same_rows = ensembles[ensembles["kind"] == "same-configuration"]
     assert same_rows.groupby("run_keys")["metrics.accuracy"].nunique().eq(1).all()  # scored alike
     assert accuracy.loc["cross-configuration", "mean_all"] == pytest.approx(all_cross.mean())
@@ -430,7 +463,7 @@ def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
     differences = differences[differences["metric"] == "accuracy"].set_index("comparison")
     matched = differences.loc["cross-configuration − same-configuration"]
     units = np.array([(cross0 - control0).mean(), (cross2 - control2).mean()])
-    assert (matched["n_pairs"], matched["n_units"]) == (12, 2)
+    assert (matched["n_pairs"], matched["n_units"]) == (24, 2)
     assert matched["difference"] == pytest.approx(units.mean())
     assert matched["test"] == "paired t over disjoint seed blocks"
     expected_p = (float(stats.ttest_1samp(units, 0.0).pvalue) if np.ptp(units) > 0
@@ -440,19 +473,29 @@ def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
     versus_best = differences.loc["cross-configuration − best single"]
     best_units = [cross0.mean() - 100 * best[[0, 1]].mean(), cross2.mean() - 100 * best[[2, 3]].mean()]
     assert versus_best["difference"] == pytest.approx(np.mean(best_units))
-    assert (versus_best["n_pairs"], versus_best["n_units"]) == (12, 2)
+    assert (versus_best["n_pairs"], versus_best["n_units"]) == (24, 2)
+    # the other partition of the seeds into disjoint blocks: {1, 2} and {3, 0}, wrapping round
+    other = E.rq5_differences(ensembles, start=1).set_index(["metric", "comparison"]).loc[
+        ("accuracy", "cross-configuration − same-configuration")]
+    (cross1, control1), (cross3, control3) = block(1, 2), block(3, 0)
+    assert other["n_units"] == 2 and other["n_pairs"] == 24
+    assert other["difference"] == pytest.approx(np.mean([(cross1 - control1).mean(),
+                                                        (cross3 - control3).mean()]))
+    with pytest.raises(ParameterError, match=r"^start must be below k = 2 of toy on sst2, got 2$"):
+        E.rq5_differences(ensembles, start=2)
 
 
 def test_one_disjoint_block_gives_no_test_but_every_pair_described(tmp_path):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2))
     differences = E.rq5_differences(E.rq5_ensembles(runs)).set_index(["metric", "comparison"])
     matched = differences.loc[("accuracy", "cross-configuration − same-configuration")]
-    pairs = [([(BASE, s), (LAST, t)], [(BASE, s), (BASE, t)], [(LAST, s), (LAST, t)])
-             for s, t in ((0, 1), (1, 2), (2, 0))]
+    pairs = [(cross, [(BASE, s), (BASE, t)], [(LAST, s), (LAST, t)])
+             for s, t in ((0, 1), (1, 2), (2, 0))
+             for cross in ([(BASE, s), (LAST, t)], [(BASE, t), (LAST, s)])]
     each = [_score(runs, x) - (_score(runs, y) + _score(runs, z)) / 2 for x, y, z in pairs]
-    assert (matched["n_pairs"], matched["n_units"]) == (3, 1)
+    assert (matched["n_pairs"], matched["n_units"]) == (6, 1)
     assert matched["mean_all"] == pytest.approx(np.mean(each))
-    assert matched["difference"] == pytest.approx(each[0])
+    assert matched["difference"] == pytest.approx(np.mean(each[:2]))  # offset 0, both assignments
     assert np.isnan(matched["p_value"]) and np.isnan(matched["ci_low"])
 
 
@@ -481,7 +524,9 @@ def test_rq5_ensembles_keep_the_models_in_their_order_and_no_runs_give_the_colum
         part = both[both["model"] == model].reset_index(drop=True)
         pd.testing.assert_frame_equal(part, one.assign(model=model))
     none = E.rq5_ensembles(grid.iloc[:0])
-    assert none.empty and list(none.columns) == E._ENSEMBLE_COLUMNS
+    assert none.empty and list(none.columns) == [
+        "model", "task", "kind", "k", "pair", "offset", "rotation", "disjoint", "seed", "seeds",
+        "configuration", "members", "run_keys"]
 
 
 def _study_key(sweeps, model, task, configuration, seed):
@@ -510,25 +555,27 @@ def test_rq5_on_the_tiny_study(tiny_study):
                       (*albert, "same-configuration"): 9, (*minilm, "single"): 4,
                       (*minilm, "cross-configuration"): 2, (*minilm, "same-configuration"): 4}
     r, s, c = "baseline", "repeat shared +3", "copy last"
-    expected = {  # (kind, offset, configuration): members, by the rule written out by hand
+    # k = n = 3: the three rotations of offset 0 are every assignment the later offsets would
+    # repeat, so all pairs are at offset 0 (one disjoint block)
+    expected = {  # (kind, pair, configuration): members, by the rule written out by hand
         ("cross-configuration", 0, None): [(r, 0), (s, 1), (c, 2)],
         ("cross-configuration", 1, None): [(r, 1), (s, 2), (c, 0)],
         ("cross-configuration", 2, None): [(r, 2), (s, 0), (c, 1)],
-        **{("same-configuration", 0, x): [(x, 0), (x, 1), (x, 2)] for x in (r, s, c)},
-        **{("same-configuration", 1, x): [(x, 1), (x, 2), (x, 0)] for x in (r, s, c)},
-        **{("same-configuration", 2, x): [(x, 2), (x, 0), (x, 1)] for x in (r, s, c)}}
+        **{("same-configuration", pair, x): [(x, 0), (x, 1), (x, 2)]
+           for pair in (0, 1, 2) for x in (r, s, c)}}
     found = ensembles[(ensembles["model"] == albert[0]) & (ensembles["kind"] != "single")]
-    assert {(kind, o, x if isinstance(x, str) else None): keys.split() for kind, o, x, keys in
-            zip(found["kind"], found["offset"], found["configuration"], found["run_keys"])} == {
+    assert {(kind, pair, x if isinstance(x, str) else None): keys.split() for kind, pair, x, keys in
+            zip(found["kind"], found["pair"], found["configuration"], found["run_keys"])} == {
         slot: [key(*albert, x, seed) for x, seed in members]
         for slot, members in expected.items()}
+    assert set(found["offset"]) == {0} and found["disjoint"].all()
     squad = ensembles[(ensembles["model"] == minilm[0]) & (ensembles["kind"] != "single")]
     d = "copy first 3"
     assert squad["run_keys"].str.split().tolist() == [
         [key(*minilm, x, seed) for x, seed in members]
         for members in ([(r, 0), (d, 1)], [(r, 0), (r, 1)], [(d, 0), (d, 1)],
-                        [(r, 1), (d, 0)], [(r, 1), (r, 0)], [(d, 1), (d, 0)])]
-    assert squad["disjoint"].tolist() == [True, True, True, False, False, False]
+                        [(r, 1), (d, 0)], [(r, 0), (r, 1)], [(d, 0), (d, 1)])]
+    assert squad["disjoint"].tolist() == [True] * 6 and squad["rotation"].tolist() == [0] * 3 + [1] * 3
     # a single run scores as its row says (the one-model ensemble reproduces the run)
     singles = ensembles[ensembles["kind"] == "single"].set_index("run_keys")
     stored = study_runs.set_index("run_key")
@@ -546,7 +593,7 @@ def test_rq5_on_the_tiny_study(tiny_study):
         100 * stored.loc[[key(*albert, r, x) for x in (0, 1, 2)], "metrics.accuracy"].mean())
     block = found[(found["kind"] == "cross-configuration") & (found["offset"] == 0)]
     assert cell.loc["cross-configuration", "mean"] == pytest.approx(
-        100 * block["metrics.accuracy"].iloc[0])
+        100 * block["metrics.accuracy"].mean())
     assert json.loads(summary.to_json())  # plain values
     differences = E.rq5_differences(ensembles)
     assert set(differences["n_units"]) == {1} and differences["p_value"].isna().all()
@@ -720,7 +767,7 @@ def test_rq5_tables_have_their_documented_columns_sizes_and_configurations(tmp_p
         "metrics.accuracy"].mean().idxmax()
     assert accuracy[["kind", "k", "n", "n_all"]].values.tolist() == [
         ["single", 1, 6, 6], ["baseline", 1, 3, 3], ["best single", 1, 3, 3],
-        ["cross-configuration", 2, 1, 3], ["same-configuration", 2, 1, 6]]
+        ["cross-configuration", 2, 1, 6], ["same-configuration", 2, 1, 6]]
     assert accuracy["configuration"].tolist()[1:3] == [BASE, best]
     assert accuracy["configuration"].isna().tolist() == [True, False, False, True, True]
     assert summary["metric"].tolist() == ["accuracy"] * 5 + ["macro_f1"] * 5
@@ -775,8 +822,9 @@ def test_rq5_differences_give_the_t_interval_over_disjoint_blocks(tmp_path):
     differences = E.rq5_differences(E.rq5_ensembles(runs, k=2)).set_index(["metric", "comparison"])
     matched = differences.loc[("accuracy", "cross-configuration − same-configuration")]
 
-    def unit(s, t):  # block of seeds s, t: cross (BASE s, LAST t) minus its controls' mean
-        return _score(runs, [(BASE, s), (LAST, t)]) - (
+    def unit(s, t):  # block of seeds s, t: both cross ensembles minus their controls' mean
+        cross = (_score(runs, [(BASE, s), (LAST, t)]) + _score(runs, [(BASE, t), (LAST, s)])) / 2
+        return cross - (
             _score(runs, [(BASE, s), (BASE, t)]) + _score(runs, [(LAST, s), (LAST, t)])) / 2
 
     from dupbert.significance import mean_ci
