@@ -377,9 +377,13 @@ def rq3_rq4_rows(results: pd.DataFrame,
     that learned agrees -> that verdict, else ``undecided``; no model learned -> ``did not
     learn``. ``rq3-squad2-exact`` (no size stated): ``reproduced`` when the primary gain is
     significantly positive, ``refuted`` when significantly negative, else ``undecided``.
-    ``rq3-method``, over the claimed gains that had runs: ``reproduced`` when every one is,
-    ``refuted`` when one is, ``did not learn`` when none learned, else ``undecided``. ``rq4``: ``reproduced`` when every task claim is reproduced by every model that
-    learned it, ``refuted`` when one is refuted, else ``undecided``.
+    ``rq3-method``, over the claimed gains that had runs and learned (:func:`_over_learned`:
+    claims that did not learn are left out): ``reproduced`` when every one is, ``refuted`` when
+    one is, ``did not learn`` when none learned, else ``undecided``. ``rq4``: the same over every
+    task claim, but ``not testable here`` in place of ``reproduced`` or ``undecided`` unless at
+    least two models have a judged primary comparison (baseline learned, planned seeds landed),
+    or one still pending, on the paper's tasks: consistency across models cannot be seen in one
+    (a refuted task claim still refutes it: the gain is then not consistent across tasks).
 
     ``planned_seeds`` (``{(model, task): seeds}`` of the pre-registered study,
     ``dupbert.profiles.planned_seeds``): a model and task with fewer seed pairs than planned is
@@ -395,7 +399,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
     summary = paper.overall(table) if not table.empty else pd.DataFrame()
     status = paper.learning_status(results) if not results.empty else pd.DataFrame()
     shortfalls = pilot_shortfalls(pilots)
-    rows, per_claim = [], {}
+    rows, per_claim, judged_models = [], {}, set()
     for c in paper.CLAIMS:
         if c.rq != 3 or c.task is None:
             continue
@@ -405,6 +409,8 @@ def rq3_rq4_rows(results: pd.DataFrame,
         for cell in cells.itertuples() if not cells.empty else []:
             text, state = _cell_text(cell, status)
             texts.append(text)
+            if state in ("judged", "pending"):  # a pending one may still be judged
+                judged_models.add(cell.model)
             if state != "judged":
                 verdicts.append(paper.DID_NOT_LEARN if state == paper.DID_NOT_LEARN else "undecided")
             elif c.claimed_gain is None:
@@ -416,6 +422,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
         landed = set(cells["model"]) if not cells.empty else set()
         for (model, task), planned in (planned_seeds or {}).items():
             if task == c.task and model not in landed:  # planned, nothing landed yet
+                judged_models.add(model)
                 texts.append(f"{model}: {paper.pending(0, planned)}")
                 verdicts.append("undecided")
         for (model, task), text in shortfalls.items():
@@ -430,35 +437,49 @@ def rq3_rq4_rows(results: pd.DataFrame,
                          "decides nothing"))
     gains = [v for cid, v in per_claim.items()
              if paper.claim(cid).claimed_gain not in (None, 0.0) and v != "not testable here"]
-    method = ("not testable here" if not gains
-              else "reproduced" if all(v == "reproduced" for v in gains)
-              else "refuted" if "refuted" in gains
-              else paper.DID_NOT_LEARN if all(v == paper.DID_NOT_LEARN for v in gains)
-              else "undecided")
+    method = _over_learned(gains)
     beyond = beyond_the_paper(summary, status, planned_seeds)
     ours = "; ".join(f"{cid}: {v}" for cid, v in per_claim.items())
     if beyond:
         ours += "; beyond the paper's tasks (shown, not judged): " + "; ".join(beyond)
     rows.insert(0, _row("rq3-method", ours,
-                        method, "over the claimed gains that could be tested: reproduced when every "
-                                "one is; refuted when one is"))
+                        method, "over the claimed gains that could be tested and learned (a claim "
+                                "that did not learn is left out): reproduced when every one is; "
+                                "refuted when one is"))
     tested = [v for v in per_claim.values() if v != "not testable here"]
-    consistent = ("reproduced" if tested and all(v == "reproduced" for v in tested)
-                  else "refuted" if "refuted" in tested else
-                  paper.DID_NOT_LEARN if tested and all(v == paper.DID_NOT_LEARN for v in tested)
-                  else "undecided")
+    consistent = _over_learned(tested)
     models = sorted(set(results["model"])) if not results.empty else []
     judged = {} if results.empty else {
         model: sorted(set(group["task"]) & CLAIMED_TASKS)
-        for model, group in results.groupby("model", sort=True)}
+        for model, group in results.groupby("model", sort=True) if model in judged_models}
     on = "; ".join(f"{m} ({', '.join(t)})" for m, t in judged.items() if t) or "none"
-    rows.append(_row("rq4-consistent-across-models",
-                     f"{len(models)} models ({', '.join(models)}); judged on the paper's tasks: {on}; "
-                     "per-claim verdicts as above",
-                     consistent if tested else "not testable here",
+    ours = (f"{len(models)} models ({', '.join(models)}); judged on the paper's tasks (baseline "
+            f"learned; primary complete or pending): {on}")
+    if len(judged_models) < 2 and consistent in ("reproduced", "undecided"):
+        ours += "; across models needs two such models: not testable with one"
+        consistent = "not testable here"
+    else:
+        ours += "; per-claim verdicts as above"
+    rows.append(_row("rq4-consistent-across-models", ours, consistent,
                      "reproduced when every model and task that learned reproduces its claim; "
-                     "refuted when one refutes it"))
+                     "refuted when one refutes it; reproduced or undecided only with two or more "
+                     "models that learned a task the paper makes a claim for"))
     return rows
+
+
+def _over_learned(verdicts: Sequence[str]) -> str:
+    """The verdict over several claims' verdicts, of the model and task cells that learned
+    (methods, "RQ3/RQ4"): ``did not learn`` ones are left out (they decide nothing); then
+    ``reproduced`` when every one is, ``refuted`` when one is, else ``undecided``; ``did not
+    learn`` when every one is, ``not testable here`` when there are none."""
+    if not verdicts:
+        return "not testable here"
+    learned = [v for v in verdicts if v != paper.DID_NOT_LEARN]
+    if not learned:
+        return paper.DID_NOT_LEARN
+    if all(v == "reproduced" for v in learned):
+        return "reproduced"
+    return "refuted" if "refuted" in learned else "undecided"
 
 
 def rq5_rows(summary: pd.DataFrame | None) -> list[dict]:
