@@ -181,6 +181,39 @@ def task_spec(name: str) -> TaskSpec:
     return TASKS[name]
 
 
+def _counts(values) -> str:
+    """``"3,000"``, or ``"2,000 or 3,000"`` where runs differ."""
+    distinct = sorted({int(v) for v in values if pd.notna(v)})
+    return " or ".join(f"{v:,}" for v in distinct) if distinct else "an unrecorded number of"
+
+
+def data_note(task: str, runs: pd.DataFrame | None = None) -> str:
+    """The task's data note (:attr:`TaskSpec.note`: which files, and their full sizes) followed by
+    what the given runs actually used: their ``n_train`` training and ``n_eval`` evaluation
+    examples (for SQuAD 2.0, questions), the subsets a profile draws once per task and every run
+    shares. A chapter that printed the note alone would give the files' sizes as the data used.
+
+    Args:
+        task: a task name of :data:`TASKS`.
+        runs: ``ResultsFile.frame()`` rows (columns ``task``, ``n_train``, ``n_eval``), any
+            tasks; ``None`` or no rows of ``task``: the note alone.
+
+    Returns:
+        ``"<note> Used by these runs: 3,000 training and 5,000 evaluation examples."``
+
+    Raises:
+        UnknownTask: an unknown ``task``.
+    """
+    note = task_spec(task).note
+    if runs is None or "task" not in runs or not (runs["task"] == task).any():
+        return note
+    mine = runs[runs["task"] == task]
+    unit = "questions" if task == "squad2" else "examples"
+    train = _counts(mine["n_train"]) if "n_train" in mine else "an unrecorded number of"
+    evaluation = _counts(mine["n_eval"]) if "n_eval" in mine else "an unrecorded number of"
+    return f"{note} Used by these runs: {train} training and {evaluation} evaluation {unit}."
+
+
 # --------------------------------------------------------------------------------------------------
 # Features (explicit: `datasets` would guess types, e.g. ids as int64)
 

@@ -8,11 +8,12 @@ from collections import Counter
 
 import datasets
 import numpy as np
+import pandas as pd
 import pytest
 
 from dupbert.data import CorpusNotFound
-from dupbert.tasks import (TASKS, UnknownTask, load_task, stratified_indices, strata, task_files,
-                           trivial_baselines)
+from dupbert.tasks import (TASKS, UnknownTask, data_note, load_task, stratified_indices, strata,
+                           task_files, trivial_baselines)
 
 # (task, split) -> (rows, label counts); SQuAD: (answerable, unanswerable)
 COUNTS = {
@@ -322,3 +323,20 @@ def test_trivial_baselines_refuse_another_tasks_evaluation_set(loaded):
         trivial_baselines("squad2", loaded("sst2", "eval"))
     plain = trivial_baselines("sst2", datasets.Dataset.from_dict({"label": [0, 1, 1]}))
     assert plain["majority_label"] == "positive"  # plain ids in range still work
+
+
+def test_the_data_note_says_what_the_runs_used_not_only_the_file_sizes():
+    """Review of the final chapters (issue 10): RQ3, RQ4 and RQ5 printed the files' full sizes
+    (SNLI 9,824 / 9,842) as the data used, while the runs used 3,000 / 5,000."""
+    runs = pd.DataFrame({"task": ["snli", "snli", "sst2", "uspto50k"],
+                         "n_train": [3000, 3000, 4000, 2000], "n_eval": [5000, 5000, 872, 2000]})
+    note = TASKS["snli"].note
+    assert data_note("snli", runs) == (
+        f"{note} Used by these runs: 3,000 training and 5,000 evaluation examples.")
+    mixed = runs.assign(n_train=[3000, 1000, 4000, 2000])
+    assert data_note("snli", mixed).endswith("1,000 or 3,000 training and 5,000 evaluation examples.")
+    squad = pd.DataFrame({"task": ["squad2"], "n_train": [2000], "n_eval": [1500]})
+    assert data_note("squad2", squad).endswith("2,000 training and 1,500 evaluation questions.")
+    assert data_note("snli") == data_note("snli", runs.iloc[2:]) == note  # no runs of the task
+    with pytest.raises(UnknownTask, match="unknown task 'nli'"):
+        data_note("nli", runs)
