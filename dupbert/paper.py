@@ -658,7 +658,8 @@ _OVERALL_NEEDS = ("model", "task", "metric", "duplication", "role", "n_pairs", "
                   "learned", "paper_value", "claimed_gain", "verdict")
 
 
-def overall(table: pd.DataFrame) -> pd.DataFrame:
+def overall(table: pd.DataFrame,
+            family_sizes: Mapping[tuple[str, str], int] | None = None) -> pd.DataFrame:
     """Per model, task and metric of a :func:`comparison` table: the pre-registered primary
     comparison decides (``verdict`` is its verdict, ``pending (k/n seeds)`` included; ``no
     primary run`` without one), and the
@@ -674,11 +675,22 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
         ``primary``, ``best_secondary`` and ``claimed_gain`` are ``None`` where there is none.
         A table with its columns but no rows gives :data:`OVERALL_COLUMNS` and no rows.
 
+    Args:
+        table: :func:`comparison` output.
+        family_sizes: ``{(model, task): m}`` secondary comparisons planned by a pre-registered
+            study (``dupbert.profiles.planned_family_sizes``): a planned secondary with no run at
+            all has no row in ``table``, and is counted in ``n_secondary_pending`` from the plan
+            (as Holm counts it). ``None``: only the rows of ``table`` are counted.
+
     Raises:
         ParameterError (a ValueError): ``table`` not a DataFrame or without a column of
-            :func:`comparison` that this needs (the message lists them).
+            :func:`comparison` that this needs (the message lists them); ``family_sizes`` not
+            a mapping of integers >= 0 (:func:`dupbert.significance.paired_gains`).
     """
+    from .significance import _check_plan
+
     check_columns(table, _OVERALL_NEEDS, "the comparison table")
+    _check_plan("family_sizes", family_sizes, ("model", "task"))
     if table.empty:
         return pd.DataFrame(columns=OVERALL_COLUMNS)
     rows = []
@@ -687,7 +699,9 @@ def overall(table: pd.DataFrame) -> pd.DataFrame:
         primary = compared[compared["role"] == "primary"]
         secondary = compared[compared["role"] != "primary"]
         waiting = secondary["verdict"].astype(str).str.startswith("pending")
-        n_pending = int(waiting.sum())
+        # planned secondaries with no row at all (no run landed) wait too
+        unseen = (family_sizes or {}).get((model, task), 0) - len(secondary)
+        n_pending = int(waiting.sum()) + max(0, unseen)
         secondary = secondary[~waiting]  # judged once complete (Holm leaves them out until then)
         claimed = group["claimed_gain"].iloc[0]
         claimed = None if claimed is None or pd.isna(claimed) else float(claimed)

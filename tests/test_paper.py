@@ -789,3 +789,20 @@ def test_a_secondary_is_judged_on_its_interval_at_the_family_level():
     assert primary["family_confidence"] == 0.95
     assert (primary["family_ci_low"], primary["family_ci_high"]) == (
         primary["gain_ci_low"], primary["gain_ci_high"])
+
+
+def test_a_planned_secondary_with_no_run_counts_as_pending_from_the_plan():
+    """Review point 5: a planned secondary none of whose runs has landed has no row in the
+    comparison table; the summary counted it nowhere, while Holm did. From the plan it waits."""
+    base = [0.800, 0.802, 0.799, 0.801, 0.800, 0.803]
+    results = _results("snli", "accuracy", {"baseline": base, "copy first 3": base,
+                                            "copy last": base})  # depth control: no run yet
+    table = paper.comparison(results, family_sizes={("m", "snli"): 2})
+    accuracy = lambda frame: frame[frame["metric"] == "accuracy"].iloc[0]  # noqa: E731
+    planned = accuracy(paper.overall(table, family_sizes={("m", "snli"): 2}))
+    assert (planned["n_secondary"], planned["n_secondary_pending"]) == (1, 1)
+    assert accuracy(paper.overall(table))["n_secondary_pending"] == 0  # without the plan
+    more = accuracy(paper.overall(table, family_sizes={("m", "snli"): 1, ("x", "sst2"): 4}))
+    assert more["n_secondary_pending"] == 0  # the plan never makes a landed one pending
+    with pytest.raises(ParameterError, match=r"^family_sizes\[\('m', 'snli'\)\] must be"):
+        paper.overall(table, family_sizes={("m", "snli"): -1})
