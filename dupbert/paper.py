@@ -523,7 +523,8 @@ def pending(n_pairs: int, planned: int) -> str:
 COMPARISON_COLUMNS = [
     "model", "task", "metric", "duplication", "n", "mean", "std", "ci_low", "ci_high", "reference",
     "role", "n_pairs", "gain", "gain_ci_low", "gain_ci_high", "p_value", "n_tests",
-    "family_confidence", "family_ci_low", "family_ci_high", "min_detectable_gain", "p_adjusted", "significant", "trivial", "trivial_name", "learned",
+    "bonferroni_confidence", "bonferroni_ci_low", "bonferroni_ci_high", "min_detectable_gain",
+    "p_adjusted", "significant", "trivial", "trivial_name", "learned",
     "claim_id", "claimed_gain", "paper_value", "verdict"]
 """The columns of a :func:`comparison` table with gains (a baseline alone puts ``trivial``,
 ``trivial_name`` before ``reference``, and has no ``significant``)."""
@@ -554,9 +555,10 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
         One row per (model, task, metric, duplication), the baseline included: ``n``, ``mean``,
         ``std``, ``ci_low``, ``ci_high`` (points, over seeds); ``reference``, ``role``
         (primary/secondary), ``gain``, ``gain_ci_low``, ``gain_ci_high`` (95%), ``p_value``,
-        ``n_tests``, ``family_confidence``, ``family_ci_low``, ``family_ci_high`` (the interval
-        at the level the comparison is judged at: 95% for the primary, ``1 - 0.05/m`` for a
-        secondary of ``m``; the verdict reads this one), ``p_adjusted``,
+        ``n_tests``, ``bonferroni_confidence``, ``bonferroni_ci_low``, ``bonferroni_ci_high``
+        (95% for the primary, the Bonferroni level ``1 - 0.05/m`` for a secondary of ``m``:
+        shown beside Holm p-values; conservative, it can cover 0 for a secondary that Holm finds
+        significant; :func:`dupbert.significance.paired_gains`), ``p_adjusted``,
         ``min_detectable_gain``, ``n_pairs`` (paired by seed against the reference; NaN for the
         baseline itself); ``trivial``, ``trivial_name``;
         ``learned`` (the baseline beat its floor, :func:`learning_status`); ``claim_id``,
@@ -603,7 +605,7 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
                                                   trivial_name=("trivial_name", "first"))
     table = table.merge(trivial.reset_index(), on=by, how="left")
     for column in ("reference", "role", "gain", "gain_ci_low", "gain_ci_high", "p_value",
-                   "n_tests", "family_confidence", "family_ci_low", "family_ci_high",
+                   "n_tests", "bonferroni_confidence", "bonferroni_ci_low", "bonferroni_ci_high",
                    "p_adjusted", "min_detectable_gain", "n_pairs"):
         if column not in table:
             table[column] = np.nan
@@ -641,9 +643,10 @@ def _verdict(row: dict, c: Claim | None,
     if not has_pairs:
         return "no reference run"
     p = row["p_adjusted"]
-    # the interval at the comparison's own level (95% for the primary, 1 - 0.05/m for a secondary
-    # of m: since 2026-12-01, before which secondaries were read off their 95% interval)
-    return verdict(row["gain"], row["family_ci_low"], row["family_ci_high"],
+    # the pre-registered rule reads the 95% interval, for the secondaries too (their p is Holm's);
+    # for a few hours on 2026-12-01, after all runs, it read the Bonferroni interval instead: no
+    # verdict differed (methods.md)
+    return verdict(row["gain"], row["gain_ci_low"], row["gain_ci_high"],
                    float(p) if p is not None else np.nan, c.claimed_gain if c else None)
 
 

@@ -592,18 +592,19 @@ def plot_training_loss(results: pd.DataFrame, window: int = 10,
 def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -> Figure:
     """RQ4: the model × task grid of paired gains over the baseline, one panel per cell, one
     horizontal bar per duplication configuration: the mean gain over seeds (dot) and its
-    confidence interval at the level its test is judged at (line), filled when significant (the primary comparison at 0.05, the
-    secondary ones after Holm correction). The paper's
-    claimed gain is a dashed red line (its "no gain" claim a shaded ±0.5-point band).
+    confidence interval (line: 95% for the primary, Bonferroni for the secondary ones), filled
+    when significant (the primary comparison at 0.05, the secondary ones after Holm correction).
+    The paper's claimed gain is a dashed red line (its "no gain" claim a shaded ±0.5-point band).
 
     Parameters
     ----------
     table
         :func:`dupbert.paper.comparison` output: columns ``model, task, metric, duplication,
         gain, gain_ci_low, gain_ci_high, p_adjusted, claimed_gain`` (``p_adjusted``: the
-        primary comparison's own p, Holm for the secondaries); where it has ``family_ci_low``
-        and ``family_ci_high`` the line is that interval (95% for the primary, ``1 - 0.05/m``
-        for a secondary of ``m``, the level its test is judged at), else the 95% one.
+        primary comparison's own p, Holm for the secondaries); where it has ``bonferroni_ci_low``
+        and ``bonferroni_ci_high`` the line is that interval (95% for the primary, ``1 - 0.05/m``
+        for a secondary of ``m``: conservative, it can cover 0 where Holm finds the secondary
+        significant, so the fill, not the line, says what is significant), else the 95% one.
     metrics
         ``{task: metric}`` to draw per task (default: the first metric of each task).
 
@@ -639,7 +640,7 @@ def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -
                 row = cell[cell["duplication"] == name].iloc[0]
                 significant = bool(row["p_adjusted"] < 0.05) if pd.notna(row["p_adjusted"]) else False
                 colour = "C0" if row["gain"] >= 0 else "C3"
-                low, high = ("family_ci_low", "family_ci_high") if "family_ci_low" in row \
+                low, high = ("bonferroni_ci_low", "bonferroni_ci_high") if "bonferroni_ci_low" in row \
                     else ("gain_ci_low", "gain_ci_high")
                 if pd.notna(row[low]):
                     ax.plot([row[low], row[high]], [y, y], color=colour, linewidth=2)

@@ -352,8 +352,8 @@ def _comparisons(group: pd.DataFrame, baseline: str) -> list[tuple[str, str, str
 
 
 GAIN_COLUMNS = ["duplication", "reference", "role", "n_pairs", "gain", "gain_ci_low",
-                "gain_ci_high", "p_value", "n_tests", "family_confidence", "family_ci_low",
-                "family_ci_high", "min_detectable_gain", "p_adjusted", "significant"]
+                "gain_ci_high", "p_value", "n_tests", "bonferroni_confidence", "bonferroni_ci_low",
+                "bonferroni_ci_high", "min_detectable_gain", "p_adjusted", "significant"]
 """The columns of :func:`paired_gains` after its ``by`` columns."""
 
 
@@ -400,12 +400,15 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
         paired difference, metric units), ``gain_ci_low``, ``gain_ci_high`` (95% t interval),
         ``p_value`` (two-sided paired t-test, :func:`paired_p_value`), ``n_tests`` (1 for the
         primary, else the size of the group's secondary family: those present, or the planned
-        ``m`` where larger), ``family_confidence``, ``family_ci_low``, ``family_ci_high`` (the
-        t interval at the level the comparison is judged at, ``1 - ALPHA / n_tests``: 95% for
-        the primary, the Bonferroni level ``1 - 0.05/m`` for a secondary of a family of ``m``,
-        the level of Holm's first step; beside a Holm p-value the 95% interval would look more
-        decisive than the test), ``p_adjusted`` (the primary's own p; Holm over the secondary family
-        of each group of ``by``; NaN for a secondary short of its planned seeds),
+        ``m`` where larger), ``bonferroni_confidence``, ``bonferroni_ci_low``,
+        ``bonferroni_ci_high`` (the t interval at ``1 - ALPHA / n_tests``: 95% for the primary,
+        the Bonferroni level ``1 - 0.05/m`` for a secondary of a family of ``m``, shown beside
+        a Holm p-value, where the 95% interval would look more decisive than the test; a
+        simultaneous interval, conservative: Holm's later steps test at ``ALPHA / (m - k)``, so
+        it can cover 0 for a secondary that Holm finds significant; the verdict reads the
+        pre-registered 95% interval, ``gain_ci_*``), ``p_adjusted`` (the primary's own p; Holm
+        over the secondary family of each group of ``by``; NaN for a secondary short of its
+        planned seeds),
         ``min_detectable_gain`` (80% power at ``ALPHA / n_tests``) and ``significant``
         (``p_adjusted < ALPHA``). Seeds missing on either side are left out of the pair; a
         reference with no run gives ``n_pairs`` 0. A frame with its columns but no rows, or
@@ -448,8 +451,8 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
                 "n_pairs": summary["n"], "gain": summary["mean"],
                 "gain_ci_low": summary["ci_low"], "gain_ci_high": summary["ci_high"],
                 "p_value": paired_p_value(difference), "n_tests": n_tests,
-                "family_confidence": 1 - ALPHA / n_tests, "family_ci_low": family["ci_low"],
-                "family_ci_high": family["ci_high"],
+                "bonferroni_confidence": 1 - ALPHA / n_tests, "bonferroni_ci_low": family["ci_low"],
+                "bonferroni_ci_high": family["ci_high"],
                 "min_detectable_gain": minimum_detectable_gain(summary["std"], summary["n"],
                                                                n_tests=n_tests),
             })
