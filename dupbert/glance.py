@@ -399,7 +399,8 @@ def rq3_rq4_rows(results: pd.DataFrame,
     summary = paper.overall(table) if not table.empty else pd.DataFrame()
     status = paper.learning_status(results) if not results.empty else pd.DataFrame()
     shortfalls = pilot_shortfalls(pilots)
-    rows, per_claim, judged_models = [], {}, set()
+    # (model, task) cells whose primary comparison is judged or pending: the RQ4 row names them
+    rows, per_claim, judged_cells = [], {}, set()
     for c in paper.CLAIMS:
         if c.rq != 3 or c.task is None:
             continue
@@ -410,7 +411,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
             text, state = _cell_text(cell, status)
             texts.append(text)
             if state in ("judged", "pending"):  # a pending one may still be judged
-                judged_models.add(cell.model)
+                judged_cells.add((cell.model, c.task))
             if state != "judged":
                 verdicts.append(paper.DID_NOT_LEARN if state == paper.DID_NOT_LEARN else "undecided")
             elif c.claimed_gain is None:
@@ -422,7 +423,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
         landed = set(cells["model"]) if not cells.empty else set()
         for (model, task), planned in (planned_seeds or {}).items():
             if task == c.task and model not in landed:  # planned, nothing landed yet
-                judged_models.add(model)
+                judged_cells.add((model, task))
                 texts.append(f"{model}: {paper.pending(0, planned)}")
                 verdicts.append("undecided")
         for (model, task), text in shortfalls.items():
@@ -449,10 +450,9 @@ def rq3_rq4_rows(results: pd.DataFrame,
     tested = [v for v in per_claim.values() if v != "not testable here"]
     consistent = _over_learned(tested)
     models = sorted(set(results["model"])) if not results.empty else []
-    judged = {} if results.empty else {
-        model: sorted(set(group["task"]) & CLAIMED_TASKS)
-        for model, group in results.groupby("model", sort=True) if model in judged_models}
-    on = "; ".join(f"{m} ({', '.join(t)})" for m, t in judged.items() if t) or "none"
+    judged_models = sorted({model for model, _ in judged_cells})
+    on = "; ".join(f"{m} ({', '.join(sorted(t for n, t in judged_cells if n == m))})"
+                   for m in judged_models) or "none"
     ours = (f"{len(models)} models ({', '.join(models)}); judged on the paper's tasks (baseline "
             f"learned; primary complete or pending): {on}")
     if len(judged_models) < 2 and consistent in ("reproduced", "undecided"):

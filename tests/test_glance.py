@@ -359,6 +359,14 @@ def test_rq3_rq4_rows_texts_and_rules():
     assert mixed["rq4-consistent-across-models"]["ours"] == (  # models and tasks sorted
         "3 models (a, b, r); judged on the paper's tasks (baseline learned; primary complete or "
         "pending): a (snli, sst2); b (sst2); per-claim verdicts as above")
+    # a model's task whose baseline missed its floor (SST-2 at 60 < 80) is not named as judged
+    missed = _rq3(pd.concat([_runs("a", "snli", "accuracy", 0.70, +0.010),
+                             _runs("a", "sst2", "accuracy", 0.60, 0.0, trivial=0.51),
+                             _runs("b", "sst2", "accuracy", 0.85, 0.0, trivial=0.51)]))
+    assert missed["rq3-sst2-accuracy"]["ours"].startswith("a: did not learn")
+    assert missed["rq4-consistent-across-models"]["ours"] == (
+        "2 models (a, b); judged on the paper's tasks (baseline learned; primary complete or "
+        "pending): a (snli); b (sst2); per-claim verdicts as above")
     assert {row["verdict"] for row in empty.values()} == {"not testable here"}
 
 
