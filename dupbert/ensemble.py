@@ -63,8 +63,10 @@ Until 2026-12-01 (later that day, at 128 of 128 runs) each block had one assignm
 the earlier configuration always at the block's lower seed. A fresh review of the final chapters
 found rxnmapper-albert's difference to depend on it: +1.47 points [+0.60, +2.33] over the
 planned blocks, -0.63 [-4.33, +3.07] over the other partition of the seeds, +0.42 over all 120
-pairs; with every rotation a seed's effect falls on every configuration alike. :func:`rq5_differences` ``start`` tests the other partitions of the
-seeds into disjoint blocks, as a robustness check; the chapter shows both changes' numbers.
+pairs; with every rotation a seed's effect falls on every configuration alike.
+:func:`rq5_differences` ``start`` tests the other cyclic partitions of the seeds into disjoint
+blocks, and :func:`rq5_partition_differences` every partition (105 for 8 seeds in pairs), as
+robustness checks; the chapter shows both changes' numbers.
 """
 
 from __future__ import annotations
@@ -1180,3 +1182,124 @@ def _paired_test(pairs: pd.DataFrame) -> dict:
             "n_units": int(blocks.size), "difference": summary["mean"],
             "ci_low": summary["ci_low"], "ci_high": summary["ci_high"],
             "p_value": paired_p_value(blocks), "test": "paired t over disjoint seed blocks"}
+
+
+PARTITION_COLUMNS = ["model", "task", "metric", "partition", "blocks", "n_units", "difference",
+                     "ci_low", "ci_high", "p_value"]
+
+
+def seed_partitions(seeds: Sequence[int], k: int) -> list[tuple[tuple[int, ...], ...]]:
+    """Every partition of ``seeds`` into disjoint blocks of ``k`` seeds: ``n! / ((k!)^(n/k)
+    (n/k)!)`` of them (3 for 4 seeds and ``k = 2``, 105 for 8, 945 for 10; 10 for 6 seeds and
+    ``k = 3``). Each block is sorted, the blocks of a partition are ordered by their first seed,
+    and the partitions come in lexicographic order: the first is the planned one of
+    :func:`rq5_differences` (``s_0 s_1, s_2 s_3, ...``).
+
+    Raises:
+        ParameterError (a ValueError): ``seeds`` a string, empty, not integers or with a seed
+            twice; ``k`` not an integer >= 1.
+        ValueError: the number of seeds is not a multiple of ``k`` (``7 seeds cannot be cut
+            into disjoint blocks of 2``).
+    """
+    ordered = tuple(sorted(check_number(f"seeds[{i}]", s, integer=True)
+                           for i, s in enumerate(check_list("seeds", seeds, what="seeds"))))
+    k = check_number("k", k, integer=True, minimum=1)
+    if len(ordered) % k:
+        raise ValueError(f"{len(ordered)} seeds cannot be cut into disjoint blocks of {k}: "
+                         f"give a multiple of {k} seeds")
+
+    def split(rest: tuple[int, ...]):
+        if not rest:
+            yield ()
+            return
+        first, others = rest[0], rest[1:]
+        for partners in itertools.combinations(others, k - 1):
+            remaining = tuple(s for s in others if s not in partners)
+            for tail in split(remaining):
+                yield ((first, *partners), *tail)
+
+    return list(split(ordered))
+
+
+def rq5_partition_differences(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
+                              k: int | None = None) -> pd.DataFrame:
+    """How much RQ5's cross − same-configuration test depends on which seeds are paired into
+    blocks: the difference of :func:`rq5_differences` on *every* partition of a model and
+    task's seeds into disjoint blocks (:func:`seed_partitions`), not only the ``k`` cyclic ones
+    that ``start`` gives. Exploratory, added on 2026-12-01 after all of the CPU study's runs had
+    landed, on a review's point.
+
+    Per block (every ``k``-subset of the seeds), its unit is that of :func:`rq5_differences`:
+    the pairs of :func:`matched_ensembles` on the block's seeds (every ``k``-subset of the
+    configurations, every rotation), each cross-configuration ensemble minus the mean of its
+    ``k`` same-configuration controls, averaged. Per partition: the mean of its ``n / k`` units
+    with a Student-t 95% CI and the paired t-test's p (:func:`dupbert.significance.
+    paired_p_value`). The partitions share blocks, so they are not independent samples: the
+    share of them with a positive difference, or with p < 0.05, describes how much the planned
+    result owes to its pairing; it is not a test. The task's primary metric only
+    (:func:`dupbert.paper.task_metrics`), in points.
+
+    Args:
+        runs: :func:`read_runs` rows of one setting per model and task, with every run of the
+            configurations combined (:func:`complete_configurations`).
+        data_dir: overrides ``$DUPBERT_DATA_DIR`` (SQuAD 2.0: to re-derive the features).
+        k: block and ensemble size, default :func:`ensemble_size` (as :func:`rq5_ensembles`).
+
+    Returns:
+        :data:`PARTITION_COLUMNS`: ``model, task, metric, partition`` (0-based, the order of
+        :func:`seed_partitions`: 0 is the planned one), ``blocks`` (``"0 + 1 | 2 + 3"``),
+        ``n_units``, ``difference``, ``ci_low``, ``ci_high``, ``p_value`` (NaN with one block).
+        No rows for a model and task with fewer than ``k`` configurations or seeds, or whose
+        number of seeds is not a multiple of ``k``; a partition with a block that lacks a run
+        is left out.
+
+    Raises:
+        OutputsNotFound, OutputsMismatch, OutputsInvalid: as :func:`evaluate_ensemble`;
+            OutputsMismatch also for two runs of one configuration and seed.
+        ParameterError (a ValueError): ``runs`` not a DataFrame or without a column of
+            ``run_key, model, task, duplication, seed``; ``k`` not an integer >= 2.
+    """
+    from .paper import in_points, task_metrics
+    from .significance import mean_ci, paired_p_value
+
+    if k is not None:
+        k = check_number("k", k, integer=True, minimum=2)
+    check_columns(runs, RUN_COLUMNS, "runs")
+    evaluate, scored, rows = _Evaluator(data_dir), {}, []
+
+    def value(members: Sequence[Mapping], metric: str) -> float:
+        keys = tuple(m["run_key"] for m in members)
+        if keys not in scored:
+            scored[keys] = evaluate(members)
+        return float(in_points(metric, scored[keys][metric]))
+
+    for (model, task), group in runs.groupby(["model", "task"], sort=False):
+        records = group.to_dict("records")
+        run = _run_index(records)
+        configurations = list(dict.fromkeys(r["duplication"] for r in records))
+        seeds = sorted({int(r["seed"]) for r in records})
+        size = k if k is not None else ensemble_size(len(configurations), len(seeds))
+        if not 2 <= size <= min(len(configurations), len(seeds)) or len(seeds) % size:
+            continue
+        metric = task_metrics(task)[0]
+        units = {}
+        for block in itertools.combinations(seeds, size):
+            differences = [
+                value([run[m] for m in pair["cross"]], metric)
+                - np.mean([value([run[m] for m in control], metric)
+                           for control in pair["controls"]])
+                for pair in matched_ensembles(configurations, block, size)
+                if all(m in run for members in (pair["cross"], *pair["controls"]) for m in members)]
+            if differences:
+                units[block] = float(np.mean(differences))
+        for number, partition in enumerate(seed_partitions(seeds, size)):
+            if not all(block in units for block in partition):
+                continue
+            found = np.array([units[block] for block in partition])
+            summary = mean_ci(found)
+            rows.append({"model": model, "task": task, "metric": metric, "partition": number,
+                         "blocks": " | ".join(" + ".join(map(str, b)) for b in partition),
+                         "n_units": len(found), "difference": summary["mean"],
+                         "ci_low": summary["ci_low"], "ci_high": summary["ci_high"],
+                         "p_value": paired_p_value(found)})
+    return pd.DataFrame(rows, columns=PARTITION_COLUMNS)

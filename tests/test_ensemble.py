@@ -485,6 +485,64 @@ def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
         E.rq5_differences(ensembles, start=2)
 
 
+def test_seed_partitions_are_every_way_to_cut_the_seeds_into_disjoint_blocks():
+    assert E.seed_partitions([3, 1, 2, 0], 2) == [((0, 1), (2, 3)), ((0, 2), (1, 3)),
+                                                  ((0, 3), (1, 2))]
+    eight = E.seed_partitions(list(range(8)), 2)
+    assert len(eight) == len(set(eight)) == 105  # 8! / (2^4 4!)
+    assert all(sorted(s for block in p for s in block) == list(range(8)) for p in eight)
+    assert eight[0] == ((0, 1), (2, 3), (4, 5), (6, 7))  # the planned partition first
+    assert len(E.seed_partitions(list(range(6)), 3)) == 10
+    assert len(E.seed_partitions(list(range(10)), 2)) == 945
+    assert E.seed_partitions([5], 1) == [((5,),)]
+    with pytest.raises(ValueError, match=r"^7 seeds cannot be cut into disjoint blocks of 2: "):
+        E.seed_partitions(list(range(7)), 2)
+    with pytest.raises(ParameterError, match=r"^seeds must be distinct"):
+        E.seed_partitions([1, 1], 2)
+
+
+def test_every_partition_of_the_seeds_tests_the_blocks_it_is_made_of(tmp_path):
+    """3 configurations x 4 seeds, k = 2: the partitions {0 1, 2 3}, {0 2, 1 3}, {0 3, 1 2}.
+    Each block's unit, scored by hand: over the 3 subsets x 2 assignments, the cross ensemble
+    minus the mean of its two configurations alone at the block's seeds. The two cyclic
+    partitions are those of rq5_differences' start 0 and 1."""
+    a, b, c = "baseline", "copy first 3", "copy last"
+    runs = _toy_grid(tmp_path, configurations=(a, b, c), seeds=(0, 1, 2, 3))
+    subsets = ((a, b), (a, c), (b, c))
+
+    def unit(s, t):
+        alone = {x: _score(runs, [(x, s), (x, t)]) for x in (a, b, c)}
+        return np.mean([_score(runs, members) - (alone[x] + alone[y]) / 2 for x, y in subsets
+                        for members in ([(x, s), (y, t)], [(x, t), (y, s)])])
+
+    found = E.rq5_partition_differences(runs, k=2)
+    assert list(found.columns) == E.PARTITION_COLUMNS
+    assert found["blocks"].tolist() == ["0 + 1 | 2 + 3", "0 + 2 | 1 + 3", "0 + 3 | 1 + 2"]
+    assert found["partition"].tolist() == [0, 1, 2] and set(found["n_units"]) == {2}
+    for row, blocks in zip(found.itertuples(), (((0, 1), (2, 3)), ((0, 2), (1, 3)),
+                                                ((0, 3), (1, 2)))):
+        units = np.array([unit(*block) for block in blocks])
+        assert row.difference == pytest.approx(units.mean())
+        assert (row.ci_low, row.ci_high) == pytest.approx(
+            stats.t.interval(0.95, 1, units.mean(), stats.sem(units)))
+        assert row.p_value == pytest.approx(float(stats.ttest_1samp(units, 0.0).pvalue))
+    ensembles = E.rq5_ensembles(runs, k=2)
+    for start, partition in ((0, 0), (1, 2)):
+        cyclic = E.rq5_differences(ensembles, start=start).set_index(["metric", "comparison"]).loc[
+            ("accuracy", "cross-configuration − same-configuration")]
+        assert found.loc[partition, "difference"] == pytest.approx(cyclic["difference"])
+        assert found.loc[partition, "p_value"] == pytest.approx(cyclic["p_value"])
+    # every block with seed 3 lacks the pair that needs copy last there: no partition is whole
+    two = _toy_grid(tmp_path / "two", configurations=(a, c), seeds=(0, 1, 2, 3),
+                    missing={(c, 3)})
+    assert E.rq5_partition_differences(two, k=2).empty
+    # three seeds cannot be cut into pairs; one configuration makes no cross ensemble
+    assert E.rq5_partition_differences(runs[runs["seed"] < 3], k=2).empty
+    assert E.rq5_partition_differences(runs[runs["duplication"] == a]).empty
+    with pytest.raises(ParameterError, match=r"^k must be an integer >= 2, got 1"):
+        E.rq5_partition_differences(runs, k=1)
+
+
 def test_one_disjoint_block_gives_no_test_but_every_pair_described(tmp_path):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2))
     differences = E.rq5_differences(E.rq5_ensembles(runs)).set_index(["metric", "comparison"])
