@@ -62,8 +62,8 @@ better or worse configuration into a baseline ensemble (found by a review of the
 Until 2026-12-01 (later that day, at 128 of 128 runs) each block had one assignment, rotation 0:
 the earlier configuration always at the block's lower seed. A fresh review of the final chapters
 found rxnmapper-albert's difference to depend on it: +1.47 points [+0.60, +2.33] over the
-planned blocks, -0.63 [-4.33, +3.07] over the other partition of the seeds, +0.42 over all 120
-pairs; with every rotation a seed's effect falls on every configuration alike.
+planned blocks, -0.63 [-4.33, +3.07] over the other cyclic partition of the seeds, +0.42 over
+all 120 pairs; with every rotation a seed's effect falls on every configuration alike.
 :func:`rq5_differences` ``start`` tests the other cyclic partitions of the seeds into disjoint
 blocks, and :func:`rq5_partition_differences` every partition (105 for 8 seeds in pairs), as
 robustness checks; the chapter shows both changes' numbers.
@@ -72,6 +72,7 @@ robustness checks; the chapter shows both changes' numbers.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -806,7 +807,6 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
             duplication, seed`` (``pd.DataFrame()``: "no runs"; with the columns but no rows
             the result is the columns and no rows).
     """
-    from .paper import run_settings
 
     if k is not None:
         k = check_number("k", k, integer=True, minimum=2)
@@ -815,11 +815,7 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
     records = []
     for (model, task), group in runs.groupby(["model", "task"], sort=False):
         rows = group.to_dict("records")
-        settings = set(run_settings(group))
-        if len(settings) > 1:
-            raise OutputsMismatch(f"{model} on {task}: runs of {len(settings)} settings "
-                                  "(hyper-parameters, subset sizes or seed, data source); "
-                                  "keep one")
+        _check_one_setting(model, task, group)
         scored = {}  # a control belongs to every pair of its configuration at those seeds
         for record in _memberships(rows, k):
             members = record.pop("members")
@@ -852,6 +848,22 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _check_one_setting(model: str, task: str, group: pd.DataFrame) -> None:
+    """Ensembles combine runs of one setting (:func:`dupbert.paper.run_settings`)."""
+    from .paper import run_settings
+
+    settings = set(run_settings(group))
+    if len(settings) > 1:
+        raise OutputsMismatch(f"{model} on {task}: runs of {len(settings)} settings "
+                              "(hyper-parameters, subset sizes or seed, data source); keep one")
+
+
+def _has_runs(pair: Mapping, run: Mapping) -> bool:
+    """Whether every member of a :func:`matched_ensembles` pair, both arms, has a run."""
+    return all(member in run for members in (pair["cross"], *pair["controls"])
+               for member in members)
+
+
 def _member_label(row: Mapping) -> str:
     return f"{row['duplication']} (seed {int(row['seed'])})"
 
@@ -876,8 +888,7 @@ def _memberships(rows: Sequence[Mapping], k: int | None):
         return
     number = 0
     for pair in matched_ensembles(configurations, seeds, size):
-        if not all(member in run for members in (pair["cross"], *pair["controls"])
-                   for member in members):
+        if not _has_runs(pair, run):
             continue
         common = {"pair": number, "offset": pair["offset"], "rotation": pair["rotation"],
                   "disjoint": pair["disjoint"],
@@ -1186,14 +1197,29 @@ def _paired_test(pairs: pd.DataFrame) -> dict:
 
 PARTITION_COLUMNS = ["model", "task", "metric", "partition", "blocks", "n_units", "difference",
                      "ci_low", "ci_high", "p_value"]
+"""The columns of :func:`rq5_partition_differences`."""
+
+MAX_PARTITIONS = 10_000
+"""The most partitions :func:`rq5_partition_differences` tests per model and task by default
+(12 seeds in pairs make 10,395; each costs about half a millisecond)."""
+
+
+def count_partitions(n_seeds: int, k: int) -> int:
+    """The number of partitions of ``n_seeds`` seeds into disjoint blocks of ``k``:
+    ``n! / ((k!)^(n/k) (n/k)!)`` (105 for 8 seeds in pairs, 2,027,025 for 16); 0 when ``k``
+    does not divide ``n_seeds``."""
+    if n_seeds % k:
+        return 0
+    blocks = n_seeds // k
+    return math.factorial(n_seeds) // (math.factorial(k) ** blocks * math.factorial(blocks))
 
 
 def seed_partitions(seeds: Sequence[int], k: int) -> list[tuple[tuple[int, ...], ...]]:
-    """Every partition of ``seeds`` into disjoint blocks of ``k`` seeds: ``n! / ((k!)^(n/k)
-    (n/k)!)`` of them (3 for 4 seeds and ``k = 2``, 105 for 8, 945 for 10; 10 for 6 seeds and
-    ``k = 3``). Each block is sorted, the blocks of a partition are ordered by their first seed,
-    and the partitions come in lexicographic order: the first is the planned one of
-    :func:`rq5_differences` (``s_0 s_1, s_2 s_3, ...``).
+    """Every partition of ``seeds`` into disjoint blocks of ``k`` seeds,
+    :func:`count_partitions` of them (3 for 4 seeds and ``k = 2``, 105 for 8, 945 for 10; 10
+    for 6 seeds and ``k = 3``). Each block is sorted, the blocks of a partition are ordered by
+    their first seed, and the partitions come in lexicographic order: the first is the planned
+    one of :func:`rq5_differences` (``s_0 s_1, s_2 s_3, ...``).
 
     Raises:
         ParameterError (a ValueError): ``seeds`` a string, empty, not integers or with a seed
@@ -1222,7 +1248,8 @@ def seed_partitions(seeds: Sequence[int], k: int) -> list[tuple[tuple[int, ...],
 
 
 def rq5_partition_differences(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
-                              k: int | None = None) -> pd.DataFrame:
+                              k: int | None = None,
+                              max_partitions: int = MAX_PARTITIONS) -> pd.DataFrame:
     """How much RQ5's cross − same-configuration test depends on which seeds are paired into
     blocks: the difference of :func:`rq5_differences` on *every* partition of a model and
     task's seeds into disjoint blocks (:func:`seed_partitions`), not only the ``k`` cyclic ones
@@ -1231,39 +1258,48 @@ def rq5_partition_differences(runs: pd.DataFrame, data_dir: str | os.PathLike | 
 
     Per block (every ``k``-subset of the seeds), its unit is that of :func:`rq5_differences`:
     the pairs of :func:`matched_ensembles` on the block's seeds (every ``k``-subset of the
-    configurations, every rotation), each cross-configuration ensemble minus the mean of its
-    ``k`` same-configuration controls, averaged. Per partition: the mean of its ``n / k`` units
-    with a Student-t 95% CI and the paired t-test's p (:func:`dupbert.significance.
-    paired_p_value`). The partitions share blocks, so they are not independent samples: the
-    share of them with a positive difference, or with p < 0.05, describes how much the planned
-    result owes to its pairing; it is not a test. The task's primary metric only
-    (:func:`dupbert.paper.task_metrics`), in points.
+    configurations, every rotation) whose runs all exist, each cross-configuration ensemble
+    minus the mean of its ``k`` same-configuration controls, averaged. Per partition: the mean
+    of its ``n / k`` units with a Student-t 95% CI and the paired t-test's p
+    (:func:`dupbert.significance.paired_p_value`). The partitions share blocks, so they are not
+    independent samples: the share of them with a positive difference, or with p < 0.05,
+    describes how much the planned result owes to its pairing; it is not a test. The task's
+    primary metric only (:func:`dupbert.paper.task_metrics`), in points.
 
     Args:
-        runs: :func:`read_runs` rows of one setting per model and task, with every run of the
-            configurations combined (:func:`complete_configurations`).
+        runs: :func:`read_runs` rows of one setting per model and task (as
+            :func:`rq5_ensembles`), with every run of the configurations combined
+            (:func:`complete_configurations`).
         data_dir: overrides ``$DUPBERT_DATA_DIR`` (SQuAD 2.0: to re-derive the features).
         k: block and ensemble size, default :func:`ensemble_size` (as :func:`rq5_ensembles`).
+        max_partitions: refuse a model and task with more partitions than this
+            (:func:`count_partitions`; :data:`MAX_PARTITIONS`).
 
     Returns:
         :data:`PARTITION_COLUMNS`: ``model, task, metric, partition`` (0-based, the order of
         :func:`seed_partitions`: 0 is the planned one), ``blocks`` (``"0 + 1 | 2 + 3"``),
-        ``n_units``, ``difference``, ``ci_low``, ``ci_high``, ``p_value`` (NaN with one block).
-        No rows for a model and task with fewer than ``k`` configurations or seeds, or whose
-        number of seeds is not a multiple of ``k``; a partition with a block that lacks a run
-        is left out.
+        ``n_units`` (``n / k``, at least 2), ``difference``, ``ci_low``, ``ci_high``,
+        ``p_value`` (points). No rows for a model and task with fewer than ``k``
+        configurations or seeds, with one partition only (``n = k``: it is
+        :func:`rq5_differences`' own), or whose number of seeds is not a multiple of ``k``
+        (:func:`rq5_differences` still tests its ``n // k`` blocks); a partition with a block
+        none of whose pairs has all its runs is left out.
 
     Raises:
         OutputsNotFound, OutputsMismatch, OutputsInvalid: as :func:`evaluate_ensemble`;
-            OutputsMismatch also for two runs of one configuration and seed.
+            OutputsMismatch also for runs of several settings in one model and task, or two
+            runs of one configuration and seed.
         ParameterError (a ValueError): ``runs`` not a DataFrame or without a column of
-            ``run_key, model, task, duplication, seed``; ``k`` not an integer >= 2.
+            ``run_key, model, task, duplication, seed``; ``k`` not an integer >= 2;
+            ``max_partitions`` not an integer >= 1, or exceeded (the message gives the count);
+            an unknown task (:func:`dupbert.paper.task_metrics`).
     """
     from .paper import in_points, task_metrics
     from .significance import mean_ci, paired_p_value
 
     if k is not None:
         k = check_number("k", k, integer=True, minimum=2)
+    max_partitions = check_number("max_partitions", max_partitions, integer=True, minimum=1)
     check_columns(runs, RUN_COLUMNS, "runs")
     evaluate, scored, rows = _Evaluator(data_dir), {}, []
 
@@ -1274,12 +1310,22 @@ def rq5_partition_differences(runs: pd.DataFrame, data_dir: str | os.PathLike | 
         return float(in_points(metric, scored[keys][metric]))
 
     for (model, task), group in runs.groupby(["model", "task"], sort=False):
+        _check_one_setting(model, task, group)
         records = group.to_dict("records")
         run = _run_index(records)
         configurations = list(dict.fromkeys(r["duplication"] for r in records))
         seeds = sorted({int(r["seed"]) for r in records})
         size = k if k is not None else ensemble_size(len(configurations), len(seeds))
-        if not 2 <= size <= min(len(configurations), len(seeds)) or len(seeds) % size:
+        if not 2 <= size <= min(len(configurations), len(seeds)):
+            continue
+        count = count_partitions(len(seeds), size)
+        if count > max_partitions:
+            raise ParameterError(
+                f"{model} on {task}: {len(seeds)} seeds in blocks of {size} make {count:,} "
+                f"partitions, more than max_partitions={max_partitions:,} (each costs about "
+                "half a millisecond, and every block its ensembles): raise max_partitions, or "
+                "give fewer seeds")
+        if count < 2:
             continue
         metric = task_metrics(task)[0]
         units = {}
@@ -1288,8 +1334,7 @@ def rq5_partition_differences(runs: pd.DataFrame, data_dir: str | os.PathLike | 
                 value([run[m] for m in pair["cross"]], metric)
                 - np.mean([value([run[m] for m in control], metric)
                            for control in pair["controls"]])
-                for pair in matched_ensembles(configurations, block, size)
-                if all(m in run for members in (pair["cross"], *pair["controls"]) for m in members)]
+                for pair in matched_ensembles(configurations, block, size) if _has_runs(pair, run)]
             if differences:
                 units[block] = float(np.mean(differences))
         for number, partition in enumerate(seed_partitions(seeds, size)):

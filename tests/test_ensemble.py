@@ -532,15 +532,53 @@ def test_every_partition_of_the_seeds_tests_the_blocks_it_is_made_of(tmp_path):
             ("accuracy", "cross-configuration − same-configuration")]
         assert found.loc[partition, "difference"] == pytest.approx(cyclic["difference"])
         assert found.loc[partition, "p_value"] == pytest.approx(cyclic["p_value"])
-    # every block with seed 3 lacks the pair that needs copy last there: no partition is whole
+    # a missing run drops only the pairs that need it: without copy last at seed 3, a block
+    # with seed 3 is scored on (baseline, copy first 3) alone
+    partial = runs[runs["run_key"] != _toy_key(c, 3)]
+    alone = {x: _score(runs, [(x, 2), (x, 3)]) for x in (a, b)}
+    unit23 = np.mean([_score(runs, m) - (alone[a] + alone[b]) / 2
+                      for m in ([(a, 2), (b, 3)], [(a, 3), (b, 2)])])
+    first = E.rq5_partition_differences(partial, k=2).iloc[0]
+    assert first["blocks"] == "0 + 1 | 2 + 3"
+    assert first["difference"] == pytest.approx((unit(0, 1) + unit23) / 2)
+    # every block with seed 3 then lacks every pair: no partition is whole
     two = _toy_grid(tmp_path / "two", configurations=(a, c), seeds=(0, 1, 2, 3),
                     missing={(c, 3)})
     assert E.rq5_partition_differences(two, k=2).empty
-    # three seeds cannot be cut into pairs; one configuration makes no cross ensemble
+    # three seeds cannot be cut into pairs; two seeds make one partition, rq5_differences'
+    # own; one configuration makes no cross ensemble
     assert E.rq5_partition_differences(runs[runs["seed"] < 3], k=2).empty
+    assert E.rq5_partition_differences(runs[runs["seed"] < 2], k=2).empty
     assert E.rq5_partition_differences(runs[runs["duplication"] == a]).empty
     with pytest.raises(ParameterError, match=r"^k must be an integer >= 2, got 1"):
         E.rq5_partition_differences(runs, k=1)
+    with pytest.raises(ParameterError, match=r"^toy on sst2: 4 seeds in blocks of 2 make 3 "
+                                             r"partitions, more than max_partitions=2 "):
+        E.rq5_partition_differences(runs, k=2, max_partitions=2)
+    other = runs.copy()
+    other.loc[0, "max_eval_samples"] = 4
+    with pytest.raises(OutputsMismatch, match=r"^toy on sst2: runs of 2 settings "):
+        E.rq5_partition_differences(other, k=2)
+
+
+# 4 toy examples: two blocks can differ by one ulp, which scipy's t-test warns about
+@pytest.mark.filterwarnings("ignore:Precision loss occurred:RuntimeWarning")
+def test_partitions_into_blocks_of_three_contain_the_cyclic_ones(tmp_path):
+    """3 configurations x 6 seeds, k = 3: 10 partitions; the cyclic ones from s1 ({1 2 3},
+    {4 5 0}) and s2 ({2 3 4}, {5 0 1}) are partitions 9 and 3, and give rq5_differences'
+    start 1 and 2."""
+    runs = _toy_grid(tmp_path, seeds=(0, 1, 2, 3, 4, 5))
+    found = E.rq5_partition_differences(runs, k=3).set_index("partition")
+    assert len(found) == E.count_partitions(6, 3) == 10
+    assert (found.loc[9, "blocks"], found.loc[3, "blocks"]) == ("0 + 4 + 5 | 1 + 2 + 3",
+                                                                "0 + 1 + 5 | 2 + 3 + 4")
+    ensembles = E.rq5_ensembles(runs, k=3)
+    for start, partition in ((0, 0), (1, 9), (2, 3)):
+        cyclic = E.rq5_differences(ensembles, start=start).set_index(["metric", "comparison"]).loc[
+            ("accuracy", "cross-configuration − same-configuration")]
+        assert found.loc[partition, "difference"] == pytest.approx(cyclic["difference"])
+    assert [E.count_partitions(n, k) for n, k in ((8, 2), (16, 2), (7, 2), (5, 5))] == [
+        105, 2027025, 0, 1]
 
 
 def test_one_disjoint_block_gives_no_test_but_every_pair_described(tmp_path):
