@@ -640,8 +640,8 @@ def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -
                 row = cell[cell["duplication"] == name].iloc[0]
                 significant = bool(row["p_adjusted"] < 0.05) if pd.notna(row["p_adjusted"]) else False
                 colour = "C0" if row["gain"] >= 0 else "C3"
-                low, high = ("bonferroni_ci_low", "bonferroni_ci_high") if "bonferroni_ci_low" in row \
-                    else ("gain_ci_low", "gain_ci_high")
+                low, high = (("bonferroni_ci_low", "bonferroni_ci_high")
+                             if "bonferroni_ci_low" in row else ("gain_ci_low", "gain_ci_high"))
                 if pd.notna(row[low]):
                     ax.plot([row[low], row[high]], [y, y], color=colour, linewidth=2)
                 ax.plot([row["gain"]], [y], marker="o", markersize=6, color=colour,
