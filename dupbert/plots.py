@@ -590,7 +590,8 @@ def plot_training_loss(results: pd.DataFrame, window: int = 10,
 
 
 def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -> Figure:
-    """RQ4: the model × task grid of paired gains over the baseline, one panel per cell, one
+    """RQ4: the model × task grid of paired gains over the baseline, one panel per cell (when
+    some model did not run some task, only the cells that ran, in rows of up to three), one
     horizontal bar per duplication configuration: the mean gain over seeds (dot) and its
     confidence interval (line: 95% for the primary, Bonferroni for the secondary ones), filled
     when significant (the primary comparison at 0.05, the secondary ones after Holm correction).
@@ -622,42 +623,50 @@ def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -
         metrics.setdefault(task, data.loc[data["task"] == task, "metric"].iloc[0])
     models = list(dict.fromkeys(data["model"]))
     tasks = list(dict.fromkeys(data["task"]))
+    ran = list(dict.fromkeys(zip(data["model"], data["task"])))
+    if len(ran) == len(models) * len(tasks):  # every model ran every task: the full grid
+        places = {(m, t): (r, c) for r, m in enumerate(models) for c, t in enumerate(tasks)}
+        rows_, columns = len(models), len(tasks)
+    else:  # a sparse grid: only the cells that ran, in rows of up to three
+        columns = min(3, len(ran))
+        places = {cell: divmod(i, columns) for i, cell in enumerate(ran)}
+        rows_ = -(-len(ran) // columns)
     height = max(2.2, 0.42 * data.groupby(["model", "task"])["duplication"].nunique().max() + 1)
-    fig = Figure(figsize=(3.8 * len(tasks) + 1, height * len(models)), dpi=100,
-                 layout="constrained")
-    axes = fig.subplots(len(models), len(tasks), squeeze=False)
-    for r, model in enumerate(models):
-        for c, task in enumerate(tasks):
-            ax = axes[r, c]
-            cell = data[(data["model"] == model) & (data["task"] == task)
-                        & (data["metric"] == metrics[task])]
-            if cell.empty:
-                ax.set_axis_off()
-                ax.set_title(f"{model} on {task}: not run", fontsize="small")
-                continue
-            names = list(dict.fromkeys(cell["duplication"]))[::-1]
-            for y, name in enumerate(names):
-                row = cell[cell["duplication"] == name].iloc[0]
-                significant = bool(row["p_adjusted"] < 0.05) if pd.notna(row["p_adjusted"]) else False
-                colour = "C0" if row["gain"] >= 0 else "C3"
-                low, high = (("bonferroni_ci_low", "bonferroni_ci_high")
-                             if "bonferroni_ci_low" in row else ("gain_ci_low", "gain_ci_high"))
-                if pd.notna(row[low]):
-                    ax.plot([row[low], row[high]], [y, y], color=colour, linewidth=2)
-                ax.plot([row["gain"]], [y], marker="o", markersize=6, color=colour,
-                        markerfacecolor=colour if significant else "white")
-            ax.axvline(0, color="black", linewidth=0.8)
-            claimed = cell["claimed_gain"].iloc[0]
-            if claimed is not None and pd.notna(claimed):
-                if float(claimed) > 0:
-                    ax.axvline(float(claimed), color="C3", linestyle="--", linewidth=1.2)
-                else:
-                    ax.axvspan(-0.5, 0.5, color="C2", alpha=0.15, linewidth=0)
-            ax.set_yticks(range(len(names)), names, fontsize="small")
-            ax.set_ylim(-0.6, len(names) - 0.4)
-            ax.set_title(f"{model} on {task}", fontsize="medium")
-            ax.set_xlabel(f"gain in {metrics[task]} (points)", fontsize="small")
-            ax.grid(True, axis="x", alpha=0.3)
+    fig = Figure(figsize=(3.8 * columns + 1, height * rows_), dpi=100, layout="constrained")
+    axes = fig.subplots(rows_, columns, squeeze=False)
+    for index in range(len(places), rows_ * columns):
+        axes[index // columns, index % columns].set_axis_off()
+    for (model, task), (r, c) in places.items():
+        ax = axes[r, c]
+        cell = data[(data["model"] == model) & (data["task"] == task)
+                    & (data["metric"] == metrics[task])]
+        if cell.empty:
+            ax.set_axis_off()
+            ax.set_title(f"{model} on {task}: no {metrics[task]}", fontsize="small")
+            continue
+        names = list(dict.fromkeys(cell["duplication"]))[::-1]
+        for y, name in enumerate(names):
+            row = cell[cell["duplication"] == name].iloc[0]
+            significant = bool(row["p_adjusted"] < 0.05) if pd.notna(row["p_adjusted"]) else False
+            colour = "C0" if row["gain"] >= 0 else "C3"
+            low, high = (("bonferroni_ci_low", "bonferroni_ci_high")
+                         if "bonferroni_ci_low" in row else ("gain_ci_low", "gain_ci_high"))
+            if pd.notna(row[low]):
+                ax.plot([row[low], row[high]], [y, y], color=colour, linewidth=2)
+            ax.plot([row["gain"]], [y], marker="o", markersize=6, color=colour,
+                    markerfacecolor=colour if significant else "white")
+        ax.axvline(0, color="black", linewidth=0.8)
+        claimed = cell["claimed_gain"].iloc[0]
+        if claimed is not None and pd.notna(claimed):
+            if float(claimed) > 0:
+                ax.axvline(float(claimed), color="C3", linestyle="--", linewidth=1.2)
+            else:
+                ax.axvspan(-0.5, 0.5, color="C2", alpha=0.15, linewidth=0)
+        ax.set_yticks(range(len(names)), names, fontsize="small")
+        ax.set_ylim(-0.6, len(names) - 0.4)
+        ax.set_title(f"{model} on {task}", fontsize="medium")
+        ax.set_xlabel(f"gain in {metrics[task]} (points)", fontsize="small")
+        ax.grid(True, axis="x", alpha=0.3)
     return fig
 
 

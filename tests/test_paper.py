@@ -225,6 +225,14 @@ def test_rq3_rq4_plots_draw_the_frames():
     assert set(table.loc[table["task"] == "squad2", "verdict"]) >= {"did not learn"}  # no HasAns F1
     fig = plot_gain_grid(table, metrics={"snli": "accuracy", "squad2": "f1"})
     assert isinstance(fig, Figure) and len(fig.axes) == 2
+    assert [ax.get_title() for ax in fig.axes] == ["m on snli", "m on squad2"]
+    # a sparse grid (2 models x 3 tasks, 3 cells run) draws only the cells that ran, in a row
+    reactions = _results("uspto50k", "accuracy", {"baseline": [0.80, 0.81, 0.79],
+                                                  "copy first 3": [0.81, 0.82, 0.80]},
+                         trivial=0.30).assign(model="r")
+    sparse = plot_gain_grid(paper.comparison(pd.concat([frame, reactions], ignore_index=True)))
+    assert [ax.get_title() for ax in sparse.axes] == ["m on snli", "m on squad2", "r on uspto50k"]
+    assert sparse.axes[2].get_subplotspec().get_geometry()[:2] == (1, 3)
     with pytest.raises(ValueError):
         plot_gain_grid(table[table["duplication"] == "baseline"])
 
