@@ -392,17 +392,44 @@ def _git_commit() -> str | None:
         return None
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name: ``model name`` of ``/proc/cpuinfo`` on Linux (``"AMD EPYC"``),
+    else ``platform.processor()``; None when neither says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("model name") and ":" in line:
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def device_description(row: Mapping) -> str:
+    """Where a row ran, for set-ups that compare runs: ``device_name`` with its
+    ``cpu_capability`` (``"AMD EPYC (AVX512)"``); rows from before 2026-12-01 lack the
+    capability (``"x86_64 (capability not recorded)"``)."""
+    name = row.get("device_name") or row.get("device") or "unknown device"
+    if str(row.get("device", "cpu")).startswith("cuda"):
+        return str(name)
+    return f"{name} ({row.get('cpu_capability') or 'capability not recorded'})"
+
+
 def environment_fields(device: str) -> dict:
     """Versions, device, torch's intra-op thread count, world size and commit recorded with every
-    row."""
+    row. ``device_name`` is the GPU's name, or the CPU's model name (:func:`cpu_model`; rows
+    from before 2026-12-01 have the machine type, ``x86_64``); ``cpu_capability`` the SIMD
+    kernels torch picks on this CPU (``torch.backends.cpu.get_cpu_capability()``: ``AVX2``,
+    ``AVX512``, ...): CPU runs are bit-identical only where both, and the thread count, agree."""
     import datasets
 
     from . import __version__
 
-    name = torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor()
+    name = torch.cuda.get_device_name() if device.startswith("cuda") else cpu_model()
     return {
         "device": device,
         "device_name": name or platform.machine(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch_threads": torch.get_num_threads(),  # CPU results are bit-identical per thread count
         "world_size": world_size(),
         "versions": {"dupbert": __version__, "torch": torch.__version__,
@@ -1173,8 +1200,10 @@ def rerun_table(rows: Sequence[dict], device: str = "cpu",
         One row per run and metric of its task that its evaluation set defines (no SQuAD 2.0
         ``NoAns_*`` without unanswerable questions): ``run_key, model, task, duplication, seed,
         metric, committed, rerun, difference`` (points: accuracy × 100, SQuAD as it is;
-        ``difference`` = rerun - committed), and ``identical_losses`` (every training step's loss
-        equal to 5 digits).
+        ``difference`` = rerun - committed), ``identical_losses`` (every training step's loss
+        equal to 5 digits), and where each ran, ``committed_on`` and ``rerun_on``
+        (:func:`device_description`): across CPU kinds the floating-point kernels differ, and a
+        run's trajectory with them.
 
     Raises:
         ResultsFileError: before any re-run, a row that :func:`rerun` would refuse for a missing
@@ -1201,5 +1230,7 @@ def rerun_table(rows: Sequence[dict], device: str = "cpu",
                             "duplication": row["duplication"], "seed": row["seed"],
                             "metric": metric, "committed": round(committed, 4),
                             "rerun": round(again, 4), "difference": round(again - committed, 4),
-                            "identical_losses": new["train_losses"] == row.get("train_losses")})
+                            "identical_losses": new["train_losses"] == row.get("train_losses"),
+                            "committed_on": device_description(row),
+                            "rerun_on": device_description(new)})
     return pd.DataFrame(records)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from dupbert import finetune as ft
 from dupbert.errors import ParameterError
@@ -499,10 +500,32 @@ def test_rerun_compares_the_squad_metrics_its_evaluation_set_defines(monkeypatch
     table = ft.rerun_table([row])
     assert table[["metric", "committed", "rerun", "difference"]].values.tolist() == [
         ["f1", 50.0, 50.25, 0.25], ["exact", 50.0, 50.0, 0.0], ["HasAns_f1", 50.0, 50.0, 0.0]]
+    assert set(table["committed_on"]) == set(table["rerun_on"]) == {
+        "unknown device (capability not recorded)"}
     mixed = {**row, "baselines": {**row["baselines"], "total": 3, "NoAns_total": 1}}
     with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
             "run 0123456789abcdef lacks metrics NoAns_f1: nothing to compare a re-run with")):
         ft.rerun_table([mixed])
+
+
+def test_rows_say_which_cpu_kind_ran_them():
+    """CPU runs are bit-identical only on one CPU kind (2026-12-01: a row of rxnmapper-albert
+    re-run on another machine differed by 1.15 points): every row names the CPU model and the
+    SIMD kernels torch uses on it."""
+    import platform
+
+    fields = ft.environment_fields("cpu")
+    assert fields["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    with open("/proc/cpuinfo", encoding="utf-8") as info:
+        names = [line.split(":", 1)[1].strip() for line in info if line.startswith("model name")]
+    assert fields["device_name"] == (names[0] if names else platform.processor()
+                                     or platform.machine())
+    assert ft.device_description({"device": "cpu", "device_name": "x86_64"}) == (
+        "x86_64 (capability not recorded)")
+    assert ft.device_description({"device": "cpu", "device_name": "AMD EPYC",
+                                  "cpu_capability": "AVX512"}) == "AMD EPYC (AVX512)"
+    assert ft.device_description({"device": "cuda", "device_name": "NVIDIA H200",
+                                  "cpu_capability": "AVX512"}) == "NVIDIA H200"
 
 
 def test_process_variables_are_checked(monkeypatch):
