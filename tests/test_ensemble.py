@@ -5,6 +5,7 @@ the RQ5 membership rule against hand-listed members, errors."""
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -495,10 +496,16 @@ def test_seed_partitions_are_every_way_to_cut_the_seeds_into_disjoint_blocks():
     assert len(E.seed_partitions(list(range(6)), 3)) == 10
     assert len(E.seed_partitions(list(range(10)), 2)) == 945
     assert E.seed_partitions([5], 1) == [((5,),)]
-    with pytest.raises(ValueError, match=r"^7 seeds cannot be cut into disjoint blocks of 2: "):
+    with pytest.raises(ValueError, match=r"^7 seeds cannot be cut into disjoint blocks of 2: "
+                                         r"give a multiple of 2 seeds$"):
         E.seed_partitions(list(range(7)), 2)
-    with pytest.raises(ParameterError, match=r"^seeds must be distinct"):
-        E.seed_partitions([1, 1], 2)
+    for seeds, k, message in (([1, 1], 2, "seeds must be distinct seeds: 1 appears 2 times in "
+                                          "[1, 1]"),
+                              ([0.5], 1, "seeds[0] must be an integer, got 0.5"),
+                              ([0, 1], 0, "k must be an integer >= 1, got 0")):
+        with pytest.raises(ParameterError, match="^" + re.escape(message) + "$"):
+            E.seed_partitions(seeds, k)
+    assert type(E.count_partitions(8, 2)) is int  # an exact count, not a float
 
 
 def test_every_partition_of_the_seeds_tests_the_blocks_it_is_made_of(tmp_path):
@@ -552,13 +559,29 @@ def test_every_partition_of_the_seeds_tests_the_blocks_it_is_made_of(tmp_path):
     assert E.rq5_partition_differences(runs[runs["duplication"] == a]).empty
     with pytest.raises(ParameterError, match=r"^k must be an integer >= 2, got 1"):
         E.rq5_partition_differences(runs, k=1)
-    with pytest.raises(ParameterError, match=r"^toy on sst2: 4 seeds in blocks of 2 make 3 "
-                                             r"partitions, more than max_partitions=2 "):
+    with pytest.raises(ParameterError, match="^" + re.escape(
+            "toy on sst2: 4 seeds in blocks of 2 make 3 partitions, more than max_partitions=2 "
+            "(each costs about half a millisecond, and every block its ensembles): raise "
+            "max_partitions, or give fewer seeds") + "$"):
         E.rq5_partition_differences(runs, k=2, max_partitions=2)
+    assert len(E.rq5_partition_differences(runs, k=2, max_partitions=3)) == 3  # at the cap
+    with pytest.raises(ParameterError, match=r"^max_partitions must be an integer >= 1, got 0$"):
+        E.rq5_partition_differences(runs, k=2, max_partitions=0)
     other = runs.copy()
     other.loc[0, "max_eval_samples"] = 4
-    with pytest.raises(OutputsMismatch, match=r"^toy on sst2: runs of 2 settings "):
+    with pytest.raises(OutputsMismatch, match="^" + re.escape(
+            "toy on sst2: runs of 2 settings (hyper-parameters, subset sizes or seed, data "
+            "source); keep one") + "$"):
         E.rq5_partition_differences(other, k=2)
+    # a model and task that cannot be partitioned does not stop the next one
+    first = runs[runs["seed"] < 2].assign(model="alone")  # two seeds: one partition only
+    lone = runs[runs["duplication"] == a].assign(model="lone")  # one configuration
+    after = E.rq5_partition_differences(pd.concat([first, lone, runs]), k=2)
+    assert after["model"].tolist() == ["toy"] * 3
+    # a partition with an empty block is left out, the later ones kept: without baseline at
+    # seed 0 and copy first 3 at seed 1, block {0, 1} has no pair whose runs all exist
+    holes = runs[~runs["run_key"].isin([_toy_key(a, 0), _toy_key(b, 1)])]
+    assert E.rq5_partition_differences(holes, k=2)["partition"].tolist() == [1, 2]
 
 
 # 4 toy examples: two blocks can differ by one ulp, which scipy's t-test warns about

@@ -103,6 +103,16 @@ def test_a_model_short_of_its_planned_seeds_is_pending_not_judged():
     rows = {row["id"]: row for row in glance.rq3_rq4_rows(
         reproduce, planned_seeds={("a", "snli"): 6})}  # complete: judged
     assert rows["rq3-snli-accuracy"]["verdict"] == "reproduced"
+    # one model, judged: RQ4 names it, and needs a second model
+    assert (rows["rq4-consistent-across-models"]["ours"],
+            rows["rq4-consistent-across-models"]["verdict"]) == (
+        "1 models (a); judged on the paper's tasks (baseline learned; primary complete or "
+        "pending): a (snli); across models needs two such models: not testable with one",
+        "not testable here")
+    # a pending cell counts among those RQ4 is judged on (it may still be judged)
+    waiting = {row["id"]: row for row in glance.rq3_rq4_rows(
+        pd.concat([reproduce, refute]), planned_seeds={("a", "snli"): 6, ("b", "snli"): 8})}
+    assert "pending): a (snli); b (snli); per-claim" in waiting["rq4-consistent-across-models"]["ours"]
 
 
 def test_a_planned_model_and_task_without_runs_is_pending_not_untestable():
