@@ -524,6 +524,8 @@ def test_every_partition_of_the_seeds_tests_the_blocks_it_is_made_of(tmp_path):
 
     found = E.rq5_partition_differences(runs, k=2)
     assert list(found.columns) == E.PARTITION_COLUMNS
+    assert set(found["model"]) == {"toy"} and set(found["task"]) == {"sst2"}
+    assert set(found["metric"]) == {"accuracy"}  # the task's primary metric
     assert found["blocks"].tolist() == ["0 + 1 | 2 + 3", "0 + 2 | 1 + 3", "0 + 3 | 1 + 2"]
     assert found["partition"].tolist() == [0, 1, 2] and set(found["n_units"]) == {2}
     for row, blocks in zip(found.itertuples(), (((0, 1), (2, 3)), ((0, 2), (1, 3)),
@@ -576,8 +578,13 @@ def test_every_partition_of_the_seeds_tests_the_blocks_it_is_made_of(tmp_path):
     # a model and task that cannot be partitioned does not stop the next one
     first = runs[runs["seed"] < 2].assign(model="alone")  # two seeds: one partition only
     lone = runs[runs["duplication"] == a].assign(model="lone")  # one configuration
-    after = E.rq5_partition_differences(pd.concat([first, lone, runs]), k=2)
-    assert after["model"].tolist() == ["toy"] * 3
+    after = E.rq5_partition_differences(pd.concat([first, lone, runs.assign(model="zz"), runs]),
+                                        k=2)
+    assert after["model"].tolist() == ["zz"] * 3 + ["toy"] * 3  # in the order given
+    nothing = E.rq5_partition_differences(first, k=2)
+    assert nothing.empty and list(nothing.columns) == E.PARTITION_COLUMNS
+    with pytest.raises(ParameterError, match=r"^runs: missing columns "):
+        E.rq5_partition_differences(pd.DataFrame())
     # a partition with an empty block is left out, the later ones kept: without baseline at
     # seed 0 and copy first 3 at seed 1, block {0, 1} has no pair whose runs all exist
     holes = runs[~runs["run_key"].isin([_toy_key(a, 0), _toy_key(b, 1)])]
