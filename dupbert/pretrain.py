@@ -1,0 +1,633 @@
+"""Pretraining small English BERT and ALBERT MLMs from scratch, with the emergence record.
+
+The paper (Kao et al. 2020) reads English BERT/ALBERT through their pretrained MLM heads; none can
+be loaded offline, so ``bert-en-small`` and ``albert-en-small`` are pretrained here (DESIGN.md §6).
+The objective is BERT's MLM (Devlin et al. 2019, §3.1: 15% of tokens, 80/10/10, dynamic masking,
+decoder tied to the input embeddings) without NSP/SOP. Sequences are packed without padding
+(RoBERTa's FULL-SENTENCES) and the decoder runs on masked positions only: the loss is the same
+cross-entropy transformers computes, over the same positions.
+
+At log-spaced steps the run measures, on fixed held-out text (WikiText-2 valid), the MLM loss and
+the RQ1 probes from every hidden state (:mod:`dupbert.probe`), and appends rows to
+``results/cpu/``. Every step is seeded by ``(seed, step)``, so a resumed run continues exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .checks import check_number
+from .errors import DupbertError
+
+PRETRAIN_FILES = ("english/wikipedia.txt.gz", "english/gutenberg.txt.gz")
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+ARCHITECTURES = ("bert", "albert")
+LOSS_COLUMNS = ["model", "step", "tokens_seen", "loss", "lr", "elapsed_s"]
+EMERGENCE_COLUMNS = ["model", "step", "tokens_seen", "measure", "layer", "top1", "top5",
+                     "n_tokens", "loss"]
+
+
+class CorpusError(DupbertError, ValueError):
+    """A pretraining corpus file is missing or empty, or overlaps an evaluation text."""
+
+
+class CheckpointMismatch(DupbertError, ValueError):
+    """A checkpoint to resume from was made with another configuration."""
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """One pretraining run; every field is part of the checkpoint's identity.
+
+    Sizes are in tokens (``seq_length``, special tokens included) and sequences (``batch_size``);
+    ``learning_rate`` is AdamW's peak, reached after ``warmup_steps`` and decayed linearly to 0 at
+    ``total_steps``.
+    """
+
+    name: str
+    architecture: str
+    vocab_size: int = 16384
+    hidden_size: int = 256
+    num_layers: int = 6
+    num_heads: int = 4
+    intermediate_size: int = 1024
+    embedding_size: int = 128  # ALBERT's factorised embedding; BERT ignores it
+    seq_length: int = 128
+    batch_size: int = 32
+    learning_rate: float = 5e-4
+    warmup_steps: int = 160
+    weight_decay: float = 0.01
+    total_steps: int = 1600
+    mask_rate: float = 0.15
+    dropout: float = 0.1
+    seed: int = 0
+    n_eval_points: int = 12
+    checkpoint_every: int = 100
+
+    def __post_init__(self):
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"architecture must be one of {list(ARCHITECTURES)}, got "
+                             f"{self.architecture!r}")
+        check_number("vocab_size", self.vocab_size, integer=True, minimum=len(SPECIAL_TOKENS) + 100,
+                     maximum=65535)
+        for field in ("hidden_size", "num_layers", "num_heads", "intermediate_size",
+                      "embedding_size", "batch_size", "total_steps", "n_eval_points",
+                      "checkpoint_every"):
+            check_number(field, getattr(self, field), integer=True, minimum=1)
+        check_number("seq_length", self.seq_length, integer=True, minimum=8, maximum=512)
+        check_number("warmup_steps", self.warmup_steps, integer=True, minimum=0,
+                     maximum=self.total_steps)
+        check_number("learning_rate", self.learning_rate, above=0, maximum=1)
+        check_number("mask_rate", self.mask_rate, above=0, below=1)
+        check_number("dropout", self.dropout, minimum=0, below=1)
+        check_number("seed", self.seed, integer=True, minimum=0)
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads "
+                             f"{self.num_heads}")
+
+    def eval_steps(self) -> list[int]:
+        """Step 0, then ``n_eval_points`` log-spaced steps ending at ``total_steps``."""
+        steps = np.geomspace(10, self.total_steps, self.n_eval_points) if self.total_steps > 10 \
+            else [self.total_steps]
+        return sorted({0, *(int(round(s)) for s in steps)})
+
+
+# The two models of this round (DESIGN.md §6): same tokenizer, data, schedule and seed.
+MODELS: dict[str, PretrainConfig] = {
+    "bert-en-small": PretrainConfig(name="bert-en-small", architecture="bert"),
+    "albert-en-small": PretrainConfig(name="albert-en-small", architecture="albert"),
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Corpus: the staged English text, kept apart from every evaluation text.
+
+_WORD = re.compile(r"[a-z0-9]+")
+_WIKITEXT_MARKUP = re.compile(r" @(.)@ ")
+
+
+def normalise(text: str) -> tuple[str, ...]:
+    """Lower-cased ``[a-z0-9]+`` tokens, WikiText's ``@-@``/``@,@``/``@.@`` undone, ``<unk>``
+    dropped: the form in which texts are compared for overlap (SOURCES-english.md)."""
+    text = _WIKITEXT_MARKUP.sub(r"\1", text.replace("<unk>", " "))
+    return tuple(_WORD.findall(text.lower()))
+
+
+def read_documents(path: str | os.PathLike) -> list[list[str]]:
+    """Documents of a staged corpus file (one paragraph per line, an empty line between
+    documents; ``.gz`` or plain), each a list of paragraphs.
+
+    Raises:
+        CorpusError: the file is missing or holds no text.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"pretraining corpus file {path} does not exist; expected a text file "
+                          f"with one paragraph per line (the staged files are {list(PRETRAIN_FILES)} "
+                          "in the data directory)")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        documents, current = [], []
+        for line in handle:
+            line = line.strip()
+            if line:
+                current.append(line)
+            elif current:
+                documents.append(current)
+                current = []
+        if current:
+            documents.append(current)
+    if not documents:
+        raise CorpusError(f"pretraining corpus file {path} is empty: it holds no line of text")
+    return documents
+
+
+def evaluation_texts(data_dir: str | os.PathLike) -> dict[str, list[str]]:
+    """Every text the book evaluates on, by name: WikiText-2 test (RQ1/RQ2 probe corpus) and valid
+    (the held-out MLM set), SST-2 dev sentences, SNLI dev premises and hypotheses, SQuAD 2.0 dev
+    contexts and questions. Never pretrain on these.
+    """
+    root = Path(data_dir)
+    texts = {}
+    for name, relative in (("wikitext2-test", "wikitext2/wiki.test.raw"),
+                           ("wikitext2-valid", "wikitext2/wiki.valid.tokens")):
+        texts[name] = [line for line in (root / relative).read_text(encoding="utf-8").split("\n")
+                       if line.strip()]
+    sst2 = pd.read_csv(root / "sst2/dev.tsv", sep="\t", quoting=3, dtype=str,
+                       keep_default_na=False)
+    texts["sst2-dev"] = sst2["sentence"].tolist()
+    snli = pd.read_csv(root / "snli/snli_dev.becel.tsv", sep="\t", quoting=3, dtype=str,
+                       keep_default_na=False)
+    texts["snli-dev"] = sorted({*snli["premise"], *snli["hypothesis"]})
+    with gzip.open(root / "squad2/dev-v2.0.reconstructed.json.gz", "rt", encoding="utf-8") as f:
+        squad = json.load(f)["data"]
+    texts["squad2-dev"] = [text for article in squad for paragraph in article["paragraphs"]
+                           for text in (paragraph["context"],
+                                        *(qa["question"] for qa in paragraph["qas"]))]
+    return texts
+
+
+def overlapping_paragraphs(paragraphs: Sequence[str], evaluation: dict[str, list[str]],
+                           min_tokens: int = 8, ngram: int = 13) -> dict[int, str]:
+    """Paragraphs that contain an evaluation text or share an ``ngram`` with one.
+
+    Texts are compared in :func:`normalise` form. A paragraph overlaps when (a) its normalised form
+    equals an evaluation text's (texts of at least 4 tokens; shorter ones are headings such as
+    "History"), (b) it contains an evaluation text of at least ``min_tokens`` tokens, or (c) it
+    shares a run of ``ngram`` tokens with one (the checks of SOURCES-english.md).
+
+    Returns:
+        ``{paragraph index: "name of the evaluation set it overlaps"}``.
+    """
+    whole, starts, grams = {}, {}, {}
+    for name, texts in evaluation.items():
+        for text in texts:
+            tokens = normalise(text)
+            if len(tokens) >= 4:
+                whole.setdefault(tokens, name)
+            if len(tokens) >= min_tokens:
+                starts.setdefault(tokens[:min_tokens], []).append((tokens, name))
+            for i in range(len(tokens) - ngram + 1):
+                grams.setdefault(hash(tokens[i:i + ngram]), name)
+    found = {}
+    for index, paragraph in enumerate(paragraphs):
+        tokens = normalise(paragraph)
+        hit = whole.get(tokens)
+        for i in range(len(tokens) - min_tokens + 1):
+            if hit:
+                break
+            for item, name in starts.get(tokens[i:i + min_tokens], ()):
+                if tokens[i:i + len(item)] == item:
+                    hit = name
+                    break
+            if not hit and i + ngram <= len(tokens) and hash(tokens[i:i + ngram]) in grams:
+                hit = grams[hash(tokens[i:i + ngram])]
+        if hit:
+            found[index] = hit
+    return found
+
+
+def pretraining_documents(data_dir: str | os.PathLike, files: Sequence[str] = PRETRAIN_FILES,
+                          on_overlap: str = "error") -> tuple[list[list[str]], dict]:
+    """The pretraining text: documents of ``files`` (relative to ``data_dir``), checked against
+    :func:`evaluation_texts`.
+
+    Args:
+        on_overlap: ``"error"`` refuses a corpus with any overlapping paragraph;
+            ``"drop"`` removes those paragraphs and reports them.
+
+    Returns:
+        ``(documents, report)``; the report gives files, documents, paragraphs, words and the
+        dropped paragraphs by evaluation set.
+
+    Raises:
+        CorpusError: a file is missing or empty, or (``"error"``) a paragraph overlaps an
+            evaluation text (the message names how many, where, and the first ones).
+    """
+    if on_overlap not in ("error", "drop"):
+        raise ValueError(f"on_overlap must be 'error' or 'drop', got {on_overlap!r}")
+    documents = [doc for relative in files for doc in read_documents(Path(data_dir) / relative)]
+    flat = [(d, p) for d, doc in enumerate(documents) for p in range(len(doc))]
+    found = overlapping_paragraphs([documents[d][p] for d, p in flat], evaluation_texts(data_dir))
+    if found and on_overlap == "error":
+        examples = "; ".join(f"{documents[flat[i][0]][flat[i][1]][:80]!r} ({name})"
+                             for i, name in list(found.items())[:3])
+        raise CorpusError(f"{len(found)} pretraining paragraph(s) overlap evaluation text, e.g. "
+                          f"{examples}. Remove them, or pass on_overlap='drop' to drop them.")
+    drop = {flat[i] for i in found}
+    kept = [[p for j, p in enumerate(doc) if (d, j) not in drop] for d, doc in enumerate(documents)]
+    kept = [doc for doc in kept if doc]
+    report = {
+        "files": list(files), "documents": len(kept),
+        "paragraphs": sum(map(len, kept)),
+        "words": sum(len(p.split()) for doc in kept for p in doc),
+        "dropped_paragraphs": pd.Series(list(found.values()), dtype=str).value_counts().to_dict(),
+    }
+    return kept, report
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokenizer and packed sequences.
+
+
+def train_tokenizer(documents: Sequence[Sequence[str]], vocab_size: int, out: str | os.PathLike):
+    """Train an uncased WordPiece vocabulary (BERT's normaliser and pre-tokeniser) on
+    ``documents`` and save it to ``out`` so that ``AutoTokenizer.from_pretrained(out)`` loads it.
+
+    Returns:
+        The ``PreTrainedTokenizerFast``.
+    """
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizerFast
+
+    wordpiece = BertWordPieceTokenizer(lowercase=True, strip_accents=True, clean_text=True)
+    wordpiece.train_from_iterator((p for doc in documents for p in doc), vocab_size=vocab_size,
+                                  min_frequency=2, special_tokens=list(SPECIAL_TOKENS),
+                                  show_progress=False)
+    tokenizer = BertTokenizerFast(tokenizer_object=wordpiece._tokenizer, do_lower_case=True,
+                                  model_max_length=512)
+    tokenizer.save_pretrained(out)
+    return tokenizer
+
+
+def pack(tokenizer, documents: Iterable[Sequence[str]], seq_length: int) -> np.ndarray:
+    """Token ids packed without padding: ``[n, seq_length]`` uint16 rows ``[CLS] ... [SEP]``.
+
+    Documents are tokenized paragraph by paragraph, concatenated with ``[SEP]`` between documents,
+    and cut into pieces of ``seq_length - 2`` tokens (the last, short piece is dropped).
+    """
+    body = seq_length - 2
+    stream: list[int] = []
+    for doc in documents:
+        for ids in tokenizer(list(doc), add_special_tokens=False)["input_ids"]:
+            stream.extend(ids)
+        stream.append(tokenizer.sep_token_id)
+    n = len(stream) // body
+    rows = np.asarray(stream[:n * body], dtype=np.uint16).reshape(n, body)
+    cls = np.full((n, 1), tokenizer.cls_token_id, dtype=np.uint16)
+    sep = np.full((n, 1), tokenizer.sep_token_id, dtype=np.uint16)
+    return np.concatenate([cls, rows, sep], axis=1)
+
+
+def heldout_texts(data_dir: str | os.PathLike, n: int = 64) -> list[str]:
+    """The first ``n`` WikiText-2 valid paragraphs of at least 40 words, WikiText's tokenisation
+    undone (``@-@`` and spaces before punctuation): the held-out text of the emergence record."""
+    lines = (Path(data_dir) / "wikitext2/wiki.valid.tokens").read_text(encoding="utf-8").split("\n")
+    texts = []
+    for line in lines:
+        line = line.strip()
+        if line.startswith("=") or len(line.split()) < 40:
+            continue
+        line = _WIKITEXT_MARKUP.sub(r"\1", line)
+        texts.append(re.sub(r" ([.,;:!?')])", r"\1", line).replace("( ", "("))
+        if len(texts) == n:
+            break
+    return texts
+
+
+# --------------------------------------------------------------------------------------------------
+# Models and the training step.
+
+
+def build_model(config: PretrainConfig, tokenizer):
+    """A freshly initialised ``BertForMaskedLM`` or ``AlbertForMaskedLM`` (one shared layer,
+    factorised embeddings), decoder tied to the input embeddings, seeded by ``config.seed``."""
+    import torch
+    import transformers
+
+    common = dict(vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+                  num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
+                  intermediate_size=config.intermediate_size,
+                  max_position_embeddings=config.seq_length, hidden_dropout_prob=config.dropout,
+                  attention_probs_dropout_prob=config.dropout,
+                  pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
+    torch.manual_seed(config.seed)
+    if config.architecture == "bert":
+        return transformers.BertForMaskedLM(transformers.BertConfig(**common))
+    albert = transformers.AlbertConfig(embedding_size=config.embedding_size, num_hidden_groups=1,
+                                       inner_group_num=1, hidden_act="gelu_new",
+                                       bos_token_id=tokenizer.cls_token_id,
+                                       eos_token_id=tokenizer.sep_token_id, **common)
+    return transformers.AlbertForMaskedLM(albert)
+
+
+def mask_tokens(tokenizer, input_ids, mask_rate: float):
+    """BERT's dynamic masking of a batch ``[B, T]`` (``DataCollatorForLanguageModeling``: 15% of
+    non-special positions, 80% ``[MASK]``, 10% random, 10% kept), drawn from torch's global RNG.
+
+    Returns:
+        ``(input_ids, labels)``, labels -100 where not masked.
+    """
+    from transformers import DataCollatorForLanguageModeling
+
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=mask_rate,
+                                               return_tensors="pt")
+    return collator.torch_mask_tokens(input_ids.clone())
+
+
+def masked_lm_loss(model, input_ids, labels):
+    """Mean cross-entropy of the MLM head on the masked positions only (``labels != -100``):
+    equal to ``model(input_ids, labels=labels).loss`` at a fraction of the decoder's cost."""
+    import torch.nn.functional as F
+
+    hidden = model.base_model(input_ids=input_ids).last_hidden_state  # [B, T, H]
+    chosen = labels != -100
+    head = model.cls if hasattr(model, "cls") else model.predictions
+    logits = head(hidden[chosen])  # [masked, V]
+    return F.cross_entropy(logits.float(), labels[chosen])
+
+
+def _step_seed(seed: int, step: int) -> int:
+    return seed * 1_000_003 + step
+
+
+def batch_rows(config: PretrainConfig, n_rows: int, step: int) -> np.ndarray:
+    """Row indices of step ``step``'s batch: epochs are seeded permutations of ``n_rows``."""
+    start = step * config.batch_size
+    out = []
+    while len(out) < config.batch_size:
+        epoch, offset = divmod(start + len(out), n_rows)
+        order = np.random.default_rng([config.seed, epoch]).permutation(n_rows)
+        out.extend(order[offset:offset + config.batch_size - len(out)].tolist())
+    return np.asarray(out)
+
+
+# --------------------------------------------------------------------------------------------------
+# The run: prepared data, checkpoints, the emergence record.
+
+
+def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.PathLike,
+            progress: bool = True) -> tuple[object, np.ndarray]:
+    """The tokenizer (``work/tokenizer``) and packed training rows (``work/train-<V>-<T>.npy``),
+    built once and reused (atomic writes).
+
+    Raises:
+        CorpusError: as :func:`pretraining_documents` (the staged corpus with overlap dropped).
+    """
+    from transformers import AutoTokenizer
+
+    work = Path(work)
+    tok_dir = work / f"tokenizer-{config.vocab_size}"
+    rows_path = work / f"train-{config.vocab_size}-{config.seq_length}.npy"
+    report_path = work / "corpus.json"
+    if tok_dir.is_dir() and rows_path.is_file():
+        return AutoTokenizer.from_pretrained(tok_dir), np.load(rows_path)
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    documents, report = pretraining_documents(data_dir, on_overlap="drop")
+    if progress:
+        print(f"corpus: {report} ({time.time() - t0:.0f} s)", flush=True)
+    if not tok_dir.is_dir():
+        tmp = tok_dir.with_name(tok_dir.name + ".tmp")
+        train_tokenizer(documents, config.vocab_size, tmp)
+        os.replace(tmp, tok_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tok_dir)
+    rows = pack(tokenizer, documents, config.seq_length)
+    report.update(tokens=int(rows.size), sequences=int(rows.shape[0]))
+    _write_json(report_path, report)
+    tmp = rows_path.with_name(rows_path.name + ".tmp.npy")
+    np.save(tmp, rows)
+    os.replace(tmp, rows_path)
+    if progress:
+        print(f"packed {rows.shape[0]} sequences of {config.seq_length} tokens "
+              f"({time.time() - t0:.0f} s)", flush=True)
+    return tokenizer, rows
+
+
+def _write_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _keep_rows(path: Path, columns: list[str], model: str, upto: int) -> None:
+    """Rewrite ``path`` (atomically) without this model's rows after step ``upto``: a resumed
+    run recomputes them identically."""
+    if not path.is_file():
+        return
+    frame = pd.read_csv(path)
+    keep = frame[(frame["model"] != model) | (frame["step"] <= upto)]
+    if len(keep) != len(frame):
+        tmp = path.with_name(path.name + ".tmp")
+        keep.to_csv(tmp, index=False, columns=columns)
+        os.replace(tmp, path)
+
+
+def _append(path: Path, rows: list[dict], columns: list[str]) -> None:
+    """Append rows to a CSV (header when new), flushed to disk at once."""
+    new = not path.is_file()
+    with open(path, "a", encoding="utf-8") as handle:
+        pd.DataFrame(rows, columns=columns).to_csv(handle, header=new, index=False,
+                                                   float_format="%.6g")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: Sequence[str],
+                   heldout) -> list[dict]:
+    """The emergence record at one step: held-out MLM loss and masked top-1 at the last hidden
+    state (``measure="mlm"``), and per hidden state the RQ1 reconstruction of unmasked tokens
+    (``"reconstruction"``), masked prediction (``"masked"``) and the reconstruction of the
+    paper's duplicated variant (``"reconstruction, duplicated"``:
+    :func:`dupbert.probe.paper_duplications`, blocks 0-2 copied for BERT, three more repeats of
+    the shared layer for ALBERT)."""
+    import torch
+
+    from .duplicate import duplicate_layers
+    from .probe import BASELINE, masked_prediction_accuracy, paper_duplications, \
+        reconstruction_accuracy
+
+    tokens_seen = step * config.batch_size * config.seq_length
+    base = dict(model=config.name, step=step, tokens_seen=tokens_seen)
+    model.eval()
+    with torch.random.fork_rng(), torch.inference_mode():
+        torch.manual_seed(12345)
+        inputs, labels = mask_tokens(tokenizer, torch.as_tensor(heldout, dtype=torch.long),
+                                     config.mask_rate)
+        hidden = model.base_model(input_ids=inputs).last_hidden_state
+        chosen = labels != -100
+        head = model.cls if hasattr(model, "cls") else model.predictions
+        logits = head(hidden[chosen])
+        loss = float(torch.nn.functional.cross_entropy(logits, labels[chosen]))
+        best = logits.topk(5, dim=-1).indices
+        target = labels[chosen]
+    rows = [dict(base, measure="mlm", layer=config.num_layers,
+                 top1=float((best[:, 0] == target).float().mean()),
+                 top5=float((best == target[:, None]).any(-1).float().mean()),
+                 n_tokens=int(chosen.sum()), loss=loss)]
+    kwargs = dict(batch_size=16, max_length=config.seq_length, progress=False)
+    (order,) = [o for label, o in paper_duplications(model).items() if label != BASELINE]
+    duplicated = duplicate_layers(model, order)
+    for measure, frame in (
+            ("reconstruction", reconstruction_accuracy(model, tokenizer, texts, **kwargs)),
+            ("masked", masked_prediction_accuracy(model, tokenizer, texts, rule="mask", **kwargs)),
+            ("reconstruction, duplicated",
+             reconstruction_accuracy(duplicated, tokenizer, texts, **kwargs))):
+        rows += [dict(base, measure=measure, layer=int(r.layer), top1=r.top1, top5=r.top5,
+                      n_tokens=int(r.n_tokens), loss=float("nan")) for r in frame.itertuples()]
+    model.train()
+    return rows
+
+
+def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.PathLike,
+             results: str | os.PathLike, out: str | os.PathLike | None = None,
+             stop_after: int | None = None, progress: bool = True) -> Path:
+    """Pretrain ``config`` (resuming from ``work/<name>/checkpoint.pt`` when present), append the
+    per-step training loss to ``results/pretrain-loss.csv`` and the emergence record to
+    ``results/emergence.csv``, and save the final model to ``out`` (default
+    ``work/<name>/final``) as a Hugging Face folder.
+
+    Args:
+        stop_after: stop (with a checkpoint) after this step, e.g. to measure a pilot.
+
+    Raises:
+        CheckpointMismatch: the checkpoint was made with another configuration (names the fields).
+        CorpusError: as :func:`prepare`.
+    """
+    import torch
+    import transformers
+
+    torch.set_num_threads(int(os.environ.get("DUPBERT_THREADS", "1")))
+    run_dir = Path(work) / config.name
+    checkpoint = run_dir / "checkpoint.pt"
+    identity = dataclasses.asdict(config)
+    previous = torch.load(checkpoint, weights_only=False) if checkpoint.is_file() else None
+    if previous is not None and previous["config"] != identity:
+        differ = {k: (previous["config"].get(k), v) for k, v in identity.items()
+                  if previous["config"].get(k) != v}
+        raise CheckpointMismatch(
+            f"checkpoint {checkpoint} was made with another configuration ({differ}, as "
+            "(checkpoint, now)); resume with its configuration, or move it away to start anew")
+    tokenizer, rows = prepare(config, data_dir, work, progress)
+    heldout = pack(tokenizer, [heldout_texts(data_dir, 400)], config.seq_length)[:64]
+    texts = heldout_texts(data_dir, 64)
+    model = build_model(config, tokenizer)
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    groups = [{"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
+               "weight_decay": config.weight_decay},
+              {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)],
+               "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, betas=(0.9, 0.98), eps=1e-6)
+    schedule = transformers.get_linear_schedule_with_warmup(optimizer, config.warmup_steps,
+                                                            config.total_steps)
+    step, elapsed = 0, 0.0
+    if previous is not None:
+        model.load_state_dict(previous["model"])
+        optimizer.load_state_dict(previous["optimizer"])
+        schedule.load_state_dict(previous["schedule"])
+        step, elapsed = previous["step"], previous["elapsed_s"]
+    results = Path(results)
+    results.mkdir(parents=True, exist_ok=True)
+    loss_path, emergence_path = results / "pretrain-loss.csv", results / "emergence.csv"
+    _keep_rows(loss_path, LOSS_COLUMNS, config.name, step)
+    _keep_rows(emergence_path, EMERGENCE_COLUMNS, config.name, step - 1)
+    eval_steps = set(config.eval_steps())
+    last = config.total_steps if stop_after is None else min(stop_after, config.total_steps)
+    model.train()
+    pending: list[dict] = []
+    started = time.time() - elapsed
+    from tqdm.auto import tqdm
+    bar = tqdm(total=config.total_steps, initial=step, desc=config.name, unit="step",
+               disable=not progress, mininterval=30)
+    while True:
+        if step in eval_steps:
+            _append(emergence_path, emergence_rows(model, tokenizer, config, step, texts, heldout),
+                    EMERGENCE_COLUMNS)
+        if step >= last:
+            break
+        torch.manual_seed(_step_seed(config.seed, step))
+        batch = torch.as_tensor(rows[batch_rows(config, len(rows), step)].astype(np.int64))
+        inputs, labels = mask_tokens(tokenizer, batch, config.mask_rate)
+        loss = masked_lm_loss(model, inputs, labels)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        bar.update(1)
+        pending.append(dict(model=config.name, step=step,
+                            tokens_seen=step * config.batch_size * config.seq_length,
+                            loss=float(loss.detach()), lr=schedule.get_last_lr()[0],
+                            elapsed_s=round(time.time() - started, 1)))
+        if step % config.checkpoint_every == 0 or step == last:
+            _append(loss_path, pending, LOSS_COLUMNS)
+            pending = []
+            _save_checkpoint(checkpoint, model, optimizer, schedule, step, identity,
+                             time.time() - started)
+    bar.close()
+    out = Path(out) if out is not None else run_dir / "final"
+    if step == config.total_steps:
+        model.eval()
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+    return out
+
+
+def _save_checkpoint(path: Path, model, optimizer, schedule, step: int, identity: dict,
+                     elapsed: float) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "schedule": schedule.state_dict(), "step": step, "config": identity,
+                "elapsed_s": elapsed}, tmp)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dupbert.pretrain NAME [--data-dir D] [--work W] [--results R] [--out O]``:
+    pretrain (or resume) one of :data:`MODELS`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m dupbert.pretrain", description=main.__doc__)
+    parser.add_argument("name", choices=sorted(MODELS))
+    parser.add_argument("--data-dir", default=os.environ.get("DUPBERT_DATA_DIR"))
+    parser.add_argument("--work", default=".cache/pretrain")
+    parser.add_argument("--results", default="results/cpu")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--stop-after", type=int, default=None)
+    args = parser.parse_args(argv)
+    if not args.data_dir:
+        parser.error("no data directory: pass --data-dir or set DUPBERT_DATA_DIR")
+    out = pretrain(MODELS[args.name], args.data_dir, args.work, args.results, args.out,
+                   args.stop_after)
+    print(f"{args.name}: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
