@@ -102,6 +102,8 @@ book/rq4.ipynb: book/rq3.ipynb
 book/rq5.ipynb: book/rq3.ipynb
 # RQ3 re-reads the committed study runs (run_missing: false): rows that land re-execute it.
 book/rq3.ipynb: $(wildcard results/$(PROFILE)/rq3.jsonl)
+# The emergence chapter reads the record that scripts/pretrain.sh writes.
+book/emergence.ipynb: $(wildcard results/$(PROFILE)/emergence.csv results/$(PROFILE)/pretrain-loss.csv)
 book/glance.ipynb: $(filter book/rq1.ipynb book/rq2.ipynb book/rq3.ipynb book/rq5.ipynb,$(CHAPTERS))
 
 chapters: $(CHAPTERS)

@@ -27,7 +27,7 @@ def _zoo(args: argparse.Namespace) -> int:
         for name in args.names or sorted(ZOO):
             print(f"{name}: {zoo_folder(name)}")
         return 0
-    rows = [(entry.name, f"{entry.package}=={entry.version}",
+    rows = [(entry.name, entry.source,
              "MLM head" if entry.has_mlm_head else "encoder only", entry.description)
             for entry in ZOO.values()]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]

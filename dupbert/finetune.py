@@ -563,7 +563,7 @@ def _model_provenance(model_name: str) -> dict:
     entry = ZOO.get(model_name)
     if entry is None:
         return {"model_source": model_name, "model_sha256": None}
-    return {"model_source": f"{entry.package}=={entry.version}",
+    return {"model_source": entry.source,
             "model_sha256": entry.wheel_sha256}
 
 

