@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,11 +71,11 @@ class PretrainConfig:
     learning_rate: float = 5e-4
     warmup_steps: int = 160
     weight_decay: float = 0.01
-    total_steps: int = 1600
+    total_steps: int = 1000
     mask_rate: float = 0.15
     dropout: float = 0.1
     seed: int = 0
-    n_eval_points: int = 12
+    evals_per_decade: int = 5
     checkpoint_every: int = 100
 
     def __post_init__(self):
@@ -84,7 +85,7 @@ class PretrainConfig:
         check_number("vocab_size", self.vocab_size, integer=True, minimum=len(SPECIAL_TOKENS) + 100,
                      maximum=65535)
         for field in ("hidden_size", "num_layers", "num_heads", "intermediate_size",
-                      "embedding_size", "batch_size", "total_steps", "n_eval_points",
+                      "embedding_size", "batch_size", "total_steps", "evals_per_decade",
                       "checkpoint_every"):
             check_number(field, getattr(self, field), integer=True, minimum=1)
         check_number("seq_length", self.seq_length, integer=True, minimum=8, maximum=512)
@@ -99,10 +100,13 @@ class PretrainConfig:
                              f"{self.num_heads}")
 
     def eval_steps(self) -> list[int]:
-        """Step 0, then ``n_eval_points`` log-spaced steps ending at ``total_steps``."""
-        steps = np.geomspace(10, self.total_steps, self.n_eval_points) if self.total_steps > 10 \
-            else [self.total_steps]
-        return sorted({0, *(int(round(s)) for s in steps)})
+        """Step 0, steps ``round(10 ** (1 + k / evals_per_decade))`` below ``total_steps``
+        (10, 16, 25, 40, 63, 100, ... for 5 per decade), and ``total_steps``."""
+        steps, k = {0, self.total_steps}, 0
+        while (step := int(round(10 ** (1 + k / self.evals_per_decade)))) < self.total_steps:
+            steps.add(step)
+            k += 1
+        return sorted(steps)
 
 
 # The two models of this round (DESIGN.md §6): same tokenizer, data, schedule and seed.
@@ -391,8 +395,10 @@ def batch_rows(config: PretrainConfig, n_rows: int, step: int) -> np.ndarray:
 
 def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.PathLike,
             progress: bool = True) -> tuple[object, np.ndarray]:
-    """The tokenizer (``work/tokenizer``) and packed training rows (``work/train-<V>-<T>.npy``),
-    built once and reused (atomic writes).
+    """The tokenizer (``work/tokenizer-<V>``) and packed training rows
+    (``work/train-<V>-<T>.npy``), built once and reused (atomic writes). The tokenizer is the
+    published model's (``dupbert/weights/<name>``) when there is one: ``tokenizers`` trains
+    WordPiece with ties broken in no fixed order, so a retrained vocabulary can differ slightly.
 
     Raises:
         CorpusError: as :func:`pretraining_documents` (the staged corpus with overlap dropped).
@@ -410,9 +416,15 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
     documents, report = pretraining_documents(data_dir, on_overlap="drop")
     if progress:
         print(f"corpus: {report} ({time.time() - t0:.0f} s)", flush=True)
+    published = WEIGHTS / config.name / "tokenizer.json"
     if not tok_dir.is_dir():
         tmp = tok_dir.with_name(tok_dir.name + ".tmp")
-        train_tokenizer(documents, config.vocab_size, tmp)
+        if published.is_file():  # WordPiece training breaks ties in no fixed order: reuse it
+            tmp.mkdir(parents=True, exist_ok=True)
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(published.with_name(name), tmp / name)
+        else:
+            train_tokenizer(documents, config.vocab_size, tmp)
         os.replace(tmp, tok_dir)
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
     rows = pack(tokenizer, documents, config.seq_length)
