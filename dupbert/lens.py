@@ -80,6 +80,7 @@ def lens(
     device = torch.device(check_device(device)) if device is not None \
         else next(model.parameters()).device
     model = model.to(device).eval()
+    max_length = min(max_length, tokenizer.model_max_length or max_length)
     encoded = tokenizer(text, truncation=True, max_length=max_length,
                         return_special_tokens_mask=True)
     ids = torch.tensor([encoded["input_ids"]], device=device)  # [1, T]

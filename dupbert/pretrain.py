@@ -643,6 +643,7 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     (model.half() if half else model).save_pretrained(dest)
+    tokenizer.model_max_length = config.seq_length  # the positions the model was trained on
     tokenizer.save_pretrained(dest)
     config_path = dest / "config.json"
     model_config = json.loads(config_path.read_text(encoding="utf-8"))

@@ -61,7 +61,8 @@ def check_max_length(max_length: int) -> int:
 def tokenize_for_probe(
     tokenizer: transformers.PreTrainedTokenizerBase, texts: Sequence[str], max_length: int = 512
 ) -> list[dict[str, list[int]]]:
-    """Tokenise ``texts`` one by one, with special tokens, truncated to ``max_length`` tokens.
+    """Tokenise ``texts`` one by one, with special tokens, truncated to ``max_length`` tokens
+    (or to the tokenizer's ``model_max_length``, the positions the model takes, when smaller).
 
     Args:
         texts: the sequences, any iterable of strings (a list, a generator, a pandas Series).
@@ -84,6 +85,8 @@ def tokenize_for_probe(
         position, text = not_text[0]
         raise ValueError(f"texts must all be strings: texts[{position}] is {text!r} "
                          f"({type(text).__name__}); {len(not_text)} of {len(texts)} are not")
+    # a model that takes fewer positions (its tokenizer's model_max_length) gets that many
+    max_length = min(max_length, tokenizer.model_max_length or max_length)
     encoded = tokenizer(
         texts, truncation=True, max_length=max_length, return_special_tokens_mask=True
     )
