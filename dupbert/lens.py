@@ -22,7 +22,7 @@ import transformers
 
 from .checks import check_device
 from .models import encoder_hidden_states, mlm_head
-from .probe import check_max_length
+from .probe import check_max_length, warn_if_truncated
 
 LENS_COLUMNS = ["layer", "position", "input_token", "input_id", "special", "guess", "token",
                 "token_id", "probability", "input_rank", "input_probability"]
@@ -63,6 +63,10 @@ def lens(
         ``input_rank`` (rank of the input token among all ``V`` logits: 1 = arg-max; ties
         rank optimistically) and ``input_probability``.
 
+    Warns:
+        TruncationWarning: the text has more than ``max_length`` tokens and was cut (the
+            message gives its length).
+
     Raises:
         ValueError: ``text`` is not a string or is empty/blank, ``k`` is not in ``1..V``, or
             ``max_length`` is not an integer >= 3 (tokenizers read 0 as "do not truncate").
@@ -80,6 +84,7 @@ def lens(
     device = torch.device(check_device(device)) if device is not None \
         else next(model.parameters()).device
     model = model.to(device).eval()
+    warn_if_truncated(tokenizer, [text], max_length)
     encoded = tokenizer(text, truncation=True, max_length=max_length,
                         return_special_tokens_mask=True)
     ids = torch.tensor([encoded["input_ids"]], device=device)  # [1, T]

@@ -20,6 +20,7 @@ Batches are grouped by length, so the encoder computes little padding
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -58,6 +59,26 @@ def check_max_length(max_length: int) -> int:
     return max_length
 
 
+class TruncationWarning(UserWarning):
+    """Sequences longer than ``max_length`` tokens were cut to it (the probe and the lens)."""
+
+
+def warn_if_truncated(tokenizer: transformers.PreTrainedTokenizerBase, texts: Sequence[str],
+                      max_length: int) -> int:
+    """Warn (:class:`TruncationWarning`) how many of ``texts`` have more than ``max_length``
+    tokens, special tokens included, and so are cut to their first ``max_length``; returns
+    that number (0: no warning)."""
+    untruncated = tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+    lengths = [len(ids) + tokenizer.num_special_tokens_to_add(pair=False) for ids in untruncated]
+    n_cut = sum(length > max_length for length in lengths)
+    if n_cut:
+        warnings.warn(f"{n_cut} of {len(lengths)} sequences are longer than max_length="
+                      f"{max_length} tokens (special tokens included; the longest has "
+                      f"{max(lengths)}) and were cut to their first {max_length} tokens",
+                      TruncationWarning, stacklevel=3)
+    return n_cut
+
+
 def tokenize_for_probe(
     tokenizer: transformers.PreTrainedTokenizerBase, texts: Sequence[str], max_length: int = 512
 ) -> list[dict[str, list[int]]]:
@@ -68,6 +89,9 @@ def tokenize_for_probe(
 
     Returns:
         One dict per text with ``input_ids`` and ``special_tokens_mask`` (lists of equal length).
+
+    Warns:
+        TruncationWarning: how many texts were longer than ``max_length`` and were cut.
 
     Raises:
         ValueError: ``texts`` is empty or a string, an item is not a string (``None``, a
@@ -84,6 +108,7 @@ def tokenize_for_probe(
         position, text = not_text[0]
         raise ValueError(f"texts must all be strings: texts[{position}] is {text!r} "
                          f"({type(text).__name__}); {len(not_text)} of {len(texts)} are not")
+    warn_if_truncated(tokenizer, texts, max_length)
     encoded = tokenizer(
         texts, truncation=True, max_length=max_length, return_special_tokens_mask=True
     )
