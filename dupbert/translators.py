@@ -220,7 +220,8 @@ def fit_affine(gram: torch.Tensor, cross: torch.Tensor, alphas: Sequence[float]
 
 def _squared_error(solution: torch.Tensor, moments: _Moments, layer: int) -> float:
     """Sum of squared errors of ``[x, 1] @ solution`` against ``y`` over the positions of
-    ``moments`` (``tr(S^T G S) - 2 tr(S^T C) + sum y^2``)."""
+    ``moments`` (``tr(S^T G S) - 2 tr(S^T C) + sum y^2``; rounding can leave a tiny negative
+    number where the error is 0)."""
     gram, cross = moments.gram[layer], moments.cross[layer]
     return float((solution * (gram @ solution)).sum() - 2 * (solution * cross).sum()
                  + moments.target_square)
@@ -301,7 +302,7 @@ def fit_translators(
     everything += held_out
     weights, biases, ridge, validation_mse, identity_mse = [], [], [], [], []
     for layer in range(train.gram.shape[0]):
-        errors = [_squared_error(solution, held_out, layer) / n_values
+        errors = [max(0.0, _squared_error(solution, held_out, layer)) / n_values
                   for solution in fit_affine(train.gram[layer], train.cross[layer], alphas)]
         best = min(range(len(alphas)), key=errors.__getitem__)
         solution = fit_affine(everything.gram[layer], everything.cross[layer], [alphas[best]])[0]
@@ -309,7 +310,7 @@ def fit_translators(
         biases.append(solution[-1].float())
         ridge.append(alphas[best])
         validation_mse.append(errors[best])
-        identity_mse.append(_squared_error(identity, held_out, layer) / n_values)
+        identity_mse.append(max(0.0, _squared_error(identity, held_out, layer)) / n_values)
     return LinearTranslator(torch.stack(weights), torch.stack(biases), ridge, validation_mse,
                             identity_mse, everything.n_tokens, len(texts),
                             frozenset(text_digest(text) for text in texts))
