@@ -449,12 +449,12 @@ def _path_column(path: Path, text_column: str) -> list:
             frame = _read_table(path, sep=TABLE_SUFFIXES[suffix])
         except pd.errors.EmptyDataError:
             frame = pd.DataFrame()
-        if frame.columns.empty:
-            return []
     elif suffix == ".parquet":
         frame = pd.read_parquet(path)
     else:
         frame = _read_json_lines(path)
+    if frame.columns.empty:
+        return []  # an empty file
     _require_column([str(c) for c in frame.columns], text_column, str(path))
     return frame[text_column].tolist()
 

@@ -721,7 +721,7 @@ def corpus_cache_key(name: str, corpus_name: str, data_dir, text_column: str = "
     fields = dict(corpus=corpus_name, **input_fingerprint(name, corpus_name, data_dir))
     if user_texts is not None:
         fields.update(corpus="texts", corpus_file="sha256:" + texts_digest(user_texts))
-    if text_column != "text":
+    elif text_column != "text":  # a user's texts already are the column's
         fields.update(text_column=text_column)
     return fields
 
