@@ -74,6 +74,11 @@ class LinearTranslator:
     n_sequences: int
     fit_digests: frozenset[str] = field(default_factory=frozenset, repr=False)
 
+    def __repr__(self) -> str:
+        return (f"LinearTranslator({self.n_states} hidden states of size {self.weight.shape[1]}, "
+                f"fitted on {self.n_sequences} sequences / {self.n_tokens} tokens, "
+                f"ridge={self.ridge})")
+
     @property
     def n_states(self) -> int:
         """Hidden states mapped, ``L + 1``."""
