@@ -6,6 +6,9 @@ Public API (stable names scripts may rely on):
     reconstruction_accuracy, probe_models                  -- RQ1 probe
     masked_prediction_accuracy                             -- RQ1 masked prediction per layer
     lens                                                   -- RQ1 per-sequence lens view
+    fit_translators, LinearTranslator, split_texts         -- learned linear lens (Din et al. 2023)
+    lens_html                                              -- the lens as interactive HTML
+    load_texts, read_texts                                 -- corpora and any text file/dataset
     duplicate_layers                                       -- RQ3 layer duplication
     layer_similarity_report                                -- RQ2 layer statistics, CKA
     TASKS, load_task, finetune, sweep                      -- RQ3/RQ4 fine-tuning
@@ -31,6 +34,12 @@ _LAZY = {
     "reconstruction_accuracy": "probe",
     "masked_prediction_accuracy": "probe",
     "lens": "lens",
+    "fit_translators": "translators",
+    "LinearTranslator": "translators",
+    "split_texts": "translators",
+    "lens_html": "plots",
+    "load_texts": "data",
+    "read_texts": "data",
     "duplicate_layers": "duplicate",
     "TASKS": "tasks",
     "load_task": "tasks",

@@ -490,16 +490,17 @@ def check_tasks(tasks: Sequence[str]) -> list[str]:
 
 
 def check_corpus(name: str) -> str:
-    """``name`` if it is a corpus of ``dupbert.data.CORPORA``.
+    """``name`` if it names texts: a corpus of ``dupbert.data.CORPORA``, an existing file or
+    folder, or a ``hub:NAME[:CONFIG]:SPLIT`` spec (``dupbert.data.check_text_source``; the
+    file's content is checked when it is read).
 
     Raises:
-        UnknownCorpus: it is not; the message lists the corpora (as ``dupbert.data.load_texts``).
+        UnknownCorpus: a malformed ``hub:`` spec or not a string.
+        CorpusNotFound: none of these; the message lists the corpora and the forms allowed.
     """
-    from .data import CORPORA, UnknownCorpus
+    from .data import check_text_source
 
-    if name not in CORPORA:
-        raise UnknownCorpus(f"unknown corpus {name!r}; choose one of: {', '.join(CORPORA)}")
-    return name
+    return check_text_source(name)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
     dupbert zoo                        list the offline zoo
     dupbert zoo fetch NAME [NAME ...]  download, check and convert zoo models into the cache
     dupbert probe --model NAME ...     RQ1 reconstruction table, printed and written as CSV
+                                       (--corpus NAME|FILE|FOLDER|hub:..., --translator linear)
     dupbert lens --model NAME --text T the MLM head's top-1 token per hidden state and position
+                                       (--text-file F, --html OUT.html, --translator linear)
     dupbert data download --to DIR     fetch the antibody and reaction corpora from their origins
     dupbert finetune --model NAME ...  RQ3: fine-tune configurations x seeds, rows appended to --results
     dupbert finetune --profile FILE    RQ3: the sweep of a parameter profile (as rq3.ipynb runs it)
@@ -75,6 +77,12 @@ def _probe(args: argparse.Namespace) -> int:
     checks.check_device(args.device)
     if args.corpus:
         checks.check_corpus(args.corpus)
+    translators = _translator_options(args)
+    if args.translator == "linear" and translators is None and args.fit_sequences is None:
+        raise ValueError("--translator linear needs --fit-sequences N (fit one per probed model "
+                         "on the N sequences after the first --n-sequences) or --translators FILE")
+    if translators is not None:
+        translators = {name: translators for name in args.model}
     for name in args.model:
         checks.check_model(name, mlm_head=True)
     from .probe import probe_models
@@ -83,12 +91,64 @@ def _probe(args: argparse.Namespace) -> int:
     frame = probe_models(args.model, corpus=args.corpus, n_sequences=args.n_sequences,
                          batch_size=args.batch_size, device=args.device, seed=args.seed,
                          max_length=args.max_length, include_control=not args.no_control,
-                         duplications=duplications)
+                         duplications=duplications, text_column=args.text_column,
+                         translator=args.translator, fit_sequences=args.fit_sequences,
+                         translators=translators)
     print(frame.round(4).to_string(index=False))
     if args.out:
         atomic_write_text(args.out, frame.to_csv(index=False))
         print(f"written to {args.out}", file=sys.stderr)
     return 0
+
+
+def _translator_options(args: argparse.Namespace):
+    """The translator of ``--translators FILE`` (loaded), or None; checks that ``--translator``,
+    ``--translators`` and ``--fit-sequences`` agree.
+
+    Raises:
+        ValueError: ``--translators`` or ``--fit-sequences`` without ``--translator linear``,
+            both given, or a bad number.
+    """
+    if args.translator == "identity":
+        given = [flag for flag, value in (("--translators", args.translators),
+                                          ("--fit-sequences", args.fit_sequences))
+                 if value is not None]
+        if given:
+            raise ValueError(f"{' and '.join(given)} need --translator linear")
+        return None
+    if args.translators is not None and args.fit_sequences is not None:
+        raise ValueError("give --translators FILE (a saved translator) or --fit-sequences N "
+                         "(fit one), not both")
+    if args.fit_sequences is not None:
+        _check_numbers(args, fit_sequences=dict(integer=True, minimum=1))
+    if args.translators is None:
+        return None
+    from .translators import LinearTranslator
+
+    if not os.path.isfile(args.translators):
+        raise FileNotFoundError(f"--translators {args.translators}: no such file (write one "
+                                f"with dupbert.fit_translators(...).save(PATH))")
+    return LinearTranslator.load(args.translators)
+
+
+def _lens_text(args: argparse.Namespace) -> str:
+    """The text of ``--text`` or ``--text-file`` (the whole file, stripped; ``.gz`` too)."""
+    if args.text_file is None:
+        if not args.text.strip():
+            raise ValueError(f"--text must be a non-empty sequence, got {args.text!r}")
+        return args.text
+    from pathlib import Path
+
+    from .data import _decoded
+
+    path = Path(args.text_file).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"--text-file {args.text_file}: no such file")
+    text = _decoded(path).strip()
+    if not text:
+        raise ValueError(f"--text-file {args.text_file} is empty: it must hold the one text "
+                         f"to read through the lens")
+    return text
 
 
 def _lens(args: argparse.Namespace) -> int:
@@ -97,17 +157,24 @@ def _lens(args: argparse.Namespace) -> int:
 
     from . import checks
 
-    if not args.text.strip():
-        raise ValueError(f"--text must be a non-empty sequence, got {args.text!r}")
+    text = _lens_text(args)
     _check_numbers(args, k=dict(integer=True, minimum=1), max_length=dict(integer=True, minimum=3))
     checks.check_device(args.device)
+    translator = _translator_options(args)
+    if args.translator == "linear" and translator is None:
+        from .data import default_corpus
+
+        checks.check_corpus(args.fit_corpus or default_corpus(args.model))
     checks.check_model(args.model, mlm_head=True)
     from .lens import lens, lens_grid
     from .models import load_mlm
     from .results import atomic_write_text
 
     model, tokenizer = load_mlm(args.model, device=args.device)
-    frame = lens(model, tokenizer, args.text, k=args.k, max_length=args.max_length)
+    if args.translator == "linear" and translator is None:
+        translator = _fit_for_lens(args, model, tokenizer, text)
+    frame = lens(model, tokenizer, text, k=args.k, max_length=args.max_length,
+                 translator=translator or "identity")
     grid = lens_grid(frame, value=args.value, include_special=args.special)
     if args.value != "token":
         grid = grid.round(3)
@@ -120,7 +187,28 @@ def _lens(args: argparse.Namespace) -> int:
     if args.out:
         atomic_write_text(args.out, frame.to_csv(index=False))
         print(f"top-{args.k} lens written to {args.out}", file=sys.stderr)
+    if args.html:
+        from .plots import lens_html
+
+        title = f"{args.model}, {args.translator} translator"
+        atomic_write_text(args.html, lens_html(frame, title=title).document(title))
+        print(f"interactive lens written to {args.html}", file=sys.stderr)
     return 0
+
+
+def _fit_for_lens(args: argparse.Namespace, model, tokenizer, text: str):
+    """A linear translator fitted on ``--fit-sequences`` (default 200) texts of
+    ``--fit-corpus`` (default: the model's domain corpus), the lens text left out."""
+    from .data import default_corpus, load_texts
+    from .translators import fit_translators
+
+    corpus = args.fit_corpus or default_corpus(args.model)
+    n_fit = args.fit_sequences or 200
+    texts = [t for t in load_texts(corpus, n_fit + 1, text_column=args.text_column) if t != text]
+    translator = fit_translators(model, tokenizer, texts[:n_fit], max_length=args.max_length)
+    print(f"linear translator fitted on {translator.n_sequences} sequences ({translator.n_tokens} "
+          f"tokens) of {corpus}", file=sys.stderr)
+    return translator
 
 
 def _finetune(args: argparse.Namespace) -> int:
@@ -299,6 +387,16 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_translator_options(command: argparse.ArgumentParser, fit_help: str) -> None:
+    command.add_argument("--translator", default="identity", choices=["identity", "linear"],
+                         help="identity: the head reads each hidden state as it is (the paper); "
+                              "linear: each hidden state is first mapped to the last one by a "
+                              "fitted affine map (Din et al. 2023, dupbert.fit_translators)")
+    command.add_argument("--fit-sequences", type=int, default=None, metavar="N", help=fit_help)
+    command.add_argument("--translators", default=None, metavar="FILE",
+                         help="a translator saved with LinearTranslator.save, instead of fitting")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``dupbert`` command."""
     parser = argparse.ArgumentParser(prog="dupbert", description=__doc__,
@@ -314,7 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--model", action="append", required=True,
                        help="zoo name, local folder or Hub id; repeat for several models")
     probe.add_argument("--corpus", default=None,
-                       help="corpus name (default: each model's own domain corpus)")
+                       help="a corpus name, a text file (one sequence per line; .gz too), a "
+                            ".csv/.tsv/.jsonl/.parquet file, a datasets save_to_disk folder, or "
+                            "hub:NAME[:CONFIG]:SPLIT (default: each model's own domain corpus)")
+    probe.add_argument("--text-column", default="text",
+                       help="the column holding the texts in a table or dataset (default: text)")
     probe.add_argument("--n-sequences", type=int, default=500)
     probe.add_argument("--batch-size", type=int, default=32)
     probe.add_argument("--max-length", type=int, default=512)
@@ -325,6 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="probe the model duplicated to this layer order of 0-based blocks, "
                             "e.g. 0,0,1,1,2,2,3,4,5,6,7,8,9,10,11 (first three copied)")
     probe.add_argument("--out", default=None, help="CSV file to write the table to")
+    _add_translator_options(probe, fit_help="fit a translator for every probed model on the N "
+                            "sequences after the first --n-sequences of the corpus")
     probe.set_defaults(func=_probe)
 
     lens = commands.add_parser(
@@ -333,7 +437,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "state (h0 = embedding output), one column per input token, each cell the MLM "
                     "head's top-1 token (or its probability, or the input token's rank).")
     lens.add_argument("--model", required=True, help="zoo name, local folder or Hub id")
-    lens.add_argument("--text", required=True, help="the input sequence, e.g. a reaction SMILES")
+    given = lens.add_mutually_exclusive_group(required=True)
+    given.add_argument("--text", help="the input sequence, e.g. a reaction SMILES")
+    given.add_argument("--text-file", default=None,
+                       help="a file holding the one input sequence (stripped; .gz too)")
     lens.add_argument("--k", type=int, default=5, help="guesses kept per cell in --out (default 5)")
     lens.add_argument("--value", default="token", choices=["token", "probability", "input_rank"],
                       help="what each cell shows (default: the top-1 token)")
@@ -341,6 +448,16 @@ def build_parser() -> argparse.ArgumentParser:
     lens.add_argument("--max-length", type=int, default=512)
     lens.add_argument("--device", default="cpu")
     lens.add_argument("--out", default=None, help="CSV file for the tidy top-k lens frame")
+    lens.add_argument("--html", default=None,
+                      help="write the lens as a self-contained interactive HTML page (hover a "
+                           "cell for its top-k)")
+    _add_translator_options(lens, fit_help="fit the translator on N sequences of --fit-corpus "
+                            "(default 200), the lens text left out")
+    lens.add_argument("--fit-corpus", default=None,
+                      help="corpus to fit the translator on (as probe --corpus; default: the "
+                           "model's domain corpus)")
+    lens.add_argument("--text-column", default="text",
+                      help="the column holding the texts of --fit-corpus (default: text)")
     lens.set_defaults(func=_lens)
 
     finetune = commands.add_parser(

@@ -283,6 +283,247 @@ def load_corpus(name: str, n_sequences: int | None = None,
 
 
 def load_texts(name: str, n_sequences: int | None = None,
-               data_dir: str | os.PathLike | None = None) -> list[str]:
-    """Return the ``text`` column of :func:`load_corpus` as a list of str (same rows, same errors)."""
-    return list(load_corpus(name, n_sequences=n_sequences, data_dir=data_dir)["text"])
+               data_dir: str | os.PathLike | None = None, text_column: str = "text") -> list[str]:
+    """The sequences of a corpus as a list of str: a built-in corpus name (the ``text_column``
+    of :func:`load_corpus`, same rows, same errors) or any text the user has
+    (:func:`read_texts`: a file, a saved dataset folder or ``hub:NAME[:CONFIG]:SPLIT``).
+
+    Raises:
+        As :func:`load_corpus` and :func:`read_texts`; :class:`CorpusUnreadable` when a built-in
+        corpus has no column ``text_column`` (the message lists its columns).
+    """
+    if name not in CORPORA:
+        return read_texts(name, n_sequences, text_column=text_column)
+    corpus = load_corpus(name, n_sequences=n_sequences, data_dir=data_dir)
+    if text_column not in corpus.column_names:
+        raise CorpusUnreadable(f"corpus {name!r} has no column {text_column!r}; its columns are: "
+                               f"{', '.join(corpus.column_names)}")
+    return list(corpus[text_column])
+
+
+# --------------------------------------------------------------------------------------------------
+# Any text the user has: a file, a folder saved with datasets' save_to_disk, a Hub dataset
+
+
+class CorpusUnreadable(DupbertError, ValueError):
+    """A text source that exists but gives no texts: an empty file, a column that is not there,
+    a value that is not a string, a file that is not UTF-8 text."""
+
+
+HUB_PREFIX = "hub:"
+TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".jsonl": None, ".json": None, ".parquet": None}
+SOURCE_FORMS = ("a built-in corpus name ({names}), a plain text file (one sequence per line; "
+                ".gz too), a .csv/.tsv/.jsonl/.parquet file (.gz too) with a text column, a folder "
+                "saved with datasets' save_to_disk, or hub:NAME[:CONFIG]:SPLIT")
+
+
+def _forms() -> str:
+    return SOURCE_FORMS.format(names=", ".join(CORPORA))
+
+
+def is_corpus_name(spec: str) -> bool:
+    """True for a built-in corpus name (:data:`CORPORA`), False for a file, folder or Hub spec."""
+    return spec in CORPORA
+
+
+def parse_hub_spec(spec: str) -> tuple[str, str | None, str]:
+    """``hub:NAME[:CONFIG]:SPLIT`` -> ``(NAME, CONFIG or None, SPLIT)``.
+
+    Raises:
+        UnknownCorpus: not two or three non-empty parts after ``hub:``.
+    """
+    parts = spec[len(HUB_PREFIX):].split(":")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise UnknownCorpus(f"Hub corpus {spec!r} must read hub:NAME:SPLIT or "
+                            f"hub:NAME:CONFIG:SPLIT, e.g. hub:nyu-mll/glue:sst2:validation")
+    return (parts[0], None, parts[1]) if len(parts) == 2 else (parts[0], parts[1], parts[2])
+
+
+def check_text_source(spec: str) -> str:
+    """``spec`` if it can name texts: a built-in corpus, an existing file or folder, or a
+    well-formed Hub spec (the file's content is read, and checked, by :func:`read_texts`).
+
+    Raises:
+        CorpusNotFound: none of these; the message names the value, the path it was looked for
+            at and every form a corpus may take.
+        UnknownCorpus: a malformed ``hub:`` spec, or ``spec`` is not a non-empty string.
+    """
+    if not isinstance(spec, (str, os.PathLike)) or not str(spec).strip():
+        raise UnknownCorpus(f"a corpus must be {_forms()}; got {spec!r}")
+    spec = str(spec)
+    if is_corpus_name(spec):
+        return spec
+    if spec.startswith(HUB_PREFIX):
+        parse_hub_spec(spec)
+        return spec
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise CorpusNotFound(f"corpus {spec!r} is not a built-in corpus and no file or folder "
+                             f"{path.resolve()} exists; a corpus is {_forms()}")
+    return spec
+
+
+def read_texts(spec: str | os.PathLike, n_sequences: int | None = None,
+               text_column: str = "text") -> list[str]:
+    """The texts of a user's source, in order: the first ``n_sequences`` non-blank ones.
+
+    Forms (checked by :func:`check_text_source`):
+
+    - a plain text file, any name not listed below (``.txt``, ``.smi``, ...; ``.gz`` is
+      decompressed): one sequence per line, line endings removed;
+    - ``.csv``, ``.tsv``, ``.jsonl`` (JSON Lines; ``.json`` is read as JSON Lines too),
+      ``.parquet``, each optionally ``.gz``: the column ``text_column``; CSV/TSV cells are read
+      as strings, never type-guessed (``"NA"``, ``"007"`` stay as written);
+    - a folder written by ``datasets.Dataset.save_to_disk`` (one split; for a ``DatasetDict``
+      give the split's sub-folder): its column ``text_column``, read with ``datasets``;
+    - ``hub:NAME[:CONFIG]:SPLIT``: ``datasets.load_dataset(NAME, CONFIG, split=SPLIT)``, for
+      users who have the Hugging Face Hub.
+
+    Blank texts (empty or only whitespace) are skipped in every form, so ``n_sequences`` counts
+    the same texts whatever the form, and the same texts in any form give identical results.
+
+    Raises:
+        CorpusNotFound: no such file or folder, or the Hub dataset cannot be loaded.
+        UnknownCorpus: a malformed ``hub:`` spec.
+        CorpusUnreadable: no non-blank text, no column ``text_column`` (the message lists the
+            columns there are), a value that is not a string, a file that is not UTF-8, a
+            ``DatasetDict`` folder (the message lists its splits), or a ``text_column`` other
+            than ``"text"`` for a plain text file.
+        ValueError: ``n_sequences`` is not a whole number >= 1 or None.
+    """
+    spec = check_text_source(spec)
+    if n_sequences is not None:
+        check_number("n_sequences", n_sequences, integer=True, minimum=1)
+    if spec.startswith(HUB_PREFIX):
+        values, where, unit = _hub_column(spec, text_column), spec, f"column {text_column!r}"
+    else:
+        path = Path(spec).expanduser()
+        values, where = _path_column(path, text_column), str(path)
+        unit = "line" if _table_suffix(path) is None and not path.is_dir() \
+            else f"column {text_column!r}"
+    if len(values) == 0:
+        raise CorpusUnreadable(f"{where} is empty: it holds no text to read")
+    texts = []
+    for row, value in enumerate(values):
+        if not isinstance(value, str):
+            raise CorpusUnreadable(f"{where}: {unit} row {row} is {value!r} "
+                                   f"({type(value).__name__}), not a string")
+        if value.strip():
+            texts.append(value)
+            if n_sequences is not None and len(texts) == n_sequences:
+                break
+    if not texts:
+        raise CorpusUnreadable(f"{where} holds no text: all {len(values)} {unit} values are "
+                               f"empty or blank")
+    return texts
+
+
+def _table_suffix(path: Path) -> str | None:
+    """The table format of a file name (``.csv``, ``.jsonl``, ...; ``.gz`` looked through), or
+    None for a plain text file."""
+    suffixes = path.suffixes[-2:] if path.suffix == ".gz" else path.suffixes[-1:]
+    suffix = suffixes[0].lower() if suffixes else ""
+    return suffix if suffix in TABLE_SUFFIXES else None
+
+
+def _require_column(columns: list[str], text_column: str, where: str) -> None:
+    if text_column not in columns:
+        raise CorpusUnreadable(f"{where} has no column {text_column!r}; its columns are: "
+                               f"{', '.join(map(str, columns)) or '(none)'} (choose one with "
+                               f"text_column= or --text-column)")
+
+
+def _path_column(path: Path, text_column: str) -> list:
+    """The values of ``text_column`` of a file or saved dataset folder (plain text: lines)."""
+    if path.is_dir():
+        return _saved_dataset_column(path, text_column)
+    suffix = _table_suffix(path)
+    if suffix is None:
+        if text_column != "text":
+            raise CorpusUnreadable(f"{path} is read as a plain text file (one sequence per line), "
+                                   f"which has no columns, but text_column={text_column!r} was "
+                                   f"given; use a .csv/.tsv/.jsonl/.parquet file or drop it")
+        return _decoded(path).splitlines()
+    if suffix in (".csv", ".tsv"):
+        try:
+            frame = _read_table(path, sep=TABLE_SUFFIXES[suffix])
+        except pd.errors.EmptyDataError:
+            frame = pd.DataFrame()
+    elif suffix == ".parquet":
+        frame = pd.read_parquet(path)
+    else:
+        frame = _read_json_lines(path)
+    if frame.columns.empty:
+        return []  # an empty file
+    _require_column([str(c) for c in frame.columns], text_column, str(path))
+    return frame[text_column].tolist()
+
+
+def _decoded(path: Path) -> str:
+    """A (possibly gzipped) file's text. Raises CorpusUnreadable if it is not UTF-8."""
+    import gzip
+
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CorpusUnreadable(f"{path} is not UTF-8 text ({error}); a corpus is {_forms()}"
+                               ) from None
+
+
+def _read_json_lines(path: Path) -> pd.DataFrame:
+    """A JSON Lines file as a frame (values as JSON typed them). Raises CorpusUnreadable for a
+    line that is not a JSON object, naming the line."""
+    import json
+
+    rows = []
+    for number, line in enumerate(_decoded(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise CorpusUnreadable(f"{path} line {number} is not JSON ({error.msg}); JSON Lines "
+                                   f"files hold one object per line") from None
+        if not isinstance(row, dict):
+            raise CorpusUnreadable(f"{path} line {number} is {type(row).__name__}, not a JSON "
+                                   f"object with a text column")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _saved_dataset_column(path: Path, text_column: str) -> list:
+    try:
+        saved = datasets.load_from_disk(str(path))
+    except FileNotFoundError as error:
+        raise CorpusUnreadable(f"{path} is a folder but not one written by datasets' "
+                               f"save_to_disk ({error}); a corpus is {_forms()}") from None
+    if isinstance(saved, datasets.DatasetDict):
+        raise CorpusUnreadable(f"{path} holds a DatasetDict with splits {list(saved)}: give one "
+                               f"split's folder, e.g. {path / next(iter(saved))}")
+    _require_column(saved.column_names, text_column, str(path))
+    return saved[text_column]
+
+
+def _hub_column(spec: str, text_column: str) -> list:
+    hub_path, config, split = parse_hub_spec(spec)
+    try:
+        dataset = datasets.load_dataset(hub_path, config, split=split)
+    except Exception as exc:  # offline, no Hub access, no such dataset/config/split
+        raise CorpusNotFound(f"Hub corpus {spec!r}: datasets.load_dataset({hub_path!r}, "
+                             f"{config!r}, split={split!r}) failed ({type(exc).__name__}: {exc})"
+                             ) from exc
+    _require_column(dataset.column_names, text_column, spec)
+    return dataset[text_column]
+
+
+def texts_digest(texts: list[str]) -> str:
+    """sha256 (16 hex digits) of a list of texts: a cache key made of the content, so the same
+    texts read from a .txt, a .csv or a saved dataset share cached results, and an edited file
+    never reuses a stale one."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(list(texts), ensure_ascii=False).encode()).hexdigest()[:16]

@@ -22,7 +22,7 @@ import transformers
 
 from .checks import check_device
 from .models import encoder_hidden_states, mlm_head
-from .probe import check_max_length
+from .probe import check_max_length, resolve_translator, warn_if_truncated
 
 LENS_COLUMNS = ["layer", "position", "input_token", "input_id", "special", "guess", "token",
                 "token_id", "probability", "input_rank", "input_probability"]
@@ -36,6 +36,8 @@ def lens(
     k: int = 5,
     max_length: int = 512,
     device: str | torch.device | None = None,
+    translator="identity",
+    translators=None,
 ) -> pd.DataFrame:
     """The MLM head's top-``k`` guesses at every hidden state and position of one text.
 
@@ -53,6 +55,10 @@ def lens(
         max_length: truncation length in tokens, special tokens included, at least 3 (CLS, a
             token, SEP).
         device: where to run; default the model's device.
+        translator, translators: ``"identity"`` (``h_l`` as it is), or ``"linear"`` with a
+            fitted ``dupbert.LinearTranslator`` in ``translators`` (or the translator itself):
+            ``h_l`` mapped to the last hidden state's space before the head (Din et al. 2023,
+            ``dupbert.fit_translators``); ``text`` must not be one it was fitted on.
 
     Returns:
         A tidy frame, one row per (hidden state, position, guess): ``(L + 1) x T x k`` rows,
@@ -63,11 +69,16 @@ def lens(
         ``input_rank`` (rank of the input token among all ``V`` logits: 1 = arg-max; ties
         rank optimistically) and ``input_probability``.
 
+    Warns:
+        TruncationWarning: the text has more than ``max_length`` tokens and was cut (the
+            message gives its length).
+
     Raises:
         ValueError: ``text`` is not a string or is empty/blank, ``k`` is not in ``1..V``, or
             ``max_length`` is not an integer >= 3 (tokenizers read 0 as "do not truncate").
         DeviceNotAvailable: ``device`` is not one this machine's torch can use.
         MLMHeadMissing: the model has no MLM head (``dupbert.mlm_head``).
+        ValueError: as ``dupbert.probe.resolve_translator``.
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"text must be a non-empty string, got {text!r}")
@@ -76,11 +87,13 @@ def lens(
         raise ValueError(f"k must be an integer in 1..{vocab_size} (the vocabulary size), "
                          f"got {k!r}")
     max_length = check_max_length(max_length)
+    mapper = resolve_translator(translator, translators, model, [text])
     head = mlm_head(model)
     device = torch.device(check_device(device)) if device is not None \
         else next(model.parameters()).device
     model = model.to(device).eval()
     max_length = min(max_length, tokenizer.model_max_length or max_length)
+    warn_if_truncated(tokenizer, [text], max_length)
     encoded = tokenizer(text, truncation=True, max_length=max_length,
                         return_special_tokens_mask=True)
     ids = torch.tensor([encoded["input_ids"]], device=device)  # [1, T]
@@ -89,7 +102,8 @@ def lens(
     n_positions = ids.shape[1]
     frames = []
     for layer, hidden in enumerate(hidden_states):
-        logits = head(hidden[0]).float()  # [T, V]
+        hidden = hidden[0] if mapper is None else mapper.apply(layer, hidden[0])  # [T, H]
+        logits = head(hidden).float()  # [T, V]
         probabilities = logits.softmax(dim=-1)
         top = probabilities.topk(k, dim=-1)  # [T, k]
         input_logit = logits.gather(1, ids[0, :, None])  # [T, 1]

@@ -917,3 +917,147 @@ def plot_pretraining_loss(loss: pd.DataFrame, record: pd.DataFrame, window: int 
     for ax in (left, right):
         ax.grid(True, alpha=0.3)
     return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# The lens as an interactive HTML figure (no script, nothing fetched: CSS hover only)
+
+_LENS_CSS = """
+.dupbert-lens{font:11px/1.3 monospace;overflow-x:auto;padding-bottom:10em}
+.dupbert-lens table{border-collapse:collapse}
+.dupbert-lens th{font-weight:normal;padding:1px 3px;vertical-align:bottom}
+.dupbert-lens td{position:relative;padding:2px 4px;min-width:1.2em;text-align:center;
+white-space:nowrap}
+.dupbert-lens td.hit{font-weight:bold}
+.dupbert-lens .tip{display:none;position:absolute;z-index:9;left:0;top:100%;background:#fff;
+color:#000;border:1px solid #777;padding:3px 6px;text-align:left;font-weight:normal;
+white-space:pre}
+.dupbert-lens td:hover .tip{display:block}
+.dupbert-lens td:hover{outline:2px solid #f0f}
+"""
+
+
+class LensHTML(str):
+    """An HTML fragment (a ``str``) that a notebook shows as HTML (``_repr_html_``); its text
+    repr is one short stable line. :meth:`document` wraps it as a complete page."""
+
+    def _repr_html_(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return f"<dupbert lens HTML, {len(self):,} characters>"
+
+    def document(self, title: str = "dupbert lens") -> str:
+        """A complete, self-contained HTML page holding the fragment."""
+        import html
+
+        return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+                f"<title>{html.escape(title)}</title></head><body>\n{self}\n</body></html>\n")
+
+
+def _lens_colours(values, value: str):
+    """Background and text colour (hex) per cell, as :func:`plot_lens` colours them."""
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.colors import LogNorm, Normalize, to_hex
+
+    if value == "probability":
+        cmap, norm = colormaps["viridis"], Normalize(vmin=0, vmax=1)
+    else:
+        cmap, norm = colormaps["viridis_r"], LogNorm(vmin=1, vmax=max(10, float(np.max(values))))
+    rgba = cmap(norm(values))
+    luminance = rgba[..., :3] @ np.array([0.299, 0.587, 0.114])
+    backgrounds = np.vectorize(lambda i, j: to_hex(rgba[i, j]), otypes=[str])(
+        *np.indices(values.shape))
+    return backgrounds, np.where(luminance > 0.5, "#000", "#fff")
+
+
+def lens_html(frame: pd.DataFrame, title: str = "", value: str = "probability",
+              include_special: bool = False, max_positions: int | None = None) -> LensHTML:
+    """The lens heat map of :func:`plot_lens` as a self-contained interactive HTML table.
+
+    Rows are hidden states (the last at the top, 0 = embedding output at the bottom), columns
+    positions, headed by the position *and* the input token (so repeated tokens stay distinct
+    columns); each cell shows the head's top-1 token (bold when it is the input token), coloured
+    by its probability or by the input token's rank. Hovering a cell shows its top-k tokens
+    with probabilities and the input token's rank and probability. No script and no external
+    resource: inline CSS only (``:hover``), tokens escaped with ``html.escape``.
+
+    Parameters
+    ----------
+    frame
+        :func:`dupbert.lens` output for one text.
+    title
+        A line above the table.
+    value
+        ``"probability"`` (of the top-1 token, 0 to 1) or ``"input_rank"`` (1 = top-1, log
+        colour scale).
+    include_special
+        Also show CLS/SEP (special-token) positions.
+    max_positions
+        Show only the first this many positions; ``None``: all.
+
+    Returns
+    -------
+    LensHTML
+        The HTML fragment (a ``str``; a notebook displays it, ``.document()`` is a whole page).
+
+    Raises
+    ------
+    KeyError
+        A required column is missing.
+    ValueError
+        ``value`` is neither ``"probability"`` nor ``"input_rank"``, or no position is left.
+    """
+    import html
+
+    _require(frame, ["layer", "position", "input_token", "special", "guess", "token",
+                     "probability", "input_rank", "input_probability"], "lens_html")
+    if value not in ("probability", "input_rank"):
+        raise ValueError(f"value must be 'probability' or 'input_rank', got {value!r}")
+    data = frame if include_special else frame[~frame["special"].astype(bool)]
+    positions = sorted(data["position"].unique())
+    if not positions:
+        raise ValueError("lens_html: no position to show (only special tokens)")
+    shown = positions if max_positions is None else positions[:max_positions]
+    data = data[data["position"].isin(shown)].sort_values(["layer", "position", "guess"])
+    top1 = data[data["guess"] == 1]
+    values = top1.pivot(index="layer", columns="position", values=value).to_numpy(dtype=float)
+    backgrounds, colours = _lens_colours(values, value)
+    layers = sorted(top1["layer"].unique())
+    inputs = top1.drop_duplicates("position").set_index("position")["input_token"]
+    cells = {key: group for key, group in data.groupby(["layer", "position"], sort=False)}
+    escape = html.escape
+    header = "".join(f'<th data-position="{p}">{p}<br>{escape(str(inputs[p]))}</th>'
+                     for p in shown)
+    rows = []
+    for i in reversed(range(len(layers))):
+        tds = []
+        for j, position in enumerate(shown):
+            guesses = cells[(layers[i], position)]
+            best = guesses.iloc[0]
+            tip = "\n".join(
+                [f"h{layers[i]} pos {position} input {escape(str(best['input_token']))}"]
+                + [f"{int(g.guess)}. {escape(str(g.token))} {g.probability:.3f}"
+                   for g in guesses.itertuples()]
+                + [f"input rank {int(best['input_rank'])} p={best['input_probability']:.3f}"])
+            hit = ' class="hit"' if best["token"] == best["input_token"] else ""
+            tds.append(f'<td{hit} data-layer="{layers[i]}" data-position="{position}" '
+                       f'style="background:{backgrounds[i, j]};color:{colours[i, j]}">'
+                       f'{escape(str(best["token"]))}<span class="tip">{tip}</span></td>')
+        rows.append(f"<tr><th>{layers[i]}</th>{''.join(tds)}</tr>")
+    legend = ("colour: probability of the top-1 token" if value == "probability"
+              else "colour: rank of the input token (1 = top-1, log scale)")
+    cut = (f" (first {len(shown)} of {len(positions)} positions)"
+           if len(shown) < len(positions) else "")
+    return LensHTML(
+        f'<div class="dupbert-lens"><style>{_LENS_CSS.strip()}</style>'
+        f'<p class="lens-title">{escape(title)}{cut}</p>'
+        f"<p>rows: hidden state (0 = embedding output); columns: position and input token; "
+        f"cell: the MLM head's top-1 token, bold = the input token; {legend}; hover a cell "
+        f"for its top-{int(data['guess'].max())}.</p>"
+        f"<table><thead><tr><th>hidden state</th>{header}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>")
+
+
+__all__ += ["lens_html", "LensHTML"]

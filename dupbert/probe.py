@@ -20,6 +20,7 @@ Batches are grouped by length, so the encoder computes little padding
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -58,6 +59,26 @@ def check_max_length(max_length: int) -> int:
     return max_length
 
 
+class TruncationWarning(UserWarning):
+    """Sequences longer than ``max_length`` tokens were cut to it (the probe and the lens)."""
+
+
+def warn_if_truncated(tokenizer: transformers.PreTrainedTokenizerBase, texts: Sequence[str],
+                      max_length: int) -> int:
+    """Warn (:class:`TruncationWarning`) how many of ``texts`` have more than ``max_length``
+    tokens, special tokens included, and so are cut to their first ``max_length``; returns
+    that number (0: no warning)."""
+    untruncated = tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+    lengths = [len(ids) + tokenizer.num_special_tokens_to_add(pair=False) for ids in untruncated]
+    n_cut = sum(length > max_length for length in lengths)
+    if n_cut:
+        warnings.warn(f"{n_cut} of {len(lengths)} sequences are longer than max_length="
+                      f"{max_length} tokens (special tokens included; the longest has "
+                      f"{max(lengths)}) and were cut to their first {max_length} tokens",
+                      TruncationWarning, stacklevel=3)
+    return n_cut
+
+
 def tokenize_for_probe(
     tokenizer: transformers.PreTrainedTokenizerBase, texts: Sequence[str], max_length: int = 512
 ) -> list[dict[str, list[int]]]:
@@ -69,6 +90,9 @@ def tokenize_for_probe(
 
     Returns:
         One dict per text with ``input_ids`` and ``special_tokens_mask`` (lists of equal length).
+
+    Warns:
+        TruncationWarning: how many texts were longer than ``max_length`` and were cut.
 
     Raises:
         ValueError: ``texts`` is empty or a string, an item is not a string (``None``, a
@@ -87,6 +111,7 @@ def tokenize_for_probe(
                          f"({type(text).__name__}); {len(not_text)} of {len(texts)} are not")
     # a model that takes fewer positions (its tokenizer's model_max_length) gets that many
     max_length = min(max_length, tokenizer.model_max_length or max_length)
+    warn_if_truncated(tokenizer, texts, max_length)
     encoded = tokenizer(
         texts, truncation=True, max_length=max_length, return_special_tokens_mask=True
     )
@@ -153,6 +178,46 @@ def batch_hidden_states(model: transformers.PreTrainedModel, batch: dict[str, to
     return hidden_states
 
 
+TRANSLATORS = ("identity", "linear")
+
+
+def resolve_translator(translator, translators, model: transformers.PreTrainedModel,
+                       texts: Sequence[str]):
+    """The map applied to each hidden state before the head: ``None`` for ``"identity"``;
+    for ``"linear"`` the fitted ``translators`` (a ``dupbert.LinearTranslator``), or
+    ``translator`` itself when it is one; checked against the model (number and size of hidden
+    states) and the texts (none may be a fitting text).
+
+    Raises:
+        ValueError: an unknown ``translator``; ``"linear"`` without ``translators``;
+            ``translators`` with ``"identity"``; a translator for another shape of model; a
+            text the translator was fitted on.
+    """
+    if isinstance(translator, str):
+        if translator not in TRANSLATORS:
+            raise ValueError(f"translator must be 'identity', 'linear' or a fitted translator "
+                             f"(dupbert.fit_translators), got {translator!r}")
+        if translator == "identity":
+            if translators is not None:
+                raise ValueError("translators= is given but translator='identity': pass "
+                                 "translator='linear' to use it")
+            return None
+        if translators is None:
+            raise ValueError("translator='linear' needs a fitted translator: translators="
+                             "dupbert.fit_translators(model, tokenizer, fit_texts), fitted on "
+                             "texts other than these (dupbert.split_texts)")
+        translator = translators
+    elif translators is not None:
+        raise ValueError("give the fitted translator once: translator=<it> or "
+                         "translator='linear', translators=<it>")
+    if not all(hasattr(translator, name) for name in ("apply", "check_model", "check_held_out")):
+        raise ValueError(f"translator must be 'identity', 'linear' or a fitted translator "
+                         f"(dupbert.fit_translators), got {type(translator).__name__}")
+    translator.check_model(model)
+    translator.check_held_out(list(texts))
+    return translator
+
+
 @torch.inference_mode()
 def reconstruction_accuracy(
     model: transformers.PreTrainedModel,
@@ -162,6 +227,8 @@ def reconstruction_accuracy(
     device: str | torch.device | None = None,
     max_length: int = 512,
     progress: bool = True,
+    translator="identity",
+    translators=None,
 ) -> pd.DataFrame:
     """Per-hidden-state token reconstruction accuracy through the model's MLM head (RQ1).
 
@@ -181,6 +248,11 @@ def reconstruction_accuracy(
         device: where to run; default the model's device.
         max_length: truncation length in tokens, special tokens included.
         progress: show a tqdm bar over batches (on stderr).
+        translator: ``"identity"`` (the paper: ``h_l`` as it is), ``"linear"`` (``h_l`` mapped
+            by ``translators``, a ``dupbert.LinearTranslator`` from ``dupbert.fit_translators``,
+            to the last hidden state's space first: Din et al. 2023), or a fitted translator.
+        translators: the fitted translator for ``translator="linear"``; ``texts`` must not
+            include any text it was fitted on.
 
     Returns:
         One row per hidden state, ``L + 1`` rows, columns
@@ -197,9 +269,19 @@ def reconstruction_accuracy(
         DeviceNotAvailable: ``device`` is not one this machine's torch can use
             (``dupbert.checks.check_device``).
         MLMHeadMissing: the model has no MLM head.
+        ValueError: as ``resolve_translator`` (a bad translator, or one fitted on ``texts``).
     """
+    texts = _listed(texts)
     examples = tokenize_for_probe(tokenizer, texts, max_length)
-    return _probe_examples(model, tokenizer, examples, batch_size, device, progress, "probe")
+    mapper = resolve_translator(translator, translators, model, texts)
+    return _probe_examples(model, tokenizer, examples, batch_size, device, progress, "probe",
+                           mapper)
+
+
+def _listed(texts) -> list:
+    """``texts`` as a list (a generator is read once); a single string is left for
+    ``tokenize_for_probe`` to refuse."""
+    return texts if isinstance(texts, str) else list(texts)
 
 
 MASKING_RULES = ("mask", "80-10-10")
@@ -279,6 +361,8 @@ def masked_prediction_accuracy(
     device: str | torch.device | None = None,
     max_length: int = 512,
     progress: bool = True,
+    translator="identity",
+    translators=None,
 ) -> pd.DataFrame:
     """Per-hidden-state accuracy of the MLM head at predicting *masked* tokens (beyond the
     paper, which probes unmasked inputs only: section 3).
@@ -289,6 +373,7 @@ def masked_prediction_accuracy(
     as predicted when the *original* token is the arg-max (top-1) or among the 5 largest logits
     (top-5). Only the masked positions count; the streaming is that of
     ``reconstruction_accuracy`` (one hidden state at a time, counted positions only).
+    ``translator``/``translators`` as there (a translator is fitted on unmasked inputs).
 
     Returns:
         ``L + 1`` rows with the columns of ``reconstruction_accuracy``; ``top1``/``top5`` are
@@ -299,16 +384,20 @@ def masked_prediction_accuracy(
         DeviceNotAvailable: as ``reconstruction_accuracy``.
         MLMHeadMissing: the model has no MLM head.
     """
+    texts = _listed(texts)
     examples = tokenize_for_probe(tokenizer, texts, max_length)
+    mapper = resolve_translator(translator, translators, model, texts)
     examples = mask_for_probe(examples, tokenizer, mask_rate, rule, seed)
-    return _probe_examples(model, tokenizer, examples, batch_size, device, progress, "masked")
+    return _probe_examples(model, tokenizer, examples, batch_size, device, progress, "masked",
+                           mapper)
 
 
 def _probe_examples(model, tokenizer, examples, batch_size, device, progress,
-                    desc) -> pd.DataFrame:
+                    desc, translator=None) -> pd.DataFrame:
     """The streaming core of the probe: per hidden state, top-1/top-5 hits of the head on the
     counted positions of ``examples`` (see ``_pad``), one hidden state at a time, reduced per
-    sequence at once. Returns the ``PROBE_COLUMNS`` frame (see ``reconstruction_accuracy``)."""
+    sequence at once; ``translator`` (or None) maps each hidden state first. Returns the
+    ``PROBE_COLUMNS`` frame (see ``reconstruction_accuracy``)."""
     head = mlm_head(model)
     device = torch.device(check_device(device)) if device is not None \
         else next(model.parameters()).device
@@ -329,7 +418,10 @@ def _probe_examples(model, tokenizer, examples, batch_size, device, progress,
         columns = torch.tensor(batch_indices, device=device)[rows]
         counted_per_sequence[batch_indices] = counted.sum(dim=1).cpu().numpy()
         for layer, hidden in enumerate(hidden_states):
-            hit1, hit5 = _head_hits(head, hidden[counted], targets, chunk)
+            hidden = hidden[counted]
+            if translator is not None:
+                hidden = translator.apply(layer, hidden)
+            hit1, hit5 = _head_hits(head, hidden, targets, chunk)
             top1[layer] += _per_sequence(hit1, columns, len(examples))
             top5[layer] += _per_sequence(hit5, columns, len(examples))
         del hidden_states  # free this batch's L + 1 hidden states before the next forward
@@ -409,6 +501,10 @@ def probe_models(
     cache: bool = True,
     masking: str | None = None,
     mask_rate: float = 0.15,
+    text_column: str = "text",
+    translator: str = "identity",
+    fit_sequences: int | None = None,
+    translators: Mapping[str, object] | None = None,
 ) -> pd.DataFrame:
     """RQ1 for several models: ``reconstruction_accuracy`` (or, with ``masking``,
     ``masked_prediction_accuracy``) of each pretrained model, of its random-initialisation
@@ -417,13 +513,19 @@ def probe_models(
 
     Each (model, duplication, variant) result is cached on disk
     (``$DUPBERT_CACHE/results/probe``) as soon as it is computed, so an interrupted run resumes
-    and a rerun is quick.
+    and a rerun is quick. A user's file is keyed on its texts' content
+    (``dupbert.data.texts_digest``), not on its path: an edited file is probed again, the same
+    texts in another file or form are not.
 
     Args:
         models: zoo names, local folders or Hub ids.
-        corpus: a corpus name from ``dupbert.data``; ``None`` uses each model's own domain
-            corpus (``dupbert.data.default_corpus``).
+        corpus: a corpus name from ``dupbert.data``, or any text the user has: a text file
+            (one sequence per line, ``.gz`` too), a ``.csv``/``.tsv``/``.jsonl``/``.parquet``
+            file, a ``save_to_disk`` folder or ``hub:NAME[:CONFIG]:SPLIT``
+            (``dupbert.data.read_texts``; blank texts skipped); ``None`` uses each model's own
+            domain corpus (``dupbert.data.default_corpus``).
         n_sequences: the first ``n_sequences`` sequences of the corpus.
+        text_column: the column holding the texts (tables, saved datasets, the Hub).
         seed: seeds the control's initialisation.
         include_control: also probe the random-init control (of the undup. model only).
         duplications: ``None`` probes each model as it is; ``"standard"`` probes
@@ -433,23 +535,35 @@ def probe_models(
         masking: ``None`` probes reconstruction of unmasked tokens (the paper); ``"mask"`` or
             ``"80-10-10"`` probes masked prediction with that rule, ``mask_rate`` of each
             sequence's tokens masked, the masks seeded by ``seed`` (``mask_for_probe``).
+        translator: ``"identity"`` (the paper) or ``"linear"`` (each hidden state mapped to the
+            last one by a fitted affine map first: ``dupbert.fit_translators``, Din et al.
+            2023), with either ``fit_sequences`` or ``translators``.
+        fit_sequences: fit a translator for every probed model (pretrained, control,
+            duplicated) on the ``fit_sequences`` sequences that follow the first
+            ``n_sequences`` of the corpus (``dupbert.split_texts``; evaluation stays on the
+            first ``n_sequences``, the same as the identity probe's).
+        translators: ``{model name: fitted translator}`` for the models as loaded (no control,
+            no duplications: their hidden states differ).
         Other arguments as ``reconstruction_accuracy``.
 
     Returns:
         One row per (model, duplication, variant, hidden state): columns ``model``,
         ``duplication`` (label; ``"baseline"`` for the model as loaded), ``variant``
-        (``"pretrained"`` or ``"random-init control"``), ``corpus``, then ``PROBE_COLUMNS``.
+        (``"pretrained"`` or ``"random-init control"``), ``corpus``, then ``PROBE_COLUMNS``;
+        with ``translator="linear"`` a ``translator`` column follows ``variant``.
 
     Raises:
         ValueError: ``models`` is empty or names a model twice, ``duplications`` is not None,
             ``"standard"``, ``"paper"`` or a mapping, a bad order, an unknown ``masking`` rule,
             ``mask_rate`` outside (0, 1], ``n_sequences`` or ``batch_size`` not an integer
-            >= 1, ``max_length`` not an integer >= 3, ``seed`` not an integer >= 0; all of
-            them before any model is loaded or cached result read.
+            >= 1, ``max_length`` not an integer >= 3, ``seed`` not an integer >= 0, a bad
+            ``translator`` / ``fit_sequences`` / ``translators`` combination; a user's
+            corpus that cannot be read (``dupbert.data.read_texts``: missing file, empty file,
+            missing column); all of them before any model is loaded or cached result read.
         DeviceNotAvailable: ``device`` is not one this machine's torch can use.
         Errors of ``load_mlm`` and ``dupbert.data``.
     """
-    from .data import default_corpus, load_texts
+    from .data import check_text_source, default_corpus, is_corpus_name, load_texts
     from .models import load_mlm
 
     if isinstance(models, str):
@@ -472,17 +586,32 @@ def probe_models(
     check_device(device)
     if masking is not None:
         _check_mask_rate(mask_rate)
+    _check_translator_options(models, n_sequences, include_control, duplications, translator,
+                              fit_sequences, translators)
+    n_texts = None if n_sequences is None else n_sequences + (fit_sequences or 0)
+    user_texts = None  # a user's corpus is read once, now: a bad file fails before any model
+    if corpus is not None:
+        check_text_source(corpus)
+        if not is_corpus_name(corpus):
+            user_texts = load_texts(corpus, n_texts, text_column=text_column)
     frames = []
-    code = source_fingerprint(*PROBE_CODE)
+    code = source_fingerprint(*PROBE_CODE, *(["translators"] if translator == "linear" else []))
     for name in models:
         corpus_name = corpus or default_corpus(name)
+        texts = user_texts or (load_texts(corpus_name, n_texts, data_dir=data_dir,
+                                          text_column=text_column)
+                               if fit_sequences else None)
+        split = _evaluation_split(texts, n_sequences, fit_sequences)
+        corpus_key = corpus_cache_key(name, corpus_name, data_dir, text_column,
+                                      split.eval if user_texts else None)
         loaded: dict = {}
 
-        def load(name=name, corpus_name=corpus_name, loaded=loaded) -> dict:
+        def load(name=name, corpus_name=corpus_name, loaded=loaded, split=split) -> dict:
             """Model and texts, loaded only when a result is not cached."""
             if not loaded:
                 loaded["model"], loaded["tokenizer"] = load_mlm(name, device=device)
-                loaded["texts"] = load_texts(corpus_name, n_sequences, data_dir=data_dir)
+                loaded["texts"] = split.eval if split is not None else load_texts(
+                    corpus_name, n_sequences, data_dir=data_dir, text_column=text_column)
             return loaded
 
         if duplications is None:
@@ -502,31 +631,114 @@ def probe_models(
             for variant in variants:
                 # keyed on what determines the result: the code, the inputs and the settings
                 fields = dict(model=name, duplication=label, order=order, variant=variant,
-                              corpus=corpus_name, n_sequences=n_sequences, max_length=max_length,
-                              seed=seed if variant == CONTROL else None, code=code,
-                              **input_fingerprint(name, corpus_name, data_dir))
+                              n_sequences=n_sequences, max_length=max_length,
+                              seed=seed if variant == CONTROL else None, code=code, **corpus_key)
                 if masking is not None:  # reconstruction keeps its earlier cache keys
                     fields.update(masking=masking, mask_rate=mask_rate, mask_seed=seed)
+                if translator == "linear":
+                    fields.update(translator=_translator_key(
+                        fit_sequences, split, translators and translators[name]))
 
-                def run(order=order, variant=variant, load=load) -> pd.DataFrame:
+                def run(order=order, variant=variant, load=load, split=split,
+                        name=name) -> pd.DataFrame:
                     model, tokenizer, texts = (load()[k] for k in ("model", "tokenizer", "texts"))
                     probed = model if order is None else duplicate_layers(model, order)
                     if variant == CONTROL:
                         probed = random_init_control(probed, seed=seed)
+                    mapper = None
+                    if translator == "linear":
+                        from .translators import fit_translators
+
+                        mapper = translators[name] if translators else fit_translators(
+                            probed, tokenizer, split.fit, batch_size=batch_size,
+                            max_length=max_length, device=device, progress=progress)
                     if masking is not None:
                         return masked_prediction_accuracy(
                             probed, tokenizer, texts, mask_rate=mask_rate, rule=masking,
                             seed=seed, batch_size=batch_size, device=device,
-                            max_length=max_length, progress=progress)
+                            max_length=max_length, progress=progress,
+                            translator=mapper or "identity")
                     return reconstruction_accuracy(probed, tokenizer, texts, batch_size=batch_size,
                                                    device=device, max_length=max_length,
-                                                   progress=progress)
+                                                   progress=progress,
+                                                   translator=mapper or "identity")
 
                 frame = cached_frame("probe", fields, run, enabled=cache)
                 frames.append(frame.assign(model=name, duplication=label, variant=variant,
-                                           corpus=corpus_name))
+                                           corpus=str(corpus_name), translator=translator))
     result = pd.concat(frames, ignore_index=True)
-    return result[["model", "duplication", "variant", "corpus", *PROBE_COLUMNS]]
+    front = ["model", "duplication", "variant"] + (["translator"] if translator == "linear" else [])
+    return result[[*front, "corpus", *PROBE_COLUMNS]]
+
+
+def _check_translator_options(models, n_sequences, include_control, duplications, translator,
+                              fit_sequences, translators) -> None:
+    """``translator``, ``fit_sequences`` and ``translators`` of ``probe_models`` agree."""
+    if translator not in TRANSLATORS:
+        raise ValueError(f"translator must be one of {list(TRANSLATORS)}, got {translator!r}")
+    if translator == "identity":
+        if fit_sequences is not None or translators is not None:
+            raise ValueError("fit_sequences and translators are for translator='linear'")
+        return
+    if (fit_sequences is None) == (translators is None):
+        raise ValueError("translator='linear' needs either fit_sequences (fit one per probed "
+                         "model) or translators ({model: fitted translator}), not both")
+    if fit_sequences is not None:
+        check_number("fit_sequences", fit_sequences, integer=True, minimum=1)
+        if n_sequences is None:
+            raise ValueError("fit_sequences needs n_sequences: the translator is fitted on the "
+                             "sequences after the first n_sequences")
+        return
+    missing = [name for name in models if name not in translators]
+    if missing:
+        raise ValueError(f"translators has no translator for {missing}; it has "
+                         f"{list(translators)}")
+    if include_control or duplications is not None:
+        raise ValueError("translators= holds translators of the models as loaded: pass "
+                         "include_control=False and duplications=None, or fit_sequences= to fit "
+                         "one for every probed model")
+
+
+def _evaluation_split(texts, n_sequences, fit_sequences):
+    """``dupbert.split_texts`` of ``texts`` into evaluation (the first ``n_sequences``) and
+    fitting texts when a translator is fitted; a split with no fitting texts otherwise;
+    ``None`` when the texts are read later (a built-in corpus, identity)."""
+    if texts is None:
+        return None
+    if not fit_sequences:
+        from .translators import TextSplit
+
+        return TextSplit([], texts[:n_sequences] if n_sequences else texts)
+    from .translators import split_texts
+
+    return split_texts(texts, n_sequences)
+
+
+def corpus_cache_key(name: str, corpus_name: str, data_dir, text_column: str = "text",
+                     user_texts: Sequence[str] | None = None) -> dict:
+    """The cache-key fields of a model's inputs (``results.input_fingerprint``): a built-in
+    corpus by name and file stamp (the keys of earlier results), a user's texts
+    (``user_texts``, the ones evaluated) by their content, never by their path."""
+    from .data import texts_digest
+
+    fields = dict(corpus=corpus_name, **input_fingerprint(name, corpus_name, data_dir))
+    if user_texts is not None:
+        fields.update(corpus="texts", corpus_file="sha256:" + texts_digest(user_texts))
+    elif text_column != "text":  # a user's texts already are the column's
+        fields.update(text_column=text_column)
+    return fields
+
+
+def _translator_key(fit_sequences, split, fitted) -> dict:
+    """What determines a linear translator: its fitting texts and settings, or its weights."""
+    import hashlib
+
+    from .data import texts_digest
+
+    if fitted is not None:
+        digest = hashlib.sha256(fitted.weight.numpy().tobytes() + fitted.bias.numpy().tobytes())
+        return {"weights": digest.hexdigest()[:16]}
+    return {"fit_sequences": fit_sequences, "fit_texts": texts_digest(split.fit)}
 
 
 def duplication_summary(frame: pd.DataFrame, metric: str = "top1") -> pd.DataFrame:

@@ -43,7 +43,7 @@ from tqdm import tqdm
 from .duplicate import (block_is_copy, block_sources, duplicate_layers, is_albert,
                         order_copy_after, standard_duplications)
 from .probe import _pad, batch_hidden_states, length_batches, probe_models, tokenize_for_probe
-from .results import cached_frame, input_fingerprint, source_fingerprint
+from .results import cached_frame, source_fingerprint
 
 __all__ = [
     "collect_hidden_states", "layer_statistics", "cosine_across_layers", "linear_cka",
@@ -630,6 +630,7 @@ def layer_similarity_report(
     progress: bool = True,
     cache: bool = True,
     reconstruction: str | None = "sample",
+    text_column: str = "text",
 ) -> SimilarityReport:
     """RQ2 for several models: statistics and layer similarity of each model and its variants.
 
@@ -641,8 +642,12 @@ def layer_similarity_report(
 
     Args:
         model_names: zoo names, local folders or Hub ids (each must load with ``load_mlm``).
-        corpus: a corpus name from ``dupbert.data``; ``None``: each model's own domain corpus.
+        corpus: a corpus name from ``dupbert.data`` or any text the user has (a text file,
+            ``.csv``/``.tsv``/``.jsonl``/``.parquet``, a ``save_to_disk`` folder,
+            ``hub:NAME[:CONFIG]:SPLIT``: ``dupbert.data.read_texts``; cached results keyed on
+            the texts' content); ``None``: each model's own domain corpus.
         n_sequences: the first ``n_sequences`` sequences of the corpus.
+        text_column: the column holding the texts (tables, saved datasets, the Hub).
         max_tokens: tokens sampled per model (seeded by ``seed``), the same in every layer.
         duplications: ``None``: each model as loaded; ``"default"``: also
             :func:`similarity_duplication` (first 3 blocks copied, or L+3 ALBERT repeats);
@@ -669,14 +674,15 @@ def layer_similarity_report(
             ``"default"``, ``"standard"`` or a mapping, a bad order, ``max_tokens``,
             ``n_sequences`` or ``batch_size`` not an integer >= 1, ``seed`` not an integer
             >= 0, ``max_length`` not an integer >= 3. DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing,
-            UnknownCorpus: before anything is loaded (``dupbert.checks``). Errors of
+            UnknownCorpus, CorpusNotFound, CorpusUnreadable (a user's file that is missing,
+            empty or lacks ``text_column``): before anything is loaded (``dupbert.checks``). Errors of
             ``load_mlm`` and ``dupbert.data``.
     """
-    from .data import default_corpus, load_texts
+    from .data import default_corpus, is_corpus_name, load_texts
     from .models import load_mlm
 
     from .checks import check_corpus, check_device, check_list, check_model, check_number
-    from .probe import check_max_length
+    from .probe import check_max_length, corpus_cache_key
 
     if isinstance(model_names, str):
         model_names = [model_names]
@@ -702,15 +708,19 @@ def layer_similarity_report(
     # every input before the first model is loaded: a bad last model fails in seconds, not after
     # the others have run
     check_device(device)
+    user_texts = None  # a user's corpus is read once, now: a bad file fails before any model
     if corpus:
         check_corpus(corpus)
+        if not is_corpus_name(corpus):
+            user_texts = load_texts(corpus, n_sequences, text_column=text_column)
     for name in model_names:
         check_model(name, mlm_head=True)
     layer_frames, pair_frames = [], []
     for name in model_names:
         corpus_name = corpus or default_corpus(name)
         model, tokenizer = load_mlm(name, device=device)
-        texts = load_texts(corpus_name, n_sequences, data_dir=data_dir)
+        texts = user_texts or load_texts(corpus_name, n_sequences, data_dir=data_dir,
+                                         text_column=text_column)
         identity = list(range(model.config.num_hidden_layers))
         if duplications is None:
             orders = {"baseline": identity}
@@ -722,10 +732,11 @@ def layer_similarity_report(
             orders = {"baseline": identity, **dict(duplications)}
         for label, order in orders.items():
             order = None if list(order) == identity else list(order)
-            fields = dict(model=name, duplication=label, order=order, corpus=corpus_name,
+            fields = dict(model=name, duplication=label, order=order,
                           n_sequences=n_sequences, max_tokens=int(max_tokens), seed=seed,
                           max_length=max_length, code=source_fingerprint(*STATS_CODE),
-                          **input_fingerprint(name, corpus_name, data_dir),
+                          **corpus_cache_key(name, corpus_name, data_dir, text_column,
+                                             user_texts),
                           sampled_reconstruction=reconstruction == "sample")
             memo = {}
 
@@ -759,7 +770,7 @@ def layer_similarity_report(
                                   batch_size=batch_size, device=device, seed=seed,
                                   max_length=max_length, data_dir=data_dir,
                                   include_control=False, duplications=orders,
-                                  progress=progress, cache=cache)
+                                  progress=progress, cache=cache, text_column=text_column)
             accuracy = probed[["duplication", "layer", "top1", "top5"]].assign(model=name)
             for i in range(len(layer_frames) - len(orders), len(layer_frames)):
                 layer_frames[i] = layer_frames[i].merge(accuracy, on=["model", "duplication",

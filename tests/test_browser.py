@@ -283,3 +283,47 @@ def test_rq1_page_full_screenshot(browser, book_url, built_book):
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     SCREENSHOT.write_bytes(png)
     assert png.startswith(b"\x89PNG") and height > 900, f"unexpected screenshot ({len(png)} bytes, page {width}x{height})"
+
+
+# ------------------------------------------------------------------------------------------------
+# The lens as an HTML figure (dupbert.plots.lens_html): needs no book, only the browser
+
+
+def test_lens_html_shows_each_cells_top_k_on_hover(browser, rxnmapper, tmp_path):
+    """A real rxnmapper lens as a self-contained HTML file, opened offline: hovering a cell
+    shows that cell's top-5 tokens with probabilities and the input token's rank, as in the
+    lens frame; columns are distinct per position although tokens repeat (nnsight #462)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    import dupbert
+    from dupbert.plots import lens_html
+
+    frame = dupbert.lens(*rxnmapper, "CC(=O)Cl.OCC>>CC(=O)OCC", k=5)
+    page = tmp_path / "lens.html"
+    figure = lens_html(frame, title="rxnmapper-albert")
+    page.write_text(figure.document())
+    assert "http" not in figure and "<script" not in figure  # nothing fetched, no script
+    browser.get(page.as_uri())
+    headers = [h.text.replace("\n", " ") for h in
+               browser.find_elements(By.CSS_SELECTOR, ".dupbert-lens thead th[data-position]")]
+    real = frame[(frame["layer"] == 0) & (frame["guess"] == 1) & ~frame["special"]]
+    assert headers == [f"{p} {t}" for p, t in zip(real["position"], real["input_token"])]
+    assert len(set(headers)) == 21 and headers[0] == "1 C" and headers[1] == "2 C"
+    for layer, position in ((0, 2), (1, 7), (12, 12)):
+        cell = browser.find_element(
+            By.CSS_SELECTOR, f'td[data-layer="{layer}"][data-position="{position}"]')
+        tip = cell.find_element(By.CLASS_NAME, "tip")
+        assert not tip.is_displayed()
+        ActionChains(browser).move_to_element(cell).perform()
+        assert tip.is_displayed()
+        guesses = frame[(frame["layer"] == layer) & (frame["position"] == position)]
+        lines = tip.text.splitlines()
+        assert lines[0] == f"h{layer} pos {position} input {guesses['input_token'].iloc[0]}"
+        assert lines[1:6] == [f"{g.guess}. {g.token} {g.probability:.3f}"
+                              for g in guesses.itertuples()]
+        assert lines[6] == (f"input rank {guesses['input_rank'].iloc[0]} "
+                            f"p={guesses['input_probability'].iloc[0]:.3f}")
+        assert cell.text.splitlines()[0] == guesses["token"].iloc[0]  # the cell: the top-1
+    # pinned, measured once: at the last hidden state the head does not read '>>' back
+    assert lines[1] == "1. [Te] 0.182" and lines[6] == "input rank 61 p=0.000"

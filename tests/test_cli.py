@@ -389,3 +389,102 @@ def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permiss
     monkeypatch.setattr(os, "access", readable)
     assert main([*command, "--seed", "0", "--seed", "1"]) == 2
     assert capsys.readouterr().err == ALBERT_OFFLINE and trained == [0]
+
+
+# ------------------------------------------------------------------ any text the user has (issue 28)
+
+
+
+@pytest.fixture
+def reactions_txt(tmp_path, shared_data_dir):
+    """The first 20 real USPTO-50k test reactions as a text file and as a CSV (column rxn)."""
+    from dupbert.data import load_texts
+
+    texts = load_texts("uspto50k-test", 20, data_dir=shared_data_dir)
+    (tmp_path / "my_text.txt").write_text("\n".join(texts) + "\n")
+    pd.DataFrame({"id": range(20), "rxn": texts}).to_csv(tmp_path / "r.csv", index=False)
+    return tmp_path / "my_text.txt"
+
+
+def test_probe_reads_a_text_file(tmp_path, fresh_results_cache, reactions_txt, capsys):
+    from test_text_sources import N_TOKENS, TOP1
+
+    out = tmp_path / "probe.csv"
+    assert main(["probe", "--model", "rxnmapper-albert", "--corpus", str(reactions_txt),
+                 "--n-sequences", "20", "--no-control", "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert frame["top1"].round(6).tolist() == TOP1 and set(frame["n_tokens"]) == {N_TOKENS}
+    assert set(frame["corpus"]) == {str(reactions_txt)}
+
+
+def test_probe_with_a_linear_translator_and_a_csv_column(tmp_path, fresh_results_cache,
+                                                         reactions_txt):
+    out = tmp_path / "probe.csv"
+    assert main(["probe", "--model", "rxnmapper-albert", "--corpus", str(tmp_path / "r.csv"),
+                 "--text-column", "rxn", "--n-sequences", "4", "--no-control",
+                 "--translator", "linear", "--fit-sequences", "16", "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert set(frame["translator"]) == {"linear"} and len(frame) == 13
+    assert set(frame["n_tokens"]) == {410}  # the first 4 reactions, as without a translator
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--corpus", "{tmp}/my_text.txt"], "corpus '{tmp}/my_text.txt' is not a built-in corpus "
+                                        "and no file or folder {tmp}/my_text.txt exists; a "
+                                        "corpus is a built-in corpus name (therasabdab,"),
+    (["--corpus", "{tmp}/r.csv", "--text-column", "smiles"],
+     "{tmp}/r.csv has no column 'smiles'; its columns are: id, rxn (choose one with "
+     "text_column= or --text-column)"),
+    (["--translator", "linear"], "--translator linear needs --fit-sequences N (fit one per "
+                                 "probed model on the N sequences after the first "
+                                 "--n-sequences) or --translators FILE"),
+    (["--fit-sequences", "10"], "--fit-sequences need --translator linear"),
+    (["--translator", "linear", "--translators", "{tmp}/none.pt"],
+     "--translators {tmp}/none.pt: no such file (write one with "
+     "dupbert.fit_translators(...).save(PATH))"),
+])
+def test_probe_bad_corpus_and_translator_options(tmp_path, fresh_results_cache, capsys,
+                                                 options, message):
+    pd.DataFrame({"id": [1], "rxn": ["CCO>>CC=O"]}).to_csv(tmp_path / "r.csv", index=False)
+    options = [o.format(tmp=tmp_path) for o in options]
+    assert main(["probe", "--model", "rxnmapper-albert", *options]) == 2
+    assert capsys.readouterr().err.startswith(f"dupbert: error: {message.format(tmp=tmp_path)}")
+
+
+def test_lens_reads_a_text_file_and_writes_html(tmp_path, zoo_cache, monkeypatch, capsys):
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    text_file = tmp_path / "reaction.txt"
+    text_file.write_text("CC(=O)Cl.OCC>>CC(=O)OCC\n")
+    html = tmp_path / "lens.html"
+    assert main(["lens", "--model", "rxnmapper-albert", "--text-file", str(text_file),
+                 "--html", str(html)]) == 0
+    from_file = capsys.readouterr().out
+    assert main(["lens", "--model", "rxnmapper-albert", "--text", "CC(=O)Cl.OCC>>CC(=O)OCC"]) == 0
+    assert capsys.readouterr().out == from_file
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count('<span class="tip">') == 13 * 21
+    assert "<script" not in page and "http" not in page
+
+
+def test_lens_with_a_linear_translator_fitted_on_a_users_file(tmp_path, zoo_cache, monkeypatch,
+                                                              reactions_txt, capsys):
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    assert main(["lens", "--model", "rxnmapper-albert", "--text", "CC(=O)Cl.OCC>>CC(=O)OCC",
+                 "--translator", "linear", "--fit-corpus", str(tmp_path / "r.csv"),
+                 "--text-column", "rxn", "--fit-sequences", "20"]) == 0
+    captured = capsys.readouterr()
+    assert "linear translator fitted on 20 sequences" in captured.err
+    lines = captured.out.splitlines()
+    assert len(lines) == 14 and lines[1].split()[0] == "h0"
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "--text-file {path}: no such file"),
+    ("\n \n", "--text-file {path} is empty: it must hold the one text to read through the lens"),
+])
+def test_lens_bad_text_file(tmp_path, capsys, nothing_loads, content, message):
+    path = tmp_path / "text.txt"
+    if content is not None:
+        path.write_text(content)
+    assert main(["lens", "--model", "rxnmapper-albert", "--text-file", str(path)]) == 2
+    assert capsys.readouterr().err == f"dupbert: error: {message.format(path=path)}\n"

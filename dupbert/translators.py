@@ -1,0 +1,321 @@
+"""Learned linear translators: an affine map from every hidden state to the last one.
+
+The identity lens of RQ1 applies the MLM head, trained on the last hidden state ``h_L``, to
+``h_l`` unchanged. Din, Karidi, Choshen & Geva (2023), "Jump to Conclusions: Short-Cutting
+Transformers With Linear Transformations" (arXiv 2303.09435; code ``sashayd/mat``) fit instead,
+per layer ``l``, a linear map ``A_l`` with ``h_l A_l ~ h_L`` and read ``h_l A_l`` through the
+model's own head; on bert-base-uncased it predicts masked tokens from early layers far better
+than the identity. Here the map is affine (``h_l W_l + b_l``), fitted in closed form by ridge
+regression (float64) on the non-special positions of *unmasked* fitting sequences; the target
+is the last hidden state as ``dupbert.models.encoder_hidden_states`` gives it (before any final
+norm, which ``dupbert.mlm_head`` applies). (Din et al. fit BERT's map at [MASK] positions.)
+
+The ridge strength of each hidden state is picked from a small grid by the mean squared error
+on held-out fitting sequences, then the map is refitted on all fitting sequences. Everything is
+computed from streamed sufficient statistics (``X^T X``, ``X^T Y`` per hidden state), so no
+hidden state is kept in memory. A translator remembers a digest of every text it was fitted on
+and refuses to be evaluated on any of them (:meth:`LinearTranslator.check_held_out`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+import transformers
+from tqdm import tqdm
+
+from .checks import check_number
+from .probe import _pad, batch_hidden_states, length_batches, tokenize_for_probe
+
+__all__ = ["LinearTranslator", "fit_translators", "fit_affine", "split_texts", "TextSplit",
+           "RIDGE_GRID"]
+
+# Ridge strengths relative to the mean eigenvalue of the centred X^T X (scale-free): lambda =
+# alpha * trace(X^T X) / H. The smallest is near least squares, the largest shrinks hard.
+RIDGE_GRID = (1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+FORMAT = "dupbert-linear-translator/1"
+
+
+def text_digest(text: str) -> str:
+    """sha256 of one text, 16 hex digits: how a translator remembers its fitting texts."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class LinearTranslator:
+    """Per hidden state ``l`` an affine map to the last hidden state: ``h_l @ weight[l] +
+    bias[l]`` (Din et al. 2023), from :func:`fit_translators`.
+
+    Attributes:
+        weight: float32 ``[L + 1, H, H]`` (row vectors: ``[tokens, H] @ [H, H]``).
+        bias: float32 ``[L + 1, H]``.
+        ridge: per hidden state, the chosen relative ridge strength ``alpha`` (``lambda = alpha
+            * trace(X^T X) / H`` of the centred fitting states).
+        validation_mse: per hidden state, the held-out mean squared error (per value, in the
+            hidden state's units squared) of the map at the chosen ``alpha``.
+        identity_mse: the same error of the identity map (``h_l`` taken for ``h_L``).
+        n_tokens: fitting positions (non-special tokens of the fitting sequences).
+        n_sequences: fitting sequences.
+        fit_digests: :func:`text_digest` of every fitting text (held-out check).
+    """
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+    ridge: list[float]
+    validation_mse: list[float]
+    identity_mse: list[float]
+    n_tokens: int
+    n_sequences: int
+    fit_digests: frozenset[str] = field(default_factory=frozenset, repr=False)
+
+    def __repr__(self) -> str:
+        return (f"LinearTranslator({self.n_states} hidden states of size {self.weight.shape[1]}, "
+                f"fitted on {self.n_sequences} sequences / {self.n_tokens} tokens, "
+                f"ridge={self.ridge})")
+
+    @property
+    def n_states(self) -> int:
+        """Hidden states mapped, ``L + 1``."""
+        return self.weight.shape[0]
+
+    def apply(self, layer: int, hidden: torch.Tensor) -> torch.Tensor:
+        """``hidden [..., H]`` of hidden state ``layer`` mapped to the last hidden state's
+        space, same shape, dtype and device."""
+        weight = self.weight[layer].to(hidden.device, torch.float32)
+        bias = self.bias[layer].to(hidden.device, torch.float32)
+        return (hidden.float() @ weight + bias).to(hidden.dtype)
+
+    def check_model(self, model: transformers.PreTrainedModel) -> None:
+        """Raise ValueError unless ``model`` has ``n_states`` hidden states of size ``H``."""
+        states, hidden = model.config.num_hidden_layers + 1, model.config.hidden_size
+        if (states, hidden) != (self.n_states, self.weight.shape[1]):
+            raise ValueError(f"the translator maps {self.n_states} hidden states of size "
+                             f"{self.weight.shape[1]}, the model has {states} of size {hidden}: "
+                             f"fit one for this model (dupbert.fit_translators)")
+
+    def check_held_out(self, texts: Sequence[str]) -> None:
+        """Raise ValueError if any of ``texts`` was a fitting text: evaluation must be on
+        held-out sequences (:func:`split_texts`)."""
+        used = [i for i, text in enumerate(texts) if text_digest(text) in self.fit_digests]
+        if used:
+            raise ValueError(f"{len(used)} of {len(texts)} texts were used to fit the translator "
+                             f"(the first is texts[{used[0]}]): evaluate it on held-out "
+                             f"sequences only, e.g. dupbert.split_texts(texts, n_eval)")
+
+    def save(self, path: str | Path) -> Path:
+        """Write to ``path`` (a ``.pt`` file of tensors, numbers and strings only, read back
+        with ``torch.load(weights_only=True)`` by :meth:`load`)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"format": FORMAT, "weight": self.weight, "bias": self.bias,
+                    "ridge": list(self.ridge), "validation_mse": list(self.validation_mse),
+                    "identity_mse": list(self.identity_mse), "n_tokens": self.n_tokens,
+                    "n_sequences": self.n_sequences,
+                    "fit_digests": sorted(self.fit_digests)}, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> LinearTranslator:
+        """Read a translator written by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: no such file. ValueError: not a saved translator.
+        """
+        saved = torch.load(Path(path), map_location="cpu", weights_only=True)
+        if not isinstance(saved, dict) or saved.get("format") != FORMAT:
+            raise ValueError(f"{path} is not a translator saved by LinearTranslator.save "
+                             f"(format {FORMAT})")
+        saved.pop("format")
+        saved["fit_digests"] = frozenset(saved["fit_digests"])
+        return cls(**saved)
+
+
+class TextSplit(NamedTuple):
+    """Texts for fitting a translator and texts for evaluating it, disjoint."""
+
+    fit: list[str]
+    eval: list[str]
+
+
+def split_texts(texts: Sequence[str], n_eval: int) -> TextSplit:
+    """Deterministic fit/eval split: the first ``n_eval`` texts are for evaluation (the same
+    sequences the identity probe of ``n_sequences=n_eval`` reads), the rest for fitting, less
+    any text that also occurs among the evaluation texts.
+
+    Raises:
+        ValueError: ``n_eval`` not an integer >= 1, or no text left for fitting.
+    """
+    n_eval = check_number("n_eval", n_eval, integer=True, minimum=1)
+    texts = list(texts)
+    evaluation = texts[:n_eval]
+    seen = set(evaluation)
+    fit = [text for text in texts[n_eval:] if text not in seen]
+    if not fit:
+        raise ValueError(f"no text left to fit on: {len(texts)} texts, the first {n_eval} are for "
+                         f"evaluation; give more texts (e.g. n_sequences + fit_sequences)")
+    return TextSplit(fit, evaluation)
+
+
+class _Moments:
+    """Streamed ``[x, 1]^T [x, 1]`` (``[S, H+1, H+1]``), ``[x, 1]^T y`` (``[S, H+1, H]``) and
+    ``sum y^2`` for every hidden state ``x`` against the last one ``y``, float64."""
+
+    def __init__(self, n_states: int, hidden: int):
+        self.gram = torch.zeros(n_states, hidden + 1, hidden + 1, dtype=torch.float64)
+        self.cross = torch.zeros(n_states, hidden + 1, hidden, dtype=torch.float64)
+        self.target_square = 0.0
+
+    def add(self, states: Sequence[torch.Tensor]) -> None:
+        """``states``: ``L + 1`` tensors ``[n, H]`` of the same positions."""
+        target = states[-1].double().cpu()
+        self.target_square += float((target ** 2).sum())
+        for layer, hidden in enumerate(states):
+            x = torch.cat([hidden.double().cpu(), target.new_ones(len(target), 1)], dim=1)
+            self.gram[layer] += x.T @ x
+            self.cross[layer] += x.T @ target
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.gram[0, -1, -1])
+
+    def __iadd__(self, other: _Moments) -> _Moments:
+        self.gram += other.gram
+        self.cross += other.cross
+        self.target_square += other.target_square
+        return self
+
+
+def fit_affine(gram: torch.Tensor, cross: torch.Tensor, alphas: Sequence[float]
+               ) -> list[torch.Tensor]:
+    """Ridge regression ``y ~ x W + b`` from sufficient statistics, one solution per ``alpha``.
+
+    Args:
+        gram: ``[x, 1]^T [x, 1]``, ``[H+1, H+1]`` (last row/column: sums of ``x`` and ``n``).
+        cross: ``[x, 1]^T y``, ``[H+1, H]``.
+        alphas: relative ridge strengths; ``lambda = alpha * trace(Xc^T Xc) / H`` with ``Xc``
+            the centred ``x``; the bias is not penalised.
+
+    Returns:
+        Per ``alpha`` the stacked ``[W; b]``, float64 ``[H+1, H]``.
+    """
+    gram, cross = gram.double(), cross.double()
+    n = gram[-1, -1]
+    mean_x, mean_y = gram[-1, :-1] / n, cross[-1] / n
+    centred_gram = gram[:-1, :-1] - n * torch.outer(mean_x, mean_x)  # Xc^T Xc
+    centred_cross = cross[:-1] - n * torch.outer(mean_x, mean_y)  # Xc^T Yc
+    eigenvalues, vectors = torch.linalg.eigh(centred_gram)
+    eigenvalues = eigenvalues.clamp(min=0)
+    scale = float(eigenvalues.mean())
+    projected = vectors.T @ centred_cross
+    solutions = []
+    for alpha in alphas:
+        denominator = eigenvalues + alpha * scale
+        inverse = torch.where(denominator > 0, 1 / denominator.clamp(min=1e-300),
+                              torch.zeros_like(denominator))
+        weight = vectors @ (inverse[:, None] * projected)
+        solutions.append(torch.cat([weight, (mean_y - mean_x @ weight)[None]]))
+    return solutions
+
+
+def _squared_error(solution: torch.Tensor, moments: _Moments, layer: int) -> float:
+    """Sum of squared errors of ``[x, 1] @ solution`` against ``y`` over the positions of
+    ``moments`` (``tr(S^T G S) - 2 tr(S^T C) + sum y^2``; rounding can leave a tiny negative
+    number where the error is 0)."""
+    gram, cross = moments.gram[layer], moments.cross[layer]
+    return float((solution * (gram @ solution)).sum() - 2 * (solution * cross).sum()
+                 + moments.target_square)
+
+
+@torch.inference_mode()
+def _moments(model, tokenizer, texts, batch_size, max_length, device, progress) -> _Moments:
+    """The statistics of every hidden state at the non-special positions of ``texts``."""
+    examples = tokenize_for_probe(tokenizer, texts, max_length)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    moments = _Moments(model.config.num_hidden_layers + 1, model.config.hidden_size)
+    batches = length_batches([len(e["input_ids"]) for e in examples], batch_size)
+    for batch_indices in tqdm(batches, desc="fit translators", unit="batch",
+                              disable=not progress):
+        batch = _pad([examples[i] for i in batch_indices], pad_id)
+        counted = batch["counted"].to(device)
+        moments.add([hidden[counted] for hidden in batch_hidden_states(model, batch, device)])
+    return moments
+
+
+def fit_translators(
+    model: transformers.PreTrainedModel,
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    validation_fraction: float = 0.2,
+    alphas: Sequence[float] = RIDGE_GRID,
+    batch_size: int = 32,
+    max_length: int = 512,
+    device: str | torch.device | None = None,
+    progress: bool = False,
+) -> LinearTranslator:
+    """Fit an affine map from every hidden state to the last one (Din et al. 2023, "Jump to
+    Conclusions", arXiv 2303.09435), for :func:`dupbert.reconstruction_accuracy`,
+    :func:`dupbert.masked_prediction_accuracy` and :func:`dupbert.lens` (``translator=``).
+
+    The fitting texts are split: the last ``max(1, round(validation_fraction * n))`` texts pick
+    each hidden state's ridge strength from ``alphas`` by held-out mean squared error, then the
+    map is refitted on all texts with that strength. Positions are the non-special tokens of the
+    unmasked, tokenised texts (truncated to ``max_length``); hidden state ``L`` maps to itself
+    (close to the identity, shrunk by the smallest ``alpha``).
+
+    Args:
+        model, tokenizer: a ``*ForMaskedLM`` and its tokenizer (``dupbert.load_mlm``).
+        texts: fitting sequences (at least 2), none of which may later be evaluated
+            (:func:`split_texts`).
+        validation_fraction: share of ``texts`` held out to choose the ridge strength, in (0, 1).
+        alphas: relative ridge strengths to try (see :func:`fit_affine`), each >= 0.
+
+    Returns:
+        A :class:`LinearTranslator` (``weight [L+1, H, H]``, ``bias [L+1, H]``, chosen ``ridge``,
+        ``validation_mse`` and ``identity_mse`` per hidden state, ``n_tokens``).
+
+    Raises:
+        ValueError: fewer than 2 texts, ``validation_fraction`` outside (0, 1), an empty or
+            negative ``alphas``; as :func:`dupbert.probe.tokenize_for_probe`.
+    """
+    texts = list(texts)
+    if len(texts) < 2:
+        raise ValueError(f"fit_translators needs at least 2 texts (fitting and held-out), got "
+                         f"{len(texts)}")
+    if isinstance(validation_fraction, bool) or not 0 < validation_fraction < 1:
+        raise ValueError(f"validation_fraction must be in (0, 1), got {validation_fraction!r}")
+    alphas = [float(alpha) for alpha in alphas]
+    if not alphas or any(not math.isfinite(a) or a < 0 for a in alphas):
+        raise ValueError(f"alphas must be finite numbers >= 0, at least one, got {alphas!r}")
+    n_validation = min(len(texts) - 1, max(1, round(validation_fraction * len(texts))))
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    model = model.to(device).eval()
+    train = _moments(model, tokenizer, texts[:-n_validation], batch_size, max_length, device,
+                     progress)
+    held_out = _moments(model, tokenizer, texts[-n_validation:], batch_size, max_length, device,
+                        progress)
+    n_values = held_out.n_tokens * model.config.hidden_size
+    identity = torch.cat([torch.eye(model.config.hidden_size, dtype=torch.float64),
+                          torch.zeros(1, model.config.hidden_size, dtype=torch.float64)])
+    everything = _Moments(train.gram.shape[0], model.config.hidden_size)
+    everything += train
+    everything += held_out
+    weights, biases, ridge, validation_mse, identity_mse = [], [], [], [], []
+    for layer in range(train.gram.shape[0]):
+        errors = [max(0.0, _squared_error(solution, held_out, layer)) / n_values
+                  for solution in fit_affine(train.gram[layer], train.cross[layer], alphas)]
+        best = min(range(len(alphas)), key=errors.__getitem__)
+        solution = fit_affine(everything.gram[layer], everything.cross[layer], [alphas[best]])[0]
+        weights.append(solution[:-1].float())
+        biases.append(solution[-1].float())
+        ridge.append(alphas[best])
+        validation_mse.append(errors[best])
+        identity_mse.append(max(0.0, _squared_error(identity, held_out, layer)) / n_values)
+    return LinearTranslator(torch.stack(weights), torch.stack(biases), ridge, validation_mse,
+                            identity_mse, everything.n_tokens, len(texts),
+                            frozenset(text_digest(text) for text in texts))

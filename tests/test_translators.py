@@ -1,0 +1,195 @@
+"""Learned linear translators (Din et al. 2023, "Jump to Conclusions"): the ridge solution on
+synthetic data, a constructed model whose hidden state is an exact linear image of the last
+one, and the real rxnmapper ALBERT on held-out USPTO-50k reactions."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import dupbert
+from dupbert import (LinearTranslator, fit_translators, masked_prediction_accuracy,
+                     probe_models, reconstruction_accuracy, split_texts)
+from dupbert.duplicate import duplicate_layers
+from dupbert.translators import RIDGE_GRID, _Moments, fit_affine
+
+N_EVAL, N_FIT = 64, 200
+# Measured once: rxnmapper-albert, evaluated on the first 64 reactions of USPTO-50k test
+# (6,371 tokens), the translator fitted on the next 200; top-1 per hidden state 0..12, rounded.
+IDENTITY_TOP1 = [0.111442, 0.869408, 0.979752, 0.991367, 0.995605, 0.996233, 0.996861,
+                 0.997646, 0.998273, 0.998744, 0.998116, 0.997803, 0.997646]
+LINEAR_TOP1 = [0.999686, 0.999529, 0.999529, 0.999529, 0.999686, 0.999058, 0.999058, 0.999058,
+               0.999058, 0.998744, 0.998587, 0.998116, 0.997646]
+MASKED_IDENTITY_TOP1_1 = 0.579167  # hidden state 1, 960 masked tokens
+MASKED_LINEAR_TOP1_1 = 0.36875
+
+
+@pytest.fixture(scope="module")
+def split(shared_data_dir):
+    return split_texts(dupbert.load_texts("uspto50k-test", N_EVAL + N_FIT,
+                                          data_dir=shared_data_dir), N_EVAL)
+
+
+@pytest.fixture(scope="module")
+def translator(rxnmapper, split):
+    return fit_translators(*rxnmapper, split.fit)
+
+
+@pytest.fixture(scope="module")
+def tables(rxnmapper, split, translator):
+    identity = reconstruction_accuracy(*rxnmapper, split.eval, progress=False)
+    linear = reconstruction_accuracy(*rxnmapper, split.eval, progress=False, translator="linear",
+                                     translators=translator)
+    return identity, linear
+
+
+def test_ridge_recovers_an_exact_affine_map():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(3000, 12, generator=generator, dtype=torch.float64)
+    weight = torch.randn(12, 12, generator=generator, dtype=torch.float64)
+    bias = torch.randn(12, generator=generator, dtype=torch.float64)
+    y = x @ weight + bias
+    moments = _Moments(1, 12)
+    moments.gram[0] = torch.cat([x, torch.ones(3000, 1, dtype=torch.float64)], 1).T @ \
+        torch.cat([x, torch.ones(3000, 1, dtype=torch.float64)], 1)
+    moments.cross[0] = torch.cat([x, torch.ones(3000, 1, dtype=torch.float64)], 1).T @ y
+    exact, shrunk = fit_affine(moments.gram[0], moments.cross[0], [1e-12, 1.0])
+    torch.testing.assert_close(exact[:-1], weight, rtol=0, atol=1e-8)
+    torch.testing.assert_close(exact[-1], bias, rtol=0, atol=1e-8)
+    assert shrunk[:-1].norm() < 0.7 * weight.norm()  # a strong ridge shrinks the map
+
+
+def test_a_hidden_state_that_is_a_linear_image_of_the_last_gets_the_last_ones_accuracy(
+        rxnmapper, split, monkeypatch):
+    """Known answer: make hidden state 3 = h_L A + c (A invertible, condition number 4). The
+    identity lens then reads nonsense there; the fitted map inverts A, so hidden state 3
+    reconstructs exactly the tokens the last hidden state does."""
+    model, tokenizer = rxnmapper
+    real = dupbert.probe.encoder_hidden_states
+    generator = torch.Generator().manual_seed(0)
+    q, _ = torch.linalg.qr(torch.randn(256, 256, generator=generator))
+    a = q * torch.linspace(0.5, 2.0, 256)
+    c = torch.randn(256, generator=generator)
+
+    def image_at_3(model, input_ids, attention_mask):
+        states = list(real(model, input_ids, attention_mask))
+        states[3] = states[-1] @ a + c
+        return tuple(states)
+
+    monkeypatch.setattr("dupbert.probe.encoder_hidden_states", image_at_3)
+    fitted = fit_translators(model, tokenizer, split.fit[:80])
+    identity = reconstruction_accuracy(model, tokenizer, split.eval, progress=False)
+    linear = reconstruction_accuracy(model, tokenizer, split.eval, progress=False,
+                                     translator=fitted)
+    assert identity["top1"][3] < 0.05
+    hits = (linear["top1"] * linear["n_tokens"]).round().astype(int)
+    assert hits[3] == hits[12] == round(identity["top1"][12] * identity["n_tokens"][12])
+    assert fitted.validation_mse[3] < 1e-9 < fitted.identity_mse[3]
+
+
+def test_the_last_hidden_states_map_is_the_identity(translator, tables, rxnmapper, split):
+    identity, linear = tables
+    model, tokenizer = rxnmapper
+    ids = tokenizer(split.eval[:4], padding=True, return_tensors="pt")
+    last = dupbert.probe.encoder_hidden_states(model, ids["input_ids"],
+                                               ids["attention_mask"])[-1].detach()
+    mapped = translator.apply(12, last)
+    assert float((mapped - last).norm() / last.norm()) < 1e-3
+    assert abs(linear["top1"][12] - identity["top1"][12]) <= 1e-3
+    assert translator.ridge[12] == RIDGE_GRID[0]
+
+
+def test_pinned_held_out_accuracy_with_both_translators(tables, translator):
+    identity, linear = tables
+    assert (identity["n_tokens"] == 6371).all() and (linear["n_tokens"] == 6371).all()
+    assert identity["top1"].round(6).tolist() == IDENTITY_TOP1
+    assert linear["top1"].round(6).tolist() == LINEAR_TOP1
+    assert (linear["top1"][:2] >= identity["top1"][:2]).all()  # earlier hidden states gain
+    assert translator.n_sequences == N_FIT and translator.n_tokens == 18985
+    # the map's held-out error is below the identity's at every hidden state but the last
+    assert all(m < i for m, i in zip(translator.validation_mse[:-1], translator.identity_mse))
+
+
+def test_masked_prediction_takes_the_translator(rxnmapper, split, translator):
+    identity = masked_prediction_accuracy(*rxnmapper, split.eval, progress=False)
+    linear = masked_prediction_accuracy(*rxnmapper, split.eval, progress=False,
+                                        translator=translator)
+    assert round(float(identity["top1"][1]), 6) == MASKED_IDENTITY_TOP1_1
+    assert round(float(linear["top1"][1]), 6) == MASKED_LINEAR_TOP1_1
+    assert abs(linear["top1"][12] - identity["top1"][12]) <= 1e-3
+
+
+def test_a_translator_refuses_the_texts_it_was_fitted_on(rxnmapper, split, translator):
+    with pytest.raises(ValueError) as refused:
+        reconstruction_accuracy(*rxnmapper, split.eval[:3] + split.fit[5:7], progress=False,
+                                translator=translator)
+    assert str(refused.value) == ("2 of 5 texts were used to fit the translator (the first is "
+                                  "texts[3]): evaluate it on held-out sequences only, e.g. "
+                                  "dupbert.split_texts(texts, n_eval)")
+    with pytest.raises(ValueError, match="texts were used to fit the translator"):
+        dupbert.lens(*rxnmapper, split.fit[0], translator=translator)
+
+
+def test_split_texts_is_deterministic_and_disjoint():
+    texts = ["a", "b", "c", "a", "d", "b", "e"]
+    assert split_texts(texts, 2) == (["c", "d", "e"], ["a", "b"])
+    with pytest.raises(ValueError, match="no text left to fit on"):
+        split_texts(["a", "b", "a"], 2)
+
+
+def test_save_and_load_give_the_same_table(tmp_path, rxnmapper, split, translator, tables):
+    path = translator.save(tmp_path / "rxnmapper.pt")
+    loaded = LinearTranslator.load(path)
+    assert torch.equal(loaded.weight, translator.weight)
+    assert loaded.fit_digests == translator.fit_digests and loaded.ridge == translator.ridge
+    again = reconstruction_accuracy(*rxnmapper, split.eval, progress=False, translator=loaded)
+    pd.testing.assert_frame_equal(again, tables[1])
+    (tmp_path / "other.pt").write_bytes(b"")
+    torch.save({"weight": torch.zeros(1)}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="is not a translator saved by LinearTranslator.save"):
+        LinearTranslator.load(tmp_path / "other.pt")
+
+
+@pytest.mark.parametrize("call, message", [
+    (dict(translator="linear"), "translator='linear' needs a fitted translator"),
+    (dict(translator="tuned"), "translator must be 'identity', 'linear' or a fitted translator"),
+    (dict(translator="identity", translators="T"), "translators= is given but "
+                                                   "translator='identity'"),
+])
+def test_bad_translator_arguments_are_named(rxnmapper, split, translator, call, message):
+    call = {k: translator if v == "T" else v for k, v in call.items()}
+    with pytest.raises(ValueError, match=message):
+        reconstruction_accuracy(*rxnmapper, split.eval[:2], progress=False, **call)
+
+
+def test_a_translator_of_another_depth_is_refused(rxnmapper, split, translator):
+    model, tokenizer = rxnmapper
+    deeper = duplicate_layers(model, [0] * 15)
+    with pytest.raises(ValueError, match="the translator maps 13 hidden states of size 256, "
+                                         "the model has 16 of size 256"):
+        reconstruction_accuracy(deeper, tokenizer, split.eval[:2], progress=False,
+                                translator=translator)
+
+
+def test_probe_models_fits_on_the_sequences_after_the_evaluated_ones(
+        tmp_path, monkeypatch, shared_data_dir, zoo_cache, rxnmapper):
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
+    (tmp_path / "models").symlink_to(zoo_cache / "models")
+    frame = probe_models(["rxnmapper-albert"], n_sequences=8, fit_sequences=24,
+                         translator="linear", data_dir=shared_data_dir, progress=False)
+    assert list(frame.columns[:5]) == ["model", "duplication", "variant", "translator", "corpus"]
+    assert set(frame["translator"]) == {"linear"} and len(frame) == 26
+    texts = split_texts(dupbert.load_texts("uspto50k-test", 32, data_dir=shared_data_dir), 8)
+    direct = reconstruction_accuracy(*rxnmapper, texts.eval, progress=False,
+                                     translator=fit_translators(*rxnmapper, texts.fit))
+    pretrained = frame[frame["variant"] == "pretrained"].reset_index(drop=True)
+    np.testing.assert_allclose(pretrained["top1"], direct["top1"], rtol=0, atol=1e-12)
+    # the identity table of the same call shape is the same sequences' (evaluation unchanged)
+    plain = probe_models(["rxnmapper-albert"], n_sequences=8, include_control=False,
+                         data_dir=shared_data_dir, progress=False)
+    assert plain["n_tokens"].tolist() == pretrained["n_tokens"].tolist()
+    with pytest.raises(ValueError, match="needs either fit_sequences"):
+        probe_models(["rxnmapper-albert"], translator="linear", progress=False)
+    with pytest.raises(ValueError, match=r"pass include_control=False and duplications=None"):
+        probe_models(["rxnmapper-albert"], translator="linear", progress=False,
+                     translators={"rxnmapper-albert": None})
