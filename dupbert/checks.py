@@ -594,7 +594,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 n_sequences_duplicated=_POSITIVE, n_sequences_masked=_POSITIVE,
                 masking=Parameter("str", choices=("mask", "80-10-10")),
                 mask_rate=Parameter("float", above=0.0, maximum=1.0),
-                lens_positions=_POSITIVE, tables_dir=_FOLDER),
+                lens_positions=_POSITIVE, n_fit_sequences=_POSITIVE, tables_dir=_FOLDER),
     "rq2": dict(models=_MODELS, model=_MODEL, corpus=_CORPUS, n_sequences=_POSITIVE,
                 max_tokens=Parameter("int", minimum=2), batch_size=_POSITIVE, device=_DEVICE,
                 seed=_SEED, max_length=Parameter("int", minimum=3),

