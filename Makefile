@@ -99,6 +99,8 @@ book/%.ipynb: notebooks/%.ipynb notebooks/params/$(PROFILE)/%.yaml $(LIBRARY) $(
 # RQ4 and RQ5 read the results that RQ3 writes: re-run them whenever RQ3 ran. The results-at-a-glance
 # page reads the tables of every chapter (results/$(PROFILE)/*.csv and RQ3's runs).
 book/rq4.ipynb: book/rq3.ipynb
+# RQ2 relates RQ1's translator table (tables_dir/rq1-translator.csv) to layer similarity.
+book/rq2.ipynb: $(filter book/rq1.ipynb,$(CHAPTERS))
 book/rq5.ipynb: book/rq3.ipynb
 # RQ3 re-reads the committed study runs (run_missing: false): rows that land re-execute it.
 book/rq3.ipynb: $(wildcard results/$(PROFILE)/rq3.jsonl)

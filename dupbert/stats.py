@@ -782,3 +782,34 @@ def layer_similarity_report(
         layers[front + [c for c in layers.columns if c not in front]],
         pairs[front + [c for c in pairs.columns if c not in front]],
     )
+
+
+def translator_gap_vs_similarity(translator: pd.DataFrame, layers: pd.DataFrame,
+                                 similarity: str = "cka_debiased_to_last") -> pd.DataFrame:
+    """How far each hidden state is from the last one, against what a linear translator gains
+    over the identity lens there (RQ2 beside RQ1's translator; Din et al. 2023).
+
+    Args:
+        translator: ``dupbert.probe.translator_comparison`` rows (RQ1's ``rq1-translator``).
+        layers: :func:`layer_similarity_report`'s per-layer frame (``baseline`` rows are used).
+        similarity: the column of ``layers`` to relate the gap to.
+
+    Returns:
+        One row per model and hidden state ``0..L-1`` present in both (the last is left out: its
+        gap is 0 by construction): ``model``, ``layer``, ``identity`` and ``linear``
+        (reconstruction top-1), ``gap`` (linear - identity, in [-1, 1]), ``similarity`` and
+        ``rho``/``p_value`` (Spearman's rho of gap and similarity over the model's hidden
+        states, repeated on each of its rows; NaN with fewer than 3 hidden states).
+    """
+    recon = translator[translator["measure"] == "reconstruction"]
+    top1 = recon.pivot_table(index=["model", "layer"], columns="translator", values="top1")
+    base = layers[layers["duplication"] == "baseline"].set_index(["model", "layer"])[similarity]
+    joined = top1.join(base.rename("similarity"), how="inner").reset_index()
+    last = joined.groupby("model")["layer"].transform("max")
+    joined = joined[joined["layer"] < last].assign(gap=lambda f: f["linear"] - f["identity"])
+    for model, rows in joined.groupby("model"):
+        rho, p = (scipy.stats.spearmanr(rows["gap"], rows["similarity"]) if len(rows) >= 3
+                  else (np.nan, np.nan))
+        joined.loc[rows.index, ["rho", "p_value"]] = [rho, p]
+    return joined[["model", "layer", "identity", "linear", "gap", "similarity", "rho",
+                   "p_value"]].reset_index(drop=True)
