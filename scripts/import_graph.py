@@ -1,0 +1,144 @@
+"""The import graph of the dupbert package, imports inside functions included: cycles, levels,
+and lines of code and of docstrings per module (issue 27's measures).
+
+    python scripts/import_graph.py            # a table, the cycles and the levels
+    python scripts/import_graph.py --json     # the same as JSON
+
+A cycle is a strongly connected component of more than one module; a module's level is 0 for a
+module that imports no other dupbert module, else 1 + the highest level it imports (modules of
+one cycle share a level). Exits 1 when there is a cycle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "dupbert"
+
+
+def imports(path: Path) -> set[str]:
+    """The dupbert modules ``path`` imports, anywhere in the file."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module:
+                found.add(node.module.split(".")[0])
+            elif node.level == 1:
+                found.update(alias.name for alias in node.names)
+            elif node.module and node.module.split(".")[0] == "dupbert":
+                parts = node.module.split(".")
+                found.update([parts[1]] if len(parts) > 1 else [a.name for a in node.names])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names
+                         if a.name.startswith("dupbert.") and "." in a.name)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {p.stem: p for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    return {name: imports(path) & set(modules) - {name} for name, path in sorted(modules.items())}
+
+
+def components(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components (Tarjan), leaves first."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            out.append(sorted(component))
+
+    sys.setrecursionlimit(10000)
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def levels(edges: dict[str, set[str]]) -> dict[str, int]:
+    level: dict[str, int] = {}
+    for component in components(edges):  # leaves first: every import is levelled already
+        below = [level[w] for v in component for w in edges[v] if w not in component]
+        for v in component:
+            level[v] = 1 + max(below) if below else 0
+    return level
+
+
+def line_counts(path: Path) -> tuple[int, int]:
+    """(code lines, docstring lines): non-blank, non-comment lines outside docstrings, and the
+    lines of module, class and function docstrings."""
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    doc_lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                doc_lines.update(range(body[0].lineno, body[0].end_lineno + 1))
+    code = sum(1 for n, line in enumerate(source.splitlines(), 1)
+               if line.strip() and not line.strip().startswith("#") and n not in doc_lines)
+    return code, len(doc_lines)
+
+
+def longest_function(path: Path) -> tuple[str, int]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    best = ("", 0)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            size = node.end_lineno - node.lineno + 1
+            if size > best[1]:
+                best = (node.name, size)
+    return best
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    edges = graph()
+    cycles = [c for c in components(edges) if len(c) > 1]
+    level = levels(edges)
+    rows = []
+    for name in sorted(edges, key=lambda n: (level[n], n)):
+        code, docs = line_counts(PACKAGE / f"{name}.py")
+        function, size = longest_function(PACKAGE / f"{name}.py")
+        rows.append(dict(module=name, level=level[name], code_lines=code, docstring_lines=docs,
+                         longest_function=f"{function} ({size})", imports=sorted(edges[name])))
+    report = dict(modules=len(edges), levels=1 + max(level.values()), cycles=cycles, rows=rows,
+                  code_lines=sum(r["code_lines"] for r in rows),
+                  docstring_lines=sum(r["docstring_lines"] for r in rows))
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        for r in rows:
+            print(f"{r['level']:>2}  {r['module']:<14} {r['code_lines']:>5} code {r['docstring_lines']:>5} doc"
+                  f"  longest {r['longest_function']:<36} -> {', '.join(r['imports'])}")
+        print(f"{report['modules']} modules, {report['levels']} levels, {report['code_lines']} code "
+              f"lines, {report['docstring_lines']} docstring lines; "
+              f"{len(cycles)} cycle(s): {cycles}")
+    return 1 if cycles else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
