@@ -17,7 +17,11 @@ import json
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "dupbert"
+PACKAGE = [Path(__file__).resolve().parents[1] / "dupbert"]  # --root changes it
+
+
+def package() -> Path:
+    return PACKAGE[0]
 
 
 def imports(path: Path) -> set[str]:
@@ -39,7 +43,7 @@ def imports(path: Path) -> set[str]:
 
 
 def graph() -> dict[str, set[str]]:
-    modules = {p.stem: p for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    modules = {p.stem: p for p in package().glob("*.py") if p.stem != "__init__"}
     return {name: imports(path) & set(modules) - {name} for name, path in sorted(modules.items())}
 
 
@@ -115,14 +119,17 @@ def longest_function(path: Path) -> tuple[str, int]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--root", type=Path, help="a checkout to measure (default: this one)")
     args = parser.parse_args(argv)
+    if args.root:
+        PACKAGE[0] = args.root / "dupbert"
     edges = graph()
     cycles = [c for c in components(edges) if len(c) > 1]
     level = levels(edges)
     rows = []
     for name in sorted(edges, key=lambda n: (level[n], n)):
-        code, docs = line_counts(PACKAGE / f"{name}.py")
-        function, size = longest_function(PACKAGE / f"{name}.py")
+        code, docs = line_counts(package() / f"{name}.py")
+        function, size = longest_function(package() / f"{name}.py")
         rows.append(dict(module=name, level=level[name], code_lines=code, docstring_lines=docs,
                          longest_function=f"{function} ({size})", imports=sorted(edges[name])))
     report = dict(modules=len(edges), levels=1 + max(level.values()), cycles=cycles, rows=rows,
