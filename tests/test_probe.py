@@ -696,3 +696,22 @@ def test_probe_models_refuses_bad_arguments_before_loading_or_reading_the_cache(
     with pytest.raises(error) as refused:
         probe_models(**arguments)
     assert str(refused.value).startswith(message)
+
+
+def test_translator_comparison_keeps_the_baseline_of_each_lens():
+    from dupbert.probe import translator_comparison, translator_curves
+
+    def frame(value, duplications=("baseline", "first 1 copied")):
+        return pd.DataFrame([dict(model="m", duplication=d, variant="pretrained", layer=l,
+                                  top1=value + l / 10, top5=1.0, n_tokens=10)
+                             for d in duplications for l in range(3)])
+
+    table = translator_comparison(frame(0.1), frame(0.2), frame(0.5, ("baseline",)),
+                                  frame(0.6, ("baseline",)))
+    assert len(table) == 12 and set(table["translator"]) == {"identity", "linear"}
+    got = table.set_index(["measure", "translator", "layer"])["top1"]
+    assert got[("reconstruction", "identity", 2)] == pytest.approx(0.3)
+    assert got[("masked", "linear", 0)] == pytest.approx(0.6)
+    reconstruction, masked = translator_curves(table)
+    assert set(reconstruction["duplication"]) == {"baseline", "linear translator"}
+    assert (masked["measure"] == "masked").all()

@@ -438,3 +438,19 @@ def test_n_sequences_none_reads_every_row_and_passes_the_argument_checks():
     # past every argument check, to the model check: None is accepted, as load_texts reads it
     with pytest.raises(ModelNotAvailable, match="could not load model 'no-such-model'"):
         layer_similarity_report(["no-such-model"], n_sequences=None, progress=False, cache=False)
+
+
+def test_translator_gap_against_similarity_per_model():
+    from dupbert.stats import translator_gap_vs_similarity
+
+    layers_ = range(5)
+    translator = pd.DataFrame(
+        [dict(model="m", measure=measure, translator=t, layer=l, top1=value)
+         for l in layers_ for measure in ("reconstruction", "masked")
+         for t, value in (("identity", 0.2 * l), ("linear", 0.9))])
+    layers = pd.DataFrame([dict(model="m", duplication=d, layer=l, cka_debiased_to_last=0.2 * l)
+                           for l in layers_ for d in ("baseline", "first 1 copied")])
+    gaps = translator_gap_vs_similarity(translator, layers)
+    assert gaps["layer"].tolist() == [0, 1, 2, 3]  # the last hidden state is left out
+    np.testing.assert_allclose(gaps["gap"], [0.9, 0.7, 0.5, 0.3])
+    np.testing.assert_allclose(gaps["rho"], -1.0)  # the further from the last, the larger the gain

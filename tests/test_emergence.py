@@ -1,0 +1,101 @@
+"""The emergence rule (dupbert.emergence) on constructed records whose answers are known, and on the
+committed record of the English models pretrained here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dupbert import emergence
+from dupbert.plots import plot_emergence, plot_pretraining_loss
+
+STEPS = [0, 10, 16, 25, 40]
+REPO = Path(__file__).resolve().parents[1]
+
+
+def record(reconstruction: dict[int, list[float]], duplicated: dict[int, list[float]] | None = None,
+           model: str = "m") -> pd.DataFrame:
+    """Rows of one model: ``{hidden state: top-1 at each of STEPS}``."""
+    rows = []
+    for measure, values in (("reconstruction", reconstruction), ("masked", reconstruction),
+                            ("reconstruction, duplicated", duplicated or reconstruction)):
+        for layer, series in values.items():
+            rows += [dict(model=model, step=s, measure=measure, layer=layer, top1=v)
+                     for s, v in zip(STEPS, series)]
+    return pd.DataFrame(rows)
+
+
+def test_every_layer_with_the_last_emerges_with_it():
+    r = record({0: [0, 0, 0, 0, 0.1], 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
+    row = emergence.emergence_summary(r).iloc[0]
+    assert (row.s_last, row.s_all, row.worst_layer) == (16, 25, 1)
+    assert row.verdict_layers == "emerges with the last layer"
+    assert np.isnan(row.s_embedding)
+    assert row.verdict_duplication == "appears with decodability"  # the same record
+
+
+def test_a_layer_two_steps_late_emerges_after():
+    r = record({0: [0] * 5, 1: [0, 0, 0.1, 0.3, 0.5], 2: [0, 0.5, 0.6, 0.7, 0.9]})
+    row = emergence.emergence_summary(r).iloc[0]
+    assert (row.s_last, row.s_all) == (10, 40)
+    assert row.verdict_layers == "emerges after the last layer"
+
+
+def test_a_layer_that_never_gets_there_is_not_yet_and_is_the_worst():
+    r = record({0: [0.9] * 5, 1: [0, 0, 0.1, 0.2, 0.49], 2: [0, 0.2, 0.3, 0.4, 0.45],
+                3: [0, 0.5, 0.6, 0.7, 0.9]})
+    row = emergence.emergence_summary(r).iloc[0]
+    assert np.isnan(row.s_all) and row.verdict_layers == "not yet"
+    assert row.worst_layer == 2  # never decodable, and the lowest at the last step
+    assert row.s_embedding == 0
+    assert row.final_worst_top1 == pytest.approx(0.45)
+
+
+def test_the_duplicated_variant_is_judged_against_the_model():
+    model = {0: [0] * 5, 1: [0, 0.6, 0.7, 0.8, 0.9], 2: [0, 0.6, 0.7, 0.8, 0.9]}
+    late = {**model, 3: [0, 0.1, 0.2, 0.4, 0.6]}
+    row = emergence.emergence_summary(record(model, late)).iloc[0]
+    assert (row.s_all, row.s_duplicated_all) == (10, 40)
+    assert row.verdict_duplication == "appears after decodability"
+
+
+def test_the_threshold_is_inclusive_and_moves_the_answer():
+    r = record({0: [0] * 5, 1: [0, 0.5, 0.6, 0.7, 0.8], 2: [0, 0.5, 0.6, 0.7, 0.8]})
+    assert emergence.emergence_summary(r).iloc[0].s_all == 10
+    assert emergence.emergence_summary(r, threshold=0.65).iloc[0].s_all == 25
+
+
+def test_answer_names_the_steps_and_verdicts():
+    r = record({0: [0] * 5, 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
+    text = emergence.answer(emergence.emergence_summary(r))
+    assert "from step 16, every block output from step 25" in text
+    assert "**emerges with the last layer**" in text and "never (by the last step)" in text
+
+
+def test_grid_puts_the_last_hidden_state_on_top():
+    r = record({0: [0.1] * 5, 1: [0.2] * 5})
+    g = emergence.grid(r, "m", "reconstruction")
+    assert g.index.tolist() == [1, 0] and g.columns.tolist() == STEPS
+
+
+def test_the_committed_record_covers_both_models_at_every_step():
+    record_, loss = emergence.read_record(REPO / "results/cpu")
+    for model in ("bert-en-small", "albert-en-small"):
+        rows = record_[record_["model"] == model]
+        for step, at_step in rows.groupby("step"):
+            counts = at_step["measure"].value_counts().to_dict()
+            assert counts == {"reconstruction, duplicated": 10, "reconstruction": 7,
+                              "masked": 7, "mlm": 1}, (model, step)
+        steps = loss[loss["model"] == model]["step"]
+        assert steps.tolist() == list(range(1, steps.max() + 1))  # every step, once
+    fig = plot_emergence(record_, "bert-en-small")
+    assert len(fig.axes) == 6  # three heat maps, three colour bars
+    assert len(plot_pretraining_loss(loss, record_).axes) == 2
+
+
+def test_a_missing_record_names_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="emergence.csv does not exist"):
+        emergence.read_record(tmp_path)
