@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -479,8 +480,8 @@ def emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: S
     import torch
 
     from .duplicate import duplicate_layers
-    from .probe import BASELINE, masked_prediction_accuracy, paper_duplications, \
-        reconstruction_accuracy
+    from .probe import BASELINE, TruncationWarning, masked_prediction_accuracy, \
+        paper_duplications, reconstruction_accuracy
 
     tokens_seen = step * config.batch_size * config.seq_length
     base = dict(model=config.name, step=step, tokens_seen=tokens_seen)
@@ -503,11 +504,14 @@ def emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: S
     kwargs = dict(batch_size=16, max_length=config.seq_length, progress=False)
     (order,) = [o for label, o in paper_duplications(model).items() if label != BASELINE]
     duplicated = duplicate_layers(model, order)
-    for measure, frame in (
+    with warnings.catch_warnings():  # the held-out paragraphs are read to seq_length, by design
+        warnings.simplefilter("ignore", TruncationWarning)
+        frames = (
             ("reconstruction", reconstruction_accuracy(model, tokenizer, texts, **kwargs)),
             ("masked", masked_prediction_accuracy(model, tokenizer, texts, rule="mask", **kwargs)),
             ("reconstruction, duplicated",
-             reconstruction_accuracy(duplicated, tokenizer, texts, **kwargs))):
+             reconstruction_accuracy(duplicated, tokenizer, texts, **kwargs)))
+    for measure, frame in frames:
         rows += [dict(base, measure=measure, layer=int(r.layer), top1=r.top1, top5=r.top5,
                       n_tokens=int(r.n_tokens), loss=float("nan")) for r in frame.itertuples()]
     model.train()
@@ -625,7 +629,8 @@ MAX_WEIGHTS_BYTES = 25_000_000  # the largest weights file the repository takes
 
 
 def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.PathLike,
-            results: str | os.PathLike, corpus_report: dict) -> Path:
+            results: str | os.PathLike, corpus_report: dict,
+            pins: str | os.PathLike | None = None) -> Path:
     """Copy a finished run's model to ``dest`` (a zoo folder) with a model card, and pin the
     sha256 of its weights in ``dupbert/weights/sha256.json`` (read by :mod:`dupbert.zoo`).
 
@@ -664,7 +669,7 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
         top1=float(mlm["top1"]), top5=float(mlm["top5"]), n_masked=int(mlm["n_tokens"]),
         config=json.dumps(dataclasses.asdict(config), indent=1))
     (dest / "README.md").write_text(card, encoding="utf-8")
-    pins_path = WEIGHTS / "sha256.json"
+    pins_path = Path(pins) if pins is not None else WEIGHTS / "sha256.json"
     pins = json.loads(pins_path.read_text(encoding="utf-8")) if pins_path.is_file() else {}
     pins[config.name] = sha256_of(dest / "model.safetensors")
     _write_json(pins_path, pins)

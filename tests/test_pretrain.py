@@ -128,7 +128,7 @@ def test_batches_are_seeded_epoch_permutations():
 
 TINY = dict(vocab_size=300, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
             embedding_size=16, seq_length=16, batch_size=4, learning_rate=1e-3, warmup_steps=1,
-            total_steps=6, n_eval_points=2, checkpoint_every=2)
+            total_steps=6, checkpoint_every=2)
 
 
 @pytest.mark.parametrize("architecture", ["bert", "albert"])
@@ -186,3 +186,34 @@ def test_the_committed_first_steps_reproduce(shared_data_dir, tmp_path):
     committed = pd.read_csv(REPO / "results/cpu/pretrain-loss.csv")
     committed = committed[(committed["model"] == config.name) & (committed["step"] <= 3)]
     np.testing.assert_allclose(ours["loss"], committed.sort_values("step")["loss"], rtol=1e-5)
+
+
+def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
+        small_data_dir, tmp_path, monkeypatch):
+    import json
+
+    import torch
+    import transformers
+
+    import dupbert.pretrain as pretrain_module
+    from dupbert.zoo import sha256_of
+
+    config = PretrainConfig(name="tiny", architecture="bert", **TINY)
+    final = pretrain(config, small_data_dir, tmp_path / "work", tmp_path / "results",
+                     progress=False)
+    report = {"words": 1234, "documents": 6, "sequences": 99, "dropped_paragraphs": {}}
+    monkeypatch.setattr(pretrain_module, "MAX_WEIGHTS_BYTES", 1000)  # every model is "too big"
+    dest = pretrain_module.publish(config, final, tmp_path / "tiny", tmp_path / "results",
+                                   report, pins=tmp_path / "sha256.json")
+    card = (dest / "README.md").read_text()
+    assert "float16 (loaded as float32)" in card and "1,234 words" in card
+    assert f"{6 * config.batch_size * config.seq_length:,} tokens seen" in card
+    assert json.loads((tmp_path / "sha256.json").read_text()) == {
+        "tiny": sha256_of(dest / "model.safetensors")}
+    model = transformers.AutoModelForMaskedLM.from_pretrained(dest)
+    assert next(model.parameters()).dtype == torch.float32
+    original = transformers.AutoModelForMaskedLM.from_pretrained(final)
+    for (name, a), (_, b) in zip(original.state_dict().items(), model.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=2 ** -10, atol=1e-6, msg=name)  # fp16 rounding
+    tokenizer = transformers.AutoTokenizer.from_pretrained(dest)
+    assert tokenizer.model_max_length == config.seq_length
