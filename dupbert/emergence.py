@@ -9,13 +9,15 @@ before the runs ended):
 - a hidden state is *decodable* at a step when its reconstruction top-1 is at least
   ``threshold`` (0.5);
 - ``s_last``: the first evaluated step at which the last hidden state ``L`` is decodable;
-  ``s_all``: the first at which every block output ``1..L`` is (the embedding output, hidden
-  state 0, is reported apart, as RQ1 judges block outputs);
+  ``s_all``: the first at which every block output ``1..L`` is, at the same step (the embedding
+  output, hidden state 0, is reported apart, as RQ1 judges block outputs). Both are first
+  crossings; ``holds`` says whether every block output stays decodable at every later step;
 - **emerges with** the last layer when ``s_all`` is ``s_last`` or the next evaluated step (the
-  steps are log-spaced, about x1.6 apart); **emerges after** when later; **not yet** when some
-  block output never reaches the threshold by the last step;
+  steps are log-spaced, about x1.6 apart); **emerges after** when later; **not yet** when no
+  evaluated step has every block output decodable;
 - the same rule, ``s_all`` of the paper's duplicated variant against ``s_all`` of the model,
-  says whether duplication-robustness **appears with** or **after** decodability.
+  says whether duplication-robustness **appears with** decodability, **after** it (later by
+  more than one step) or **before** it (earlier by more than one step).
 """
 
 from __future__ import annotations
@@ -67,19 +69,31 @@ def _first_all(record: pd.DataFrame, model: str, measure: str, threshold: float)
     return float(hits.index[0]) if len(hits) else float("nan")
 
 
-def _compare(first: float, second: float, steps: list[int], with_: str, after: str) -> str:
+def _compare(first: float, second: float, steps: list[int], with_: str, after: str,
+             before: str | None = None) -> str:
     if np.isnan(first) or np.isnan(second):
         return "not yet"
-    return with_ if steps.index(int(second)) - steps.index(int(first)) <= 1 else after
+    gap = steps.index(int(second)) - steps.index(int(first))
+    if before is not None and gap < -1:
+        return before
+    return with_ if gap <= 1 else after
+
+
+def _holds(record: pd.DataFrame, model: str, measure: str, threshold: float, since: float) -> bool:
+    """Every block output decodable at every evaluated step from ``since`` on."""
+    rows = record[(record["model"] == model) & (record["measure"] == measure)
+                  & (record["layer"] >= 1) & (record["step"] >= since)]
+    return bool(len(rows)) and bool((rows.groupby("step")["top1"].min() >= threshold).all())
 
 
 def emergence_summary(record: pd.DataFrame, threshold: float = THRESHOLD) -> pd.DataFrame:
     """One row per model: the steps of the pre-stated rule (module docstring) and its verdicts.
 
-    Columns: ``model``, ``last_layer``, ``s_embedding`` (hidden state 0), ``s_last``, ``s_all``,
-    ``worst_layer`` (the block output decodable last; ties: the lowest at the last step),
-    ``s_duplicated_all``, ``final_worst_top1`` and ``final_last_top1`` (reconstruction at the last
-    step), ``verdict_layers`` and ``verdict_duplication``.
+    Columns: ``model``, ``last_step`` (the last evaluated step), ``last_layer``, ``s_embedding``
+    (hidden state 0), ``s_last``, ``s_all``, ``holds`` (every block output stays decodable from
+    ``s_all`` to the last step), ``worst_layer`` (the block output decodable last; ties: the
+    lowest at the last step), ``s_duplicated_all``, ``final_worst_top1`` and ``final_last_top1``
+    (reconstruction at the last step), ``verdict_layers`` and ``verdict_duplication``.
     """
     rows = []
     firsts = first_decodable(record, RECONSTRUCTION, threshold)
@@ -95,14 +109,17 @@ def emergence_summary(record: pd.DataFrame, threshold: float = THRESHOLD) -> pd.
         order = pd.DataFrame({"first": blocks.fillna(np.inf), "final": final.drop(index=0)})
         worst = order.sort_values(["first", "final"], ascending=[False, True]).index[0]
         rows.append(dict(
-            model=model, last_layer=last_layer, s_embedding=first.get(0, np.nan),
-            s_last=first.get(last_layer, np.nan), s_all=s_all, worst_layer=int(worst),
+            model=model, last_step=steps[-1], last_layer=last_layer,
+            s_embedding=first.get(0, np.nan), s_last=first.get(last_layer, np.nan), s_all=s_all,
+            holds=not np.isnan(s_all) and _holds(record, model, RECONSTRUCTION, threshold, s_all),
+            worst_layer=int(worst),
             s_duplicated_all=s_dup, final_worst_top1=float(final.drop(index=0).min()),
             final_last_top1=float(final[last_layer]),
             verdict_layers=_compare(first.get(last_layer, np.nan), s_all, steps,
                                     "emerges with the last layer", "emerges after the last layer"),
             verdict_duplication=_compare(s_all, s_dup, steps, "appears with decodability",
-                                         "appears after decodability")))
+                                         "appears after decodability",
+                                         "appears before decodability")))
     return pd.DataFrame(rows)
 
 
@@ -114,7 +131,7 @@ def grid(record: pd.DataFrame, model: str, measure: str, value: str = "top1") ->
 
 
 def _step(value: float) -> str:
-    return "never (by the last step)" if np.isnan(value) else f"step {int(value):,}"
+    return "no evaluated step" if np.isnan(value) else f"step {int(value):,}"
 
 
 def answer(summary: pd.DataFrame, threshold: float = THRESHOLD) -> str:
@@ -122,13 +139,17 @@ def answer(summary: pd.DataFrame, threshold: float = THRESHOLD) -> str:
     :func:`emergence_summary`."""
     lines = []
     for row in summary.itertuples():
+        holds = ("and stays so to the last evaluated step" if row.holds
+                 else "though not at every later step")
         lines.append(
-            f"- **{row.model}**: the last hidden state ({row.last_layer}) is decodable "
-            f"(top-1 >= {threshold:g}) from {_step(row.s_last)}, every block output from "
-            f"{_step(row.s_all)} (the last to get there: hidden state {row.worst_layer}; at the "
-            f"last step the lowest block output is decoded at {row.final_worst_top1:.3f} against "
-            f"{row.final_last_top1:.3f} at the last): **{row.verdict_layers}**. The embedding "
-            f"output is decodable from {_step(row.s_embedding)}. Every block output of the "
-            f"duplicated variant is decodable from {_step(row.s_duplicated_all)}: duplication-"
+            f"- **{row.model}** (evaluated to step {row.last_step:,}): the last hidden state "
+            f"({row.last_layer}) is first decodable (top-1 >= {threshold:g}) at "
+            f"{_step(row.s_last)}, every block output at once at {_step(row.s_all)}"
+            f"{'' if np.isnan(row.s_all) else ' ' + holds} (the last to get there: hidden state "
+            f"{row.worst_layer}; at the last step the lowest block output is decoded at "
+            f"{row.final_worst_top1:.3f} against {row.final_last_top1:.3f} at the last): "
+            f"**{row.verdict_layers}**. The embedding output is first decodable at "
+            f"{_step(row.s_embedding)}. Every block output of the "
+            f"duplicated variant is first decodable at {_step(row.s_duplicated_all)}: duplication-"
             f"robustness **{row.verdict_duplication}**.")
     return "\n".join(lines)

@@ -14,6 +14,7 @@ the RQ1 probes from every hidden state (:mod:`dupbert.probe`), and appends rows 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import json
@@ -34,6 +35,8 @@ from .checks import check_number
 from .errors import DupbertError
 from .zoo import BUNDLED as WEIGHTS, sha256_of
 
+EVALUATION_FILES = ("wikitext2/wiki.test.raw", "wikitext2/wiki.valid.tokens", "sst2/dev.tsv",
+                    "snli/snli_dev.becel.tsv", "squad2/dev-v2.0.reconstructed.json.gz")
 PRETRAIN_FILES = ("english/wikipedia.txt.gz", "english/gutenberg.txt.gz")
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ARCHITECTURES = ("bert", "albert")
@@ -166,6 +169,10 @@ def evaluation_texts(data_dir: str | os.PathLike) -> dict[str, list[str]]:
     contexts and questions. Never pretrain on these.
     """
     root = Path(data_dir)
+    missing = [r for r in EVALUATION_FILES if not (root / r).is_file()]
+    if missing:
+        raise CorpusError(f"evaluation files missing under {root}: {missing}; the overlap check "
+                          "needs every text the book evaluates on (the shared data folder)")
     texts = {}
     for name, relative in (("wikitext2-test", "wikitext2/wiki.test.raw"),
                            ("wikitext2-valid", "wikitext2/wiki.valid.tokens")):
@@ -211,7 +218,7 @@ def overlapping_paragraphs(paragraphs: Sequence[str], evaluation: dict[str, list
     for index, paragraph in enumerate(paragraphs):
         tokens = normalise(paragraph)
         hit = whole.get(tokens)
-        for i in range(len(tokens) - min_tokens + 1):
+        for i in range(len(tokens)):
             if hit:
                 break
             for item, name in starts.get(tokens[i:i + min_tokens], ()):
@@ -239,8 +246,9 @@ def pretraining_documents(data_dir: str | os.PathLike, files: Sequence[str] = PR
         dropped paragraphs by evaluation set.
 
     Raises:
-        CorpusError: a file is missing or empty, or (``"error"``) a paragraph overlaps an
-            evaluation text (the message names how many, where, and the first ones).
+        CorpusError: a file (or an evaluation file) is missing or empty, or (``"error"``) a
+            paragraph overlaps an evaluation text (the message names how many, where, and the
+            first ones).
     """
     if on_overlap not in ("error", "drop"):
         raise ValueError(f"on_overlap must be 'error' or 'drop', got {on_overlap!r}")
@@ -307,16 +315,32 @@ def pack(tokenizer, documents: Iterable[Sequence[str]], seq_length: int) -> np.n
     return np.concatenate([cls, rows, sep], axis=1)
 
 
-def heldout_texts(data_dir: str | os.PathLike, n: int = 64) -> list[str]:
+def heldout_texts(data_dir: str | os.PathLike, n: int = 64, unk: str = "keep") -> list[str]:
     """The first ``n`` WikiText-2 valid paragraphs of at least 40 words, WikiText's tokenisation
-    undone (``@-@`` and spaces before punctuation): the held-out text of the emergence record."""
-    lines = (Path(data_dir) / "wikitext2/wiki.valid.tokens").read_text(encoding="utf-8").split("\n")
+    undone (``@-@`` and spaces before punctuation): the held-out text of the emergence record.
+
+    WikiText-2 valid marks rare words ``<unk>``. ``unk="keep"`` leaves the marker as text, as the
+    committed record read it (the tokenizer splits it into ``<``, ``un``, ``##k``, ``>``: about
+    18% of the positions of the first 64 paragraphs); ``unk="[UNK]"`` writes the tokenizer's
+    unknown token instead, a special token the probe does not score.
+
+    Raises:
+        CorpusError: the file is missing, or ``unk`` is neither.
+    """
+    if unk not in ("keep", "[UNK]"):
+        raise CorpusError(f"unk must be 'keep' or '[UNK]', got {unk!r}")
+    path = Path(data_dir) / "wikitext2/wiki.valid.tokens"
+    if not path.is_file():
+        raise CorpusError(f"the held-out text {path} does not exist (WikiText-2 valid, tokens)")
+    lines = path.read_text(encoding="utf-8").split("\n")
     texts = []
     for line in lines:
         line = line.strip()
         if line.startswith("=") or len(line.split()) < 40:
             continue
         line = _WIKITEXT_MARKUP.sub(r"\1", line)
+        if unk != "keep":
+            line = line.replace("<unk>", unk)
         texts.append(re.sub(r" ([.,;:!?')])", r"\1", line).replace("( ", "("))
         if len(texts) == n:
             break
@@ -429,6 +453,9 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
         os.replace(tmp, tok_dir)
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
     rows = pack(tokenizer, documents, config.seq_length)
+    if rows.shape[0] < config.batch_size:
+        raise CorpusError(f"the corpus fills {rows.shape[0]} sequences of {config.seq_length} "
+                          f"tokens, fewer than one batch ({config.batch_size}): it needs more text")
     report.update(tokens=int(rows.size), sequences=int(rows.shape[0]))
     _write_json(report_path, report)
     tmp = rows_path.with_name(rows_path.name + ".tmp.npy")
@@ -446,27 +473,39 @@ def _write_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive lock on ``path``'s lock file: two runs share one results file."""
+    import fcntl
+
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _keep_rows(path: Path, columns: list[str], model: str, upto: int) -> None:
-    """Rewrite ``path`` (atomically) without this model's rows after step ``upto``: a resumed
-    run recomputes them identically."""
+    """Rewrite ``path`` (atomically, locked) without this model's rows after step ``upto``: a
+    resumed run recomputes them identically."""
     if not path.is_file():
         return
-    frame = pd.read_csv(path)
-    keep = frame[(frame["model"] != model) | (frame["step"] <= upto)]
-    if len(keep) != len(frame):
-        tmp = path.with_name(path.name + ".tmp")
-        keep.to_csv(tmp, index=False, columns=columns)
-        os.replace(tmp, path)
+    with _locked(path):
+        frame = pd.read_csv(path)
+        keep = frame[(frame["model"] != model) | (frame["step"] <= upto)]
+        if len(keep) != len(frame):
+            tmp = path.with_name(path.name + ".tmp")
+            keep.to_csv(tmp, index=False, columns=columns, float_format="%.6g")
+            os.replace(tmp, path)
 
 
 def _append(path: Path, rows: list[dict], columns: list[str]) -> None:
-    """Append rows to a CSV (header when new), flushed to disk at once."""
-    new = not path.is_file()
-    with open(path, "a", encoding="utf-8") as handle:
-        pd.DataFrame(rows, columns=columns).to_csv(handle, header=new, index=False,
-                                                   float_format="%.6g")
-        handle.flush()
-        os.fsync(handle.fileno())
+    """Append rows to a CSV (header when new), locked, flushed to disk at once."""
+    with _locked(path):
+        new = not path.is_file()
+        with open(path, "a", encoding="utf-8") as handle:
+            pd.DataFrame(rows, columns=columns).to_csv(handle, header=new, index=False,
+                                                       float_format="%.6g")
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 def emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: Sequence[str],
@@ -525,6 +564,13 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     per-step training loss to ``results/pretrain-loss.csv`` and the emergence record to
     ``results/emergence.csv``, and save the final model to ``out`` (default
     ``work/<name>/final``) as a Hugging Face folder.
+
+    The loss rows hold, per step, the training loss of that step's batch (masked tokens, nats),
+    ``tokens_seen`` including that batch, and ``lr``, the learning rate *after* the step's update
+    (the one the next step uses: ``schedule.get_last_lr()``).
+
+    Returns:
+        The final model's folder, or ``None`` when ``stop_after`` stopped the run before its end.
 
     Args:
         stop_after: stop (with a checkpoint) after this step, e.g. to measure a pilot.
@@ -605,11 +651,12 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
             _save_checkpoint(checkpoint, model, optimizer, schedule, step, identity,
                              time.time() - started)
     bar.close()
+    if step < config.total_steps:
+        return None  # stopped early (stop_after): the checkpoint holds the run
     out = Path(out) if out is not None else run_dir / "final"
-    if step == config.total_steps:
-        model.eval()
-        model.save_pretrained(out)
-        tokenizer.save_pretrained(out)
+    model.eval()
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
     return out
 
 
@@ -667,13 +714,25 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
         sequences=config.total_steps * config.batch_size, corpus=corpus_report,
         hours=float(loss["elapsed_s"].max()) / 3600, loss=float(mlm["loss"]),
         top1=float(mlm["top1"]), top5=float(mlm["top5"]), n_masked=int(mlm["n_tokens"]),
-        config=json.dumps(dataclasses.asdict(config), indent=1))
+        config=json.dumps(dataclasses.asdict(config), indent=1), vocab=config.vocab_size,
+        length=config.seq_length, seed=config.seed, cpu=_cpu_model(),
+        passes=config.total_steps * config.batch_size / corpus_report["sequences"])
     (dest / "README.md").write_text(card, encoding="utf-8")
     pins_path = Path(pins) if pins is not None else WEIGHTS / "sha256.json"
     pins = json.loads(pins_path.read_text(encoding="utf-8")) if pins_path.is_file() else {}
     pins[config.name] = sha256_of(dest / "model.safetensors")
     _write_json(pins_path, pins)
     return dest
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "a CPU"
 
 
 MODEL_CARD = """# {name}
@@ -684,17 +743,18 @@ bert-base-uncased or albert-base-v2: {parameters:,} parameters, {tokens:,} token
 
 - **Data**: {corpus[words]:,} words of English prose ({corpus[documents]:,} documents:
   Wikipedia (CC BY-SA) and 38 public-domain Project Gutenberg books, `english/` of the data
-  folder, SOURCES-english.md), packed into {corpus[sequences]:,} sequences of 128 tokens. Every
+  folder, SOURCES-english.md), packed into {corpus[sequences]:,} sequences of {length} tokens. Every
   text the book evaluates on is kept out (WikiText-2 test and valid, SST-2 dev, SNLI dev, SQuAD 2.0
   dev); paragraphs dropped for overlap: {corpus[dropped_paragraphs]}.
-- **Tokenizer**: uncased WordPiece, 16,384 entries, trained on the same text.
+- **Tokenizer**: uncased WordPiece, {vocab:,} entries, trained on the same text.
 - **Objective**: BERT's masked language model (15% of tokens, 80/10/10, dynamic masking, decoder
   tied to the input embeddings); no next-sentence or sentence-order prediction (a deviation from
   both papers). The decoder runs on masked positions only (the same loss).
-- **Training**: {sequences:,} sequences ({tokens:,} tokens, about half a pass over the text),
-  AdamW (betas 0.9/0.98, eps 1e-6), linear warm-up and decay, one CPU thread, seed 0.
-  {hours:.2f} CPU-hours on an AMD EPYC (Zen 3) core, two runs sharing two cores.
-- **Held-out MLM** (64 WikiText-2 valid sequences, {n_masked} masked tokens, BERT's 80/10/10):
+- **Training**: {sequences:,} sequences ({tokens:,} tokens, {passes:.0%} of one pass over the
+  text), AdamW (betas 0.9/0.98, eps 1e-6), linear warm-up and decay, seed {seed}, one torch
+  thread. {hours:.2f} hours of wall-clock time on {cpu} (two runs sharing two cores).
+- **Held-out MLM** (64 WikiText-2 valid sequences of {length} tokens, {n_masked} masked tokens,
+  BERT's 80/10/10; WikiText's `<unk>` markers left in the text):
   loss {loss:.3f}, top-1 {top1:.3f}, top-5 {top5:.3f}.
 - **Weights**: {storage}.
 - **Rebuild**: `scripts/pretrain.sh` (about two hours on two cores), then
@@ -727,6 +787,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no data directory: pass --data-dir or set DUPBERT_DATA_DIR")
     config = MODELS[args.name]
     out = pretrain(config, args.data_dir, args.work, args.results, args.out, args.stop_after)
+    if out is None:
+        print(f"{args.name}: stopped at step {args.stop_after}; run again to resume")
+        return 0
     if args.publish:
         report = json.loads((Path(args.work) / "corpus.json").read_text(encoding="utf-8"))
         out = publish(config, out, WEIGHTS / args.name, args.results, report)

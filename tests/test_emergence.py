@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from dupbert import emergence
+from dupbert.pretrain import MODELS
 from dupbert.plots import plot_emergence, plot_pretraining_loss
 
 STEPS = [0, 10, 16, 25, 40]
@@ -35,6 +36,15 @@ def test_every_layer_with_the_last_emerges_with_it():
     assert row.verdict_layers == "emerges with the last layer"
     assert np.isnan(row.s_embedding)
     assert row.verdict_duplication == "appears with decodability"  # the same record
+    assert row.holds and row.last_step == 40
+
+
+def test_a_crossing_that_does_not_last_is_reported_and_an_early_duplicate_is_before():
+    model = {0: [0] * 5, 1: [0, 0, 0.6, 0.4, 0.2], 2: [0, 0, 0.6, 0.7, 0.9]}
+    early = {0: [0] * 5, 1: [0.6] * 5, 2: [0.6] * 5, 3: [0.6] * 5}
+    row = emergence.emergence_summary(record(model, early)).iloc[0]
+    assert row.s_all == 16 and not row.holds
+    assert row.s_duplicated_all == 0 and row.verdict_duplication == "appears before decodability"
 
 
 def test_a_layer_two_steps_late_emerges_after():
@@ -71,8 +81,10 @@ def test_the_threshold_is_inclusive_and_moves_the_answer():
 def test_answer_names_the_steps_and_verdicts():
     r = record({0: [0] * 5, 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
     text = emergence.answer(emergence.emergence_summary(r))
-    assert "from step 16, every block output from step 25" in text
-    assert "**emerges with the last layer**" in text and "never (by the last step)" in text
+    assert "first decodable (top-1 >= 0.5) at step 16, every block output at once at step 25 " \
+        "and stays so to the last evaluated step" in text
+    assert "**emerges with the last layer**" in text
+    assert "embedding output is first decodable at no evaluated step" in text
 
 
 def test_grid_puts_the_last_hidden_state_on_top():
@@ -91,6 +103,9 @@ def test_the_committed_record_covers_both_models_at_every_step():
                               "masked": 7, "mlm": 1}, (model, step)
         steps = loss[loss["model"] == model]["step"]
         assert steps.tolist() == list(range(1, steps.max() + 1))  # every step, once
+        evaluated = sorted(rows["step"].unique())
+        grid = MODELS[model].eval_steps()
+        assert evaluated == grid[:len(evaluated)]  # the planned grid, none skipped
     fig = plot_emergence(record_, "bert-en-small")
     assert len(fig.axes) == 6  # three heat maps, three colour bars
     assert len(plot_pretraining_loss(loss, record_).axes) == 2

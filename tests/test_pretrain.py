@@ -132,29 +132,62 @@ TINY = dict(vocab_size=300, hidden_size=32, num_layers=2, num_heads=2, intermedi
 
 
 @pytest.mark.parametrize("architecture", ["bert", "albert"])
-def test_an_interrupted_run_resumes_to_the_same_losses_and_record(small_data_dir, tmp_path,
-                                                                  architecture):
-    config = PretrainConfig(name=f"tiny-{architecture}", architecture=architecture, **TINY)
+def test_an_interrupted_run_resumes_to_the_same_weights_losses_and_record(small_data_dir, tmp_path,
+                                                                          architecture):
+    """One run of 12 steps against the same run stopped at step 8, run on to 10 (rows of steps
+    9-10 and the evaluation at 10 written), then thrown back to its step-8 checkpoint, as a kill
+    before the next checkpoint would leave it, and resumed to the end."""
+    import torch
+    import transformers
+
+    config = PretrainConfig(name=f"tiny-{architecture}", architecture=architecture,
+                            **dict(TINY, total_steps=12, checkpoint_every=4))
+    assert config.eval_steps() == [0, 10, 12]
     whole, parts = tmp_path / "whole", tmp_path / "parts"
-    pretrain(config, small_data_dir, tmp_path / "work-whole", whole, progress=False)
+    final = pretrain(config, small_data_dir, tmp_path / "work-whole", whole, progress=False)
     # the same tokenizer and packed rows (WordPiece training breaks ties in no fixed order)
     shutil.copytree(tmp_path / "work-whole", tmp_path / "work-parts",
                     ignore=shutil.ignore_patterns(config.name))
-    pretrain(config, small_data_dir, tmp_path / "work-parts", parts, stop_after=3,
-             progress=False)
-    pretrain(config, small_data_dir, tmp_path / "work-parts", parts, progress=False)
+    work = tmp_path / "work-parts"
+    checkpoint = work / config.name / "checkpoint.pt"
+    assert pretrain(config, small_data_dir, work, parts, stop_after=8, progress=False) is None
+    shutil.copy(checkpoint, tmp_path / "step-8.pt")
+    pretrain(config, small_data_dir, work, parts, stop_after=10, progress=False)
+    assert pd.read_csv(parts / "pretrain-loss.csv")["step"].max() == 10
+    assert 10 in set(pd.read_csv(parts / "emergence.csv")["step"])
+    shutil.copy(tmp_path / "step-8.pt", checkpoint)  # killed after step 10's rows
+    resumed = pretrain(config, small_data_dir, work, parts, progress=False)
     for name in ("pretrain-loss.csv", "emergence.csv"):
         a, b = pd.read_csv(whole / name), pd.read_csv(parts / name)
         pd.testing.assert_frame_equal(a.drop(columns="elapsed_s", errors="ignore"),
                                       b.drop(columns="elapsed_s", errors="ignore"))
-    loss = pd.read_csv(whole / "pretrain-loss.csv")
-    assert loss["step"].tolist() == [1, 2, 3, 4, 5, 6]
+    assert pd.read_csv(whole / "pretrain-loss.csv")["step"].tolist() == list(range(1, 13))
     record = pd.read_csv(whole / "emergence.csv")
-    assert sorted(record["step"].unique()) == config.eval_steps() == [0, 6]
+    assert sorted(record["step"].unique()) == [0, 10, 12]
     assert set(record["measure"]) == {"mlm", "reconstruction", "masked",
                                       "reconstruction, duplicated"}
-    final = tmp_path / "work-whole" / config.name / "final"
-    assert (final / "config.json").is_file() and (final / "tokenizer.json").is_file()
+    a = transformers.AutoModelForMaskedLM.from_pretrained(final).state_dict()
+    b = transformers.AutoModelForMaskedLM.from_pretrained(resumed).state_dict()
+    assert all(torch.equal(a[key], b[key]) for key in a)  # bit for bit
+
+
+@pytest.mark.parametrize("architecture", ["bert", "albert"])
+def test_the_masked_only_decoder_gives_transformers_loss(architecture, small_data_dir, tmp_path):
+    import torch
+    from transformers import AutoTokenizer
+
+    from dupbert.pretrain import build_model, mask_tokens, masked_lm_loss, prepare
+
+    config = PretrainConfig(name="tiny", architecture=architecture, **TINY)
+    tokenizer, rows = prepare(config, small_data_dir, tmp_path / "work", progress=False)
+    model = build_model(config, tokenizer).eval()
+    torch.manual_seed(3)
+    inputs, labels = mask_tokens(tokenizer, torch.as_tensor(rows[:8].astype(np.int64)), 0.15)
+    assert (labels != -100).any() and (labels == -100).any()
+    with torch.no_grad():
+        ours = masked_lm_loss(model, inputs, labels)
+        theirs = model(input_ids=inputs, labels=labels).loss
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
 def test_resuming_with_another_configuration_is_refused_and_loses_nothing(small_data_dir,
@@ -217,3 +250,29 @@ def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
         torch.testing.assert_close(a, b, rtol=2 ** -10, atol=1e-6, msg=name)  # fp16 rounding
     tokenizer = transformers.AutoTokenizer.from_pretrained(dest)
     assert tokenizer.model_max_length == config.seq_length
+
+
+def test_missing_evaluation_files_and_a_bad_unk_option_are_refused(small_data_dir):
+    from dupbert.pretrain import heldout_texts
+
+    (small_data_dir / "sst2/dev.tsv").unlink()
+    with pytest.raises(CorpusError, match=r"evaluation files missing .*sst2/dev.tsv"):
+        pretraining_documents(small_data_dir)
+    with pytest.raises(CorpusError, match="unk must be"):
+        heldout_texts(small_data_dir, unk="drop")
+
+
+def test_a_corpus_smaller_than_one_batch_is_refused(small_data_dir, tmp_path):
+    from dupbert.pretrain import prepare
+
+    config = PretrainConfig(name="tiny", architecture="bert", **dict(TINY, batch_size=4096))
+    with pytest.raises(CorpusError, match=r"fewer than one batch \(4096\)"):
+        prepare(config, small_data_dir, tmp_path / "work", progress=False)
+
+
+def test_heldout_text_keeps_or_replaces_wikitext_unknown_markers(shared_data_dir):
+    from dupbert.pretrain import heldout_texts
+
+    kept, clean = heldout_texts(shared_data_dir, 64), heldout_texts(shared_data_dir, 64, "[UNK]")
+    assert sum(t.count("<unk>") for t in kept) == 510  # what the committed record read
+    assert sum(t.count("[UNK]") for t in clean) == 510 and "<unk>" not in "".join(clean)
