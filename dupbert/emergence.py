@@ -153,3 +153,21 @@ def answer(summary: pd.DataFrame, threshold: float = THRESHOLD) -> str:
             f"duplicated variant is first decodable at {_step(row.s_duplicated_all)}: duplication-"
             f"robustness **{row.verdict_duplication}**.")
     return "\n".join(lines)
+
+
+def beside_rq1(record: pd.DataFrame, rq1: pd.DataFrame) -> pd.DataFrame:
+    """Reconstruction top-1 per hidden state at the record's last step beside RQ1's probe of the
+    same (final) models: rows hidden states, columns ``(model, "record" | "RQ1")``; only models in
+    both. ``rq1``: RQ1's ``rq1-reconstruction`` table (its pretrained, baseline rows)."""
+    recon = record[record["measure"] == RECONSTRUCTION]
+    last = recon[recon["step"] == recon.groupby("model")["step"].transform("max")]
+    ours = rq1[(rq1["variant"] == "pretrained")
+               & (rq1.get("duplication", pd.Series("baseline", index=rq1.index)) == "baseline")]
+    models = [m for m in dict.fromkeys(last["model"]) if m in set(ours["model"])]
+    columns = {}
+    for model in models:
+        columns[(model, "record")] = last[last["model"] == model].set_index("layer")["top1"]
+        columns[(model, "RQ1")] = ours[ours["model"] == model].set_index("layer")["top1"]
+    frame = pd.DataFrame(columns)
+    frame.index.name = "hidden state"
+    return frame

@@ -114,3 +114,14 @@ def test_the_committed_record_covers_both_models_at_every_step():
 def test_a_missing_record_names_the_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="emergence.csv does not exist"):
         emergence.read_record(tmp_path)
+
+
+def test_beside_rq1_pairs_the_last_step_with_rq1s_baseline():
+    r = record({0: [0.1, 0.2, 0.3, 0.4, 0.5], 1: [0, 0, 0.2, 0.6, 0.9]})
+    rq1 = pd.DataFrame([dict(model=m, variant=v, duplication="baseline", layer=l, top1=t)
+                        for m in ("m", "other") for v, t in (("pretrained", 0.7),
+                                                             ("random-init control", 0.0))
+                        for l in (0, 1)])
+    table = emergence.beside_rq1(r, rq1)
+    assert table.columns.tolist() == [("m", "record"), ("m", "RQ1")]
+    assert table[("m", "record")].tolist() == [0.5, 0.9] and table[("m", "RQ1")].tolist() == [0.7, 0.7]
