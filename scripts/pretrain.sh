@@ -2,7 +2,7 @@
 # Pretrain (or resume) bert-en-small and albert-en-small at once, one process and one torch thread
 # each, niced, in the background-safe way: every 100 steps a checkpoint in .cache/pretrain/<name>/,
 # rows appended to results/cpu/pretrain-loss.csv and results/cpu/emergence.csv. Re-running the
-# script resumes both. About 2 hours on two idle cores (issue 26; README "Rebuilding the English models").
+# script resumes both (issue 26; book/reproduce.md, "The English models", says how long it takes).
 #   MODELS="bert-en-small" scripts/pretrain.sh     only one model
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
