@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The RQ3 `gpu` profile (notebooks/params/gpu/rq3.yaml) on one GPU, for the models packed into
-# .gpu-payload/ by `python scripts/gpu_payload.py pack --models ...` (see README, "GPU run").
+# .gpu-payload/ by `python scripts/gpu_payload.py pack --models ...` (see book/reproduce.md, "The GPU run").
 #
 # Several trainings at once: WORKERS processes share the card, each running shard i/WORKERS of every
 # (model, task) sweep, tasks in the profile's order (SNLI and SQuAD 2.0 first). Each run's row is
