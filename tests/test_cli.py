@@ -100,8 +100,8 @@ def test_finetune_shards_resume_and_merge(tmp_path, monkeypatch, shared_data_dir
 
 
 ALBERT_OFFLINE = ("dupbert: error: could not load model 'albert-base-v2'.\nTried: zoo names "
-                  "['all-MiniLM-L6-v2', 'antiberty', 'rxnfp-bert', 'rxnmapper-albert', "
-                  "'splade-tiny-en'] (no match); a local folder 'albert-base-v2' (does not exist); "
+                  "['albert-en-small', 'all-MiniLM-L6-v2', 'antiberty', 'bert-en-small', "
+                  "'rxnfp-bert', 'rxnmapper-albert', 'splade-tiny-en'] (no match); a local folder 'albert-base-v2' (does not exist); "
                   "the Hugging Face Hub id 'albert-base-v2' (HF_HUB_OFFLINE is set).\n"
                   "transformers said: We couldn't connect to 'https://huggingface.co' to load the "
                   "files, and couldn't find them in the cached files.\nFix: use a zoo name, a "
