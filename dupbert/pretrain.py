@@ -758,7 +758,7 @@ bert-base-uncased or albert-base-v2: {parameters:,} parameters, {tokens:,} token
   loss {loss:.3f}, top-1 {top1:.3f}, top-5 {top5:.3f}.
 - **Weights**: {storage}.
 - **Rebuild**: `scripts/pretrain.sh` (about two hours on two cores), then
-  `python -m dupbert.pretrain --publish`.
+  `python -m dupbert.pretrain {name} --publish`.
 
 Configuration (`dupbert.pretrain.PretrainConfig`):
 

@@ -169,7 +169,7 @@ ZOO: dict[str, ZooEntry] = {
             vocab_file=None,
             has_mlm_head=True,
             description="English BERT MLM pretrained here from scratch (issue 26): 6 layers, "
-            "H 256, uncased WordPiece 16k, 6.6M tokens of Wikipedia + Gutenberg",
+            "H 256, uncased WordPiece 16k, 4.1M tokens of Wikipedia + Gutenberg",
             license="MIT (weights); data CC BY-SA / public domain",
             bundled=True,
         ),
@@ -185,7 +185,7 @@ ZOO: dict[str, ZooEntry] = {
             vocab_file=None,
             has_mlm_head=True,
             description="English ALBERT MLM pretrained here from scratch (issue 26): 6 "
-            "applications of one shared layer, H 256, E 128, uncased WordPiece 16k, 6.6M tokens",
+            "applications of one shared layer, H 256, E 128, uncased WordPiece 16k, 4.1M tokens",
             license="MIT (weights); data CC BY-SA / public domain",
             bundled=True,
         ),
@@ -315,8 +315,9 @@ def _bundled_folder(entry: ZooEntry) -> Path:
     if actual != entry.wheel_sha256:
         raise ChecksumMismatch(
             f"{weights} has sha256 {actual}, but zoo model {entry.name!r} is pinned to "
-            f"{entry.wheel_sha256}; restore it with `git checkout -- {folder}`, or pin the "
-            "rebuilt weights in dupbert/zoo.py")
+            f"{entry.wheel_sha256}; restore it with `git checkout -- {folder}`, or publish the "
+            "rebuilt model (python -m dupbert.pretrain NAME --publish pins it in "
+            f"{BUNDLED / 'sha256.json'})")
     return folder
 
 
