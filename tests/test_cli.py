@@ -488,3 +488,24 @@ def test_lens_bad_text_file(tmp_path, capsys, nothing_loads, content, message):
         path.write_text(content)
     assert main(["lens", "--model", "rxnmapper-albert", "--text-file", str(path)]) == 2
     assert capsys.readouterr().err == f"dupbert: error: {message.format(path=path)}\n"
+
+
+@pytest.mark.parametrize("model, top1, top5", [
+    ("bert-en-small", [1151, 1468, 1619, 1627, 1595, 1453, 1140],
+     [1309, 1601, 1706, 1721, 1708, 1619, 1294]),
+    ("albert-en-small", [919, 1113, 1009, 929, 887, 864, 842],
+     [1150, 1305, 1152, 1062, 992, 956, 907]),
+])
+def test_the_english_models_pretrained_here_load_by_name_and_probe(model, top1, top5, tmp_path,
+                                                                   fresh_results_cache, capsys):
+    """Offline, from the committed weights: the RQ1 table of the first 16 WikiText-2 test
+    paragraphs (their first 128 tokens: 10 of 16 are cut, with a warning), hits pinned."""
+    out = tmp_path / "rq1.csv"
+    with pytest.warns(UserWarning, match="10 of 16 sequences are longer than max_length=128"):
+        assert main(["probe", "--model", model, "--n-sequences", "16", "--no-control",
+                     "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert set(frame["corpus"]) == {"wikitext2"} and set(frame["n_tokens"]) == {1788}
+    assert (frame["top1"] * 1788).round().astype(int).tolist() == top1
+    assert (frame["top5"] * 1788).round().astype(int).tolist() == top5
+    assert "top1_macro" in capsys.readouterr().out
