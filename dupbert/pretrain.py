@@ -559,7 +559,7 @@ def emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: S
 
 def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.PathLike,
              results: str | os.PathLike, out: str | os.PathLike | None = None,
-             stop_after: int | None = None, progress: bool = True) -> Path:
+             stop_after: int | None = None, progress: bool = True) -> Path | None:
     """Pretrain ``config`` (resuming from ``work/<name>/checkpoint.pt`` when present), append the
     per-step training loss to ``results/pretrain-loss.csv`` and the emergence record to
     ``results/emergence.csv``, and save the final model to ``out`` (default
@@ -586,7 +586,7 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     run_dir = Path(work) / config.name
     checkpoint = run_dir / "checkpoint.pt"
     identity = dataclasses.asdict(config)
-    previous = torch.load(checkpoint, weights_only=False) if checkpoint.is_file() else None
+    previous = torch.load(checkpoint, weights_only=True) if checkpoint.is_file() else None
     if previous is not None and previous["config"] != identity:
         differ = {k: (previous["config"].get(k), v) for k, v in identity.items()
                   if previous["config"].get(k) != v}
@@ -689,6 +689,8 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     import torch
     import transformers
 
+    from .finetune import cpu_model
+
     model = transformers.AutoModelForMaskedLM.from_pretrained(final, dtype=torch.float32)
     tokenizer = transformers.AutoTokenizer.from_pretrained(final)
     n_parameters = sum(p.numel() for p in model.parameters())
@@ -715,7 +717,7 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
         hours=float(loss["elapsed_s"].max()) / 3600, loss=float(mlm["loss"]),
         top1=float(mlm["top1"]), top5=float(mlm["top5"]), n_masked=int(mlm["n_tokens"]),
         config=json.dumps(dataclasses.asdict(config), indent=1), vocab=config.vocab_size,
-        length=config.seq_length, seed=config.seed, cpu=_cpu_model(),
+        length=config.seq_length, seed=config.seed, cpu=cpu_model() or "a CPU",
         passes=config.total_steps * config.batch_size / corpus_report["sequences"])
     (dest / "README.md").write_text(card, encoding="utf-8")
     pins_path = Path(pins) if pins is not None else WEIGHTS / "sha256.json"
@@ -723,16 +725,6 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     pins[config.name] = sha256_of(dest / "model.safetensors")
     _write_json(pins_path, pins)
     return dest
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "a CPU"
 
 
 MODEL_CARD = """# {name}
