@@ -218,7 +218,7 @@ def test_the_committed_first_steps_reproduce(shared_data_dir, tmp_path):
     ours = pd.read_csv(tmp_path / "results" / "pretrain-loss.csv")
     committed = pd.read_csv(REPO / "results/cpu/pretrain-loss.csv")
     committed = committed[(committed["model"] == config.name) & (committed["step"] <= 3)]
-    np.testing.assert_allclose(ours["loss"], committed.sort_values("step")["loss"], rtol=1e-5)
+    np.testing.assert_allclose(ours["loss"], committed.sort_values("step")["loss"], rtol=1e-4)
 
 
 def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
