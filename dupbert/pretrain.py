@@ -394,9 +394,14 @@ def masked_lm_loss(model, input_ids, labels):
 
     hidden = model.base_model(input_ids=input_ids).last_hidden_state  # [B, T, H]
     chosen = labels != -100
-    head = model.cls if hasattr(model, "cls") else model.predictions
-    logits = head(hidden[chosen])  # [masked, V]
+    logits = _head(model)(hidden[chosen])  # [masked, V]
     return F.cross_entropy(logits.float(), labels[chosen])
+
+
+def _head(model):
+    """The MLM head of a ``BertForMaskedLM`` (``cls``) or ``AlbertForMaskedLM``
+    (``predictions``): hidden states ``[..., H]`` to logits ``[..., V]``."""
+    return model.cls if hasattr(model, "cls") else model.predictions
 
 
 def _step_seed(seed: int, step: int) -> int:
@@ -531,8 +536,7 @@ def emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: S
                                      config.mask_rate)
         hidden = model.base_model(input_ids=inputs).last_hidden_state
         chosen = labels != -100
-        head = model.cls if hasattr(model, "cls") else model.predictions
-        logits = head(hidden[chosen])
+        logits = _head(model)(hidden[chosen])
         loss = float(torch.nn.functional.cross_entropy(logits, labels[chosen]))
         best = logits.topk(5, dim=-1).indices
         target = labels[chosen]
@@ -594,8 +598,9 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
             f"checkpoint {checkpoint} was made with another configuration ({differ}, as "
             "(checkpoint, now)); resume with its configuration, or move it away to start anew")
     tokenizer, rows = prepare(config, data_dir, work, progress)
-    heldout = pack(tokenizer, [heldout_texts(data_dir, 400)], config.seq_length)[:64]
-    texts = heldout_texts(data_dir, 64)
+    paragraphs = heldout_texts(data_dir, 400)  # read once: the first 64 are the probe's texts
+    heldout = pack(tokenizer, [paragraphs], config.seq_length)[:64]
+    texts = paragraphs[:64]
     model = build_model(config, tokenizer)
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
     groups = [{"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
