@@ -118,6 +118,7 @@ render: | $(ENV_STAMP)
 	@echo "book: file://$(abspath _build/html/index.html)"
 
 test: | $(ENV_STAMP)
+	$(BIN)lint-imports
 	$(BIN)pytest --nbval
 
 # The stored outputs of notebooks/*.ipynb are what `pytest --nbval` compares against: refresh them

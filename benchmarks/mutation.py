@@ -8,8 +8,9 @@ writes the kill rate per module to benchmarks/results/mutation.json.
     python benchmarks/mutation.py survivors         # list the mutants not killed, with diffs
 
 mutmut's configuration is ``[tool.mutmut]`` in pyproject.toml: which files it mutates and which
-unit tests it runs (the unit tests of these modules, no notebooks). Of dupbert/finetune.py only
-the sweep and results-file code is mutated (``FINETUNE_SWEEP``); its training functions are
+unit tests it runs (the unit tests of these modules, no notebooks). Of dupbert/results.py and
+dupbert/profiles.py only the results-file and sweep code is mutated (``SELECTED``), the code that
+was the "finetune" entry until the modules were layered (issue 27); the training functions are
 covered by tests that fine-tune for real, a minute or more per mutant on two cores.
 
 Counting: a mutant is *killed* when a test failed (mutmut's "killed") or ran past mutmut's time
@@ -51,10 +52,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT = REPO / "benchmarks" / "results" / "mutation.json"
-MODULES = ("significance", "finetune", "paper", "glance", "ensemble", "duplicate", "probe")
-# mutmut's names of the sweep and results-file functions of dupbert/finetune.py
-FINETUNE_SWEEP = ("x_run_key", "xǁResultsFileǁ", "x_parse_shard",
-                  "x_sweep_configurations", "x_sweep", "x_merge_results", "x__without_timings")
+MODULES = ("significance", "results", "profiles", "paper", "glance", "ensemble", "duplicate", "probe")
+# mutmut's names of the functions counted in modules mutated only in part: the results file
+# (dupbert/results.py) and the sweep (dupbert/profiles.py)
+SELECTED = {"results": ("x_run_key", "xǁResultsFileǁ"),
+            "profiles": ("x_parse_shard", "x_sweep_configurations", "x_sweep", "x_merge_results",
+                         "x__without_timings")}
 KILLED = {"killed", "timeout"}
 TIMEOUT_CODES = (-24, 24, 152, 255, 36)  # mutmut's exit codes for "timeout" (mutmut.stats)
 RECHECK_FACTOR = 3.0  # a re-checked mutant's tests may take this many times their clean duration
@@ -62,10 +65,10 @@ RECHECK_FACTOR = 3.0  # a re-checked mutant's tests may take this many times the
 
 def module_patterns(module: str) -> list[str]:
     """The ``mutmut run`` arguments that select the mutants counted for ``module``."""
-    if module != "finetune":
+    if module not in SELECTED:
         return [f"dupbert.{module}.*"]
-    return [f"dupbert.finetune.{f}*" if f.endswith("ǁ") else f"dupbert.finetune.{f}__mutmut_*"
-            for f in FINETUNE_SWEEP]
+    return [f"dupbert.{module}.{f}*" if f.endswith("ǁ") else f"dupbert.{module}.{f}__mutmut_*"
+            for f in SELECTED[module]]
 
 
 def exit_codes(module: str, mutants: Path = REPO / "mutants") -> dict[str, int | None] | None:
@@ -109,9 +112,10 @@ def counted(module: str, name: str) -> bool:
     """Whether mutant ``name`` (``dupbert.<module>.<function>__mutmut_<n>``) is one of those
     counted for ``module``."""
     function = name.split(".", 2)[2].rsplit("__mutmut_", 1)[0]
-    if module != "finetune":
+    if module not in SELECTED:
         return True
-    return any(function == f or (f.endswith("ǁ") and function.startswith(f)) for f in FINETUNE_SWEEP)
+    return any(function == f or (f.endswith("ǁ") and function.startswith(f))
+               for f in SELECTED[module])
 
 
 def statuses(mutants: Path = REPO / "mutants") -> dict[str, collections.Counter]:

@@ -65,7 +65,8 @@ def _check_numbers(args: argparse.Namespace, **rules: dict) -> None:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from . import checks
+    from . import checks, zoo
+    from .data import check_text_source
 
     duplications = None
     if args.order is not None:  # "" is not "no order": it would silently probe the baseline
@@ -76,7 +77,7 @@ def _probe(args: argparse.Namespace) -> int:
                    max_length=dict(integer=True, minimum=3), seed=dict(integer=True, minimum=0))
     checks.check_device(args.device)
     if args.corpus:
-        checks.check_corpus(args.corpus)
+        check_text_source(args.corpus)
     translators = _translator_options(args)
     if args.translator == "linear" and translators is None and args.fit_sequences is None:
         raise ValueError("--translator linear needs --fit-sequences N (fit one per probed model "
@@ -84,7 +85,7 @@ def _probe(args: argparse.Namespace) -> int:
     if translators is not None:
         translators = {name: translators for name in args.model}
     for name in args.model:
-        checks.check_model(name, mlm_head=True)
+        zoo.check_model(name, mlm_head=True)
     from .probe import probe_models
     from .results import atomic_write_text
 
@@ -155,7 +156,8 @@ def _lens(args: argparse.Namespace) -> int:
     """The lens grid of one text: hidden states x positions, the head's top-1 token per cell."""
     import pandas as pd
 
-    from . import checks
+    from . import checks, zoo
+    from .data import check_text_source
 
     text = _lens_text(args)
     _check_numbers(args, k=dict(integer=True, minimum=1), max_length=dict(integer=True, minimum=3))
@@ -164,8 +166,8 @@ def _lens(args: argparse.Namespace) -> int:
     if args.translator == "linear" and translator is None:
         from .data import default_corpus
 
-        checks.check_corpus(args.fit_corpus or default_corpus(args.model))
-    checks.check_model(args.model, mlm_head=True)
+        check_text_source(args.fit_corpus or default_corpus(args.model))
+    zoo.check_model(args.model, mlm_head=True)
     from .lens import lens, lens_grid
     from .models import load_mlm
     from .results import atomic_write_text
@@ -216,7 +218,7 @@ def _finetune(args: argparse.Namespace) -> int:
         return _finetune_profile(args)
     if not args.model or not args.task or not args.results:
         raise ValueError("dupbert finetune needs --model, --task and --results, or --profile FILE")
-    from . import checks
+    from . import checks, params
 
     overrides = {k: v for k, v in dict(epochs=args.epochs, max_steps=args.max_steps,
                                        learning_rate=args.learning_rate,
@@ -228,11 +230,11 @@ def _finetune(args: argparse.Namespace) -> int:
     _check_sweep_options(args, hyperparameters)
     if args.device:
         checks.check_device(args.device)
-    checks.check_tasks(args.task)
+    params.check_tasks(args.task)
     # models and their configurations: checked by the sweep, before it trains, for the models
     # with runs still to do (a finished sweep reads its rows without loading any model config)
     _quiet_loading(args.progress)
-    from .finetune import sweep
+    from .profiles import sweep
 
     frame = sweep(args.model, args.task, args.duplication or ["baseline"], args.seed or [0],
                   args.results, hyperparameters=hyperparameters,
@@ -254,7 +256,7 @@ def _check_sweep_options(args: argparse.Namespace, hyperparameters: dict) -> Non
             be written is refused by the sweep, before it trains anything).
         ValueError: a bad ``--shard``.
     """
-    from . import finetune
+    from . import finetune, profiles, results
     from .checks import check_list
 
     check_list("--model", args.model, what="model names")
@@ -265,36 +267,30 @@ def _check_sweep_options(args: argparse.Namespace, hyperparameters: dict) -> Non
     for name in ("max_train_samples", "max_eval_samples"):
         if getattr(args, name) is not None:  # omitted: all rows
             _check_numbers(args, **{name: dict(integer=True, minimum=1)})
-    finetune.hyperparameters_per_kind(hyperparameters)
-    finetune.parse_shard(args.shard)
+    profiles.hyperparameters_per_kind(hyperparameters)
+    profiles.parse_shard(args.shard)
     # a path that can never hold results fails here; one that cannot be written fails in sweep,
     # once it knows that runs are still to do (all done: a read-only checkout still reads)
-    finetune.ResultsFile(args.results).check_path()
+    results.ResultsFile(args.results).check_path()
     finetune.check_folder("--outputs-dir", args.outputs_dir, writable=False)
 
 
 def _finetune_profile(args: argparse.Namespace) -> int:
     """The sweep of an RQ3 parameter profile (the runs notebooks/rq3.ipynb makes with it)."""
-    from . import profiles
+    from . import params, profiles
 
-    given = [flag for flag, value in (("--task", args.task),
-                                      ("--duplication", args.duplication), ("--seed", args.seed),
-                                      ("--max-train-samples", args.max_train_samples),
-                                      ("--max-eval-samples", args.max_eval_samples),
-                                      ("--epochs", args.epochs), ("--max-steps", args.max_steps),
-                                      ("--learning-rate", args.learning_rate),
-                                      ("--batch-size", args.batch_size),
-                                      ("--group-by-length", args.group_by_length)) if value is not None]
+    # --model filters the profile's models; where results go and the device may be overridden
+    given = [option for name, option in params.given_options(args, "rq3").items()
+             if name not in ("models", "results_path", "outputs_dir", "device")]
     if given:
         raise ValueError(f"--profile takes the sweep from the profile; drop {', '.join(given)} "
                          f"(or edit a copy of {args.profile})")
     parameters = profiles.load_profile(args.profile)
     if args.model:  # a filter: these models of the profile only (same run keys)
         parameters = profiles.restrict_models(parameters, args.model)
-    from . import checks
 
     # the profile's inputs first, in seconds, as the notebook checks them
-    checks.profile_parameters(parameters, device=args.device)
+    params.profile_parameters(parameters, device=args.device)
     _quiet_loading(args.progress)
     plan, notes = profiles.plan_sweep(parameters)
     for note in notes:
@@ -309,7 +305,9 @@ def _finetune_profile(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.profile} names no results_path: give --results FILE")
     outputs_dir = args.outputs_dir or (parameters.get("outputs_dir")
                                        and repository_path(parameters["outputs_dir"]))
-    from .finetune import ResultsFile, check_folder, parse_shard
+    from .results import ResultsFile
+    from .finetune import check_folder
+    from .profiles import parse_shard
 
     parse_shard(args.shard)
     # before the first run, not after it; write permission is checked by each sweep that has
@@ -335,7 +333,7 @@ def _quiet_loading(progress: bool) -> None:
 
 
 def _print_runs(frame, results) -> None:
-    from .finetune import is_main_process
+    from .results import is_main_process
 
     if not is_main_process():  # under torchrun every process runs the sweep; one table is enough
         return
@@ -356,7 +354,8 @@ def _rerun(args: argparse.Namespace) -> int:
     check_number("--tolerance", args.tolerance, minimum=0)
     if not os.path.isfile(args.results):
         raise FileNotFoundError(f"no results file {args.results}")
-    from .finetune import ResultsFile, rerun_table
+    from .results import ResultsFile
+    from .profiles import rerun_table
 
     rows = dict(ResultsFile(args.results).keyed_rows())
     if not rows:
@@ -380,7 +379,7 @@ def _merge(args: argparse.Namespace) -> int:
     missing = [path for path in args.inputs if not os.path.isfile(path)]
     if missing:  # merge_results would read a missing file as empty and write a short file
         raise FileNotFoundError(f"no results file {', '.join(missing)}; nothing was written")
-    from .finetune import merge_results
+    from .profiles import merge_results
 
     frame = merge_results(args.inputs, args.out)
     print(f"{len(frame)} runs from {len(args.inputs)} files written to {args.out}")
@@ -470,37 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
                                "sweep (the runs rq3.ipynb makes with it, same run keys) instead of "
                                "--task/--seed/...; --results, --outputs-dir, --shard, --device apply, and "
                                "--model keeps only the models named")
-    finetune.add_argument("--model", action="append", default=None,
-                          help="zoo name, local folder or Hub id; repeat for several models")
-    finetune.add_argument("--task", action="append", default=None,
-                          help="sst2, snli, squad2 or uspto50k; repeat for several tasks")
-    finetune.add_argument("--duplication", action="append", default=None,
-                          help="configuration name, e.g. baseline, 'copy first 3', 'depth control'; "
-                               "repeat for several (default: baseline)")
-    finetune.add_argument("--seed", action="append", type=int, default=None,
-                          help="repeat for several (default: 0)")
-    finetune.add_argument("--max-train-samples", type=int, default=None,
-                          help="stratified fixed-seed training subset (default: all)")
-    finetune.add_argument("--max-eval-samples", type=int, default=None,
-                          help="stratified evaluation subset, the same for every run (default: all)")
-    finetune.add_argument("--epochs", type=float, default=None,
-                          help="default: 3 (classification), 2 (SQuAD)")
-    finetune.add_argument("--max-steps", type=int, default=None,
-                          help="optimisation steps; overrides --epochs (default: -1, use epochs)")
-    finetune.add_argument("--learning-rate", type=float, default=None,
-                          help="default: 2e-5 (classification), 3e-5 (SQuAD)")
-    finetune.add_argument("--batch-size", type=int, default=None,
-                          help="global batch size (default: 32 classification, 12 SQuAD)")
-    finetune.add_argument("--group-by-length", action="store_true", default=None,
-                          help="Trainer's length-grouped batches (default: off, as run_glue.py)")
-    finetune.add_argument("--results", default=None,
-                          help="JSON-lines results file; runs already in it are skipped "
-                               "(with --profile, default: the profile's results_path)")
-    finetune.add_argument("--outputs-dir", default=None,
-                          help="save per-example outputs (for RQ5 ensembles) here "
-                               "(with --profile, default: the profile's outputs_dir)")
-    finetune.add_argument("--device", default=None,
-                          help="cpu, cuda, cuda:1, ... (default: the profile's, else cpu)")
+    from .params import add_options
+
+    add_options(finetune, "rq3")
     finetune.add_argument("--shard", default=None,
                           help="i/n: run only configurations i, i+n, ... (0-based); merge later")
     finetune.add_argument("--progress", action="store_true", help="show training progress")

@@ -125,7 +125,8 @@ def _read_therasabdab(path: Path) -> dict[str, list]:
     }
 
 
-def _read_uspto50k(path: Path) -> dict[str, list]:
+def read_uspto50k(path: Path) -> dict[str, list]:
+    """USPTO-50k as ``{"id", "text", "class"}`` columns (every field read as a string)."""
     df = _read_table(path)
     return {"id": df["id"].tolist(), "text": df["rxn"].tolist(), "class": df["class"].astype(int).tolist()}
 
@@ -144,7 +145,8 @@ def _read_wikitext2(path: Path) -> dict[str, list]:
     return _wikitext_columns(path.read_text(encoding="utf-8").split("\n"))
 
 
-def _read_sst2(path: Path) -> dict[str, list]:
+def read_sst2(path: Path) -> dict[str, list]:
+    """GLUE SST-2 (tsv, no quoting) as ``{"idx", "text", "label"}`` columns."""
     df = _read_table(path, sep="\t", quoting=csv.QUOTE_NONE)  # GLUE tsv has no quoting
     return {"idx": list(range(len(df))), "text": df["sentence"].tolist(),
             "label": df["label"].astype(int).tolist()}
@@ -155,11 +157,11 @@ _READERS: dict[str, tuple[Callable[[Path], dict[str, list]], datasets.Features]]
     "therasabdab": (_read_therasabdab, datasets.Features({
         "id": _S, "text": _S, "therapeutic": _S, "chain": _S, "fv": _I, "format": _S, "light_type": _S,
         "highest_clin_trial": _S, "genetics": _S, "length": _I})),
-    "uspto50k-test": (_read_uspto50k, datasets.Features({"id": _S, "text": _S, "class": _I})),
-    "uspto50k-valid": (_read_uspto50k, datasets.Features({"id": _S, "text": _S, "class": _I})),
+    "uspto50k-test": (read_uspto50k, datasets.Features({"id": _S, "text": _S, "class": _I})),
+    "uspto50k-valid": (read_uspto50k, datasets.Features({"id": _S, "text": _S, "class": _I})),
     "rxnmapper-examples": (_read_rxnmapper_examples, datasets.Features({"id": _S, "text": _S})),
     "wikitext2": (_read_wikitext2, datasets.Features({"line": _I, "text": _S})),
-    "sst2": (_read_sst2, datasets.Features({"idx": _I, "text": _S, "label": _SST2_LABELS})),
+    "sst2": (read_sst2, datasets.Features({"idx": _I, "text": _S, "label": _SST2_LABELS})),
 }
 
 # Hub copy -> the same columns as the local file.

@@ -22,11 +22,16 @@ diverge in fine-tuning.
 from __future__ import annotations
 
 import copy
+import functools
 import numbers
 from collections.abc import Sequence
 
 import torch
 import transformers
+
+from .checks import check_list
+from .errors import ConfigurationNotAvailable
+from .zoo import load_config
 
 # Attribute paths, from the base model, of encoder block lists we know: BERT, RoBERTa, ELECTRA,
 # ConvBERT, DeBERTa, MPNet, MobileBERT ``encoder.layer``; ALBERT's groups; DistilBERT
@@ -273,6 +278,19 @@ def standard_duplications(model: transformers.PreTrainedModel) -> dict[str, list
     return variants
 
 
+
+def paper_duplication(model: transformers.PreTrainedModel) -> dict[str, list[int]]:
+    """The paper's configuration (Kao et al. 2020, section 5, "duplicate the first three
+    layers") as ``{label: order}`` with the labels of :func:`standard_duplications`: ``first 3
+    copied`` for a BERT-like model (``first L copied`` below 3 blocks), ``L+3 repeats`` of the
+    shared layer for a shared ALBERT (its form of the method). RQ3 names it ``copy first 3`` /
+    ``repeat shared +3`` (:func:`finetune_variants`)."""
+    orders = standard_duplications(model)
+    num_layers = model.config.num_hidden_layers
+    label = (f"{num_layers + 3} repeats" if f"{num_layers + 3} repeats" in orders
+             else f"first {min(3, num_layers)} copied")
+    return {label: orders[label]}
+
 @torch.no_grad()
 def reinitialize_(module: torch.nn.Module, std: float, generator: torch.Generator) -> None:
     """Fresh BERT-style initialisation of every ``Linear``/``Embedding``/``LayerNorm`` in
@@ -400,3 +418,81 @@ def make_variant(model: transformers.PreTrainedModel, name: str,
     if name == "baseline":
         return copy.deepcopy(model)
     return duplicate_layers(model, spec["order"], unshare=not spec.get("shared", False))
+
+
+def check_configurations(models: Sequence[str], duplications: str | Sequence[str], *,
+                         strict: bool = False) -> dict[str, list[str]]:
+    """The duplication configurations named for each model, checked against what it has.
+
+    The configurations of a model are ``dupbert.duplicate.finetune_variants`` of its depth (from
+    its config; ``configuration_specs``): a 2-block model has no ``copy first
+    3``. As in ``dupbert.profiles.plan_sweep``, a name that some models have is kept for those
+    and skipped for the others (e.g. ``repeat shared +3``, ALBERT only).
+
+    Args:
+        models: model names (each must load: :func:`load_config`).
+        duplications: ``"all"`` or configuration names.
+        strict: every name must be a configuration of every model (``dupbert finetune --model``
+            runs each named configuration of each model; nothing is skipped).
+
+    Returns:
+        ``{model: [configuration, ...]}``, the configurations each model will run.
+
+    Raises:
+        ConfigurationNotAvailable: a name that no model has (with ``strict``: that some model
+            lacks), or a model left with none of the names; the message lists each model's
+            configurations (and its depth).
+        ParameterError: ``models`` or ``duplications`` is a string other than ``"all"``, empty,
+            or names something twice (:func:`check_list`).
+    """
+
+    models = check_list("models", models, what="models")
+    have = {model: list(configuration_specs(model)) for model in models}
+    if duplications == "all":
+        return have
+    wanted = check_list("duplications", duplications, what="configuration names")
+    depth = {model: _depth(model) for model in models}
+    listing = "; ".join(f"{model} ({depth[model]} blocks): {', '.join(names)}"
+                        for model, names in have.items())
+    lacking = {model: [name for name in wanted if name not in names] for model, names in have.items()}
+    lacking = {model: names for model, names in lacking.items() if names}
+    if strict and lacking:
+        raise ConfigurationNotAvailable(
+            "; ".join(f"{model} ({depth[model]} blocks) has no configuration "
+                      f"{', '.join(map(repr, names))}" for model, names in lacking.items())
+            + f"; configurations: {listing}")
+    unknown = [name for name in wanted if not any(name in names for names in have.values())]
+    if unknown:
+        raise ConfigurationNotAvailable(
+            f"duplication configuration{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))} {'are' if len(unknown) > 1 else 'is'} not a "
+            f"configuration of {'any model named' if len(models) > 1 else models[0]}; "
+            f"configurations: {listing}")
+    chosen = {model: [name for name in wanted if name in names] for model, names in have.items()}
+    empty = [model for model, names in chosen.items() if not names]
+    if empty:
+        raise ConfigurationNotAvailable(
+            f"{', '.join(empty)} {'have' if len(empty) > 1 else 'has'} none of the configurations "
+            f"named ({', '.join(wanted)}), so nothing would run for "
+            f"{'them' if len(empty) > 1 else 'it'}; configurations: {listing}")
+    return chosen
+
+
+@functools.lru_cache(maxsize=None)
+def _depth(model: str) -> int:
+    return int(load_config(model).num_hidden_layers)
+
+
+def configuration_specs(model: str) -> dict[str, dict]:
+    """``dupbert.duplicate.finetune_variants`` of ``model`` (``{name: spec}``, with each
+    configuration's ``reference`` and ``role``), from its config alone (the model is built on the
+    meta device: no weights are loaded).
+
+    Raises:
+        ModelNotAvailable: ``model`` cannot be loaded, with the message of ``dupbert.load_mlm``
+            (``dupbert.zoo.load_config``), never a raw transformers ``OSError``.
+    """
+    config = load_config(model)
+    with torch.device("meta"):
+        skeleton = transformers.AutoModel.from_config(config)
+    return finetune_variants(skeleton)

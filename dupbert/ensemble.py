@@ -144,7 +144,7 @@ def read_runs(results_paths: str | os.PathLike | Sequence[str | os.PathLike],
     """The rows of RQ3 results files, each with the folder that holds its stored outputs.
 
     Args:
-        results_paths: JSON-lines results files (:class:`dupbert.finetune.ResultsFile`).
+        results_paths: JSON-lines results files (:class:`dupbert.results.ResultsFile`).
         outputs_dirs: one outputs folder per results file (``None`` entries, or ``None`` for
             all: :func:`default_outputs_dir`).
 
@@ -160,7 +160,7 @@ def read_runs(results_paths: str | os.PathLike | Sequence[str | os.PathLike],
             results file that holds no runs, or rows without ``run_key`` (not an RQ3 results
             file, e.g. a pilot log).
     """
-    from .finetune import ResultsFile
+    from .results import ResultsFile
 
     single = isinstance(results_paths, (str, os.PathLike))
     paths = [results_paths] if single else check_list("results_paths", results_paths,
@@ -938,12 +938,12 @@ def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
         Columns ``model, task, kind, k, pair, offset, disjoint, seed, seeds, configuration,
         members, metric, value``; no rows when ``ensembles`` has none, or none of its tasks'
         ``metrics.<name>`` columns. A SQuAD 2.0 subset metric is left out where the evaluation
-        set has no question of its subset (:func:`dupbert.paper.empty_subset`).
+        set has no question of its subset (:func:`dupbert.tasks.empty_subset`).
 
     Raises:
         ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
             :func:`rq5_ensembles` (named; ``pd.DataFrame()``: no runs); an unknown task
-            (:func:`dupbert.paper.task_metrics`).
+            (:func:`dupbert.tasks.task_metrics`).
     """
     from .paper import empty_subset, in_points, task_metrics
 
@@ -1264,7 +1264,7 @@ def rq5_partition_differences(runs: pd.DataFrame, data_dir: str | os.PathLike | 
     (:func:`dupbert.significance.paired_p_value`). The partitions share blocks, so they are not
     independent samples: the share of them with a positive difference, or with p < 0.05,
     describes how much the planned result owes to its pairing; it is not a test. The task's
-    primary metric only (:func:`dupbert.paper.task_metrics`), in points.
+    primary metric only (:func:`dupbert.tasks.task_metrics`), in points.
 
     Args:
         runs: :func:`read_runs` rows of one setting per model and task (as
@@ -1292,7 +1292,7 @@ def rq5_partition_differences(runs: pd.DataFrame, data_dir: str | os.PathLike | 
         ParameterError (a ValueError): ``runs`` not a DataFrame or without a column of
             ``run_key, model, task, duplication, seed``; ``k`` not an integer >= 2;
             ``max_partitions`` not an integer >= 1, or exceeded (the message gives the count);
-            an unknown task (:func:`dupbert.paper.task_metrics`).
+            an unknown task (:func:`dupbert.tasks.task_metrics`).
     """
     from .paper import in_points, task_metrics
     from .significance import mean_ci, paired_p_value

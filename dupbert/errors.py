@@ -31,7 +31,7 @@ class DeviceNotAvailable(DupbertError, ValueError):
 class ParameterError(DupbertError, ValueError):
     """A notebook or command-line parameter with a value or a form that cannot be used.
 
-    Raised by ``dupbert.checks.notebook_parameters``; the message names every bad parameter, its
+    Raised by ``dupbert.params.notebook_parameters``; the message names every bad parameter, its
     value and the forms that work (``papermill -p``, ``-y``, ``-f``).
     """
 

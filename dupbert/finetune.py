@@ -21,32 +21,26 @@ writes result rows, per-example outputs and models.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
-import hashlib
 import inspect
-import json
 import numbers
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import datasets
 import numpy as np
-import pandas as pd
 import torch
 import transformers
 from transformers.utils import logging as hf_logging
 
-from .checks import check_list, check_number, number_from_text
-from .errors import DupbertError, ParameterError
-from .results import atomic_write_text
+from .checks import check_number, number_from_text
+from .errors import ParameterError
+from .results import (environment_fields, is_main_process, model_provenance, run_key,
+                      sha256_files, world_size)
 
 TASK_KINDS = ("classification", "qa")
 
@@ -188,255 +182,10 @@ def check_for_task(hp: HyperParameters, task: str) -> None:
 TRAIN_SUBSET_SEED = 0
 
 
-def run_key(row: dict) -> str:
-    """The identity of a run: everything but its outcome (16 hex digits). ``data_source`` counts
-    only when it is not ``"local"`` (Hub data, e.g. the real SNLI train split), so runs on the
-    offline data keep the keys they always had.
-
-    Raises:
-        KeyError: ``row`` lacks one of the identifying fields (``train_subset_seed`` included).
-    """
-    fields = {k: row[k] for k in ("model", "task", "duplication", "seed", "hyperparameters",
-                                  "max_train_samples", "max_eval_samples", "train_subset_seed")}
-    if row.get("data_source", "local") != "local":
-        fields["data_source"] = row["data_source"]
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-
-
-@contextlib.contextmanager
-def _folder_lock(folder: Path):
-    """An exclusive advisory lock on ``folder`` (no lock file to leave behind: the file itself
-    is replaced on every write, so it cannot carry the lock)."""
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(descriptor)  # closing releases the lock
-
-
-class ResultsFileError(DupbertError, ValueError):
-    """A results file that cannot be read as results: a directory, a line that is not a JSON
-    object, a row without its ``run_key``; the message names the file and the line."""
-
-
-class ResultsFile:
-    """Rows of results, one JSON object per line, appended atomically.
-
-    Each append rewrites the file through a temporary file and ``os.replace``, so a reader or
-    an interrupted run never sees half a row. Rows are identified by ``run_key``. An append
-    holds an exclusive ``flock`` on the file's folder while it reads and rewrites, so processes
-    that share one results file (the shards of ``scripts/cpu_study.sh``) never drop each
-    other's rows.
-    """
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-
-    def rows(self) -> list[dict]:
-        """All rows, in the order they were written ([] if the file does not exist).
-
-        Raises:
-            ResultsFileError: the path is a directory, or a line is not a JSON object, e.g.
-                ``results.jsonl line 2 is not JSON (Expecting property name enclosed in double
-                quotes, column 2): '{x'``.
-        """
-        return [row for _, row in self._numbered_rows()]
-
-    def _numbered_rows(self) -> list[tuple[int, dict]]:
-        """``(line number, row)`` of every non-blank line, counting from 1."""
-        self.check_path()
-        if not self.path.is_file():
-            return []
-        numbered = []
-        for number, line in enumerate(self.path.read_text().splitlines(), 1):
-            if line.strip():
-                numbered.append((number, self._parse(number, line)))
-        return numbered
-
-    def _parse(self, number: int, line: str) -> dict:
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            shown = line if len(line) <= 60 else line[:57] + "..."
-            raise ResultsFileError(f"{self.path} line {number} is not JSON ({error.msg}, column "
-                                   f"{error.colno}): {shown!r}; fix or remove that line") from None
-        if not isinstance(row, dict):
-            raise ResultsFileError(f"{self.path} line {number} is not a JSON object but a "
-                                   f"{type(row).__name__}: each line must be one result row")
-        return row
-
-    def check_path(self) -> None:
-        """Raises :class:`ResultsFileError` if the path is a directory, or lies under a file (so
-        that no row could ever be written to it), before anything runs."""
-        if self.path.is_dir():
-            raise ResultsFileError(f"results file {self.path} is a directory; give the path of a "
-                                   f"JSON-lines file, e.g. {self.path / 'rq3.jsonl'}")
-        blocking = next((parent for parent in self.path.parents if parent.exists()), None)
-        if blocking is not None and not blocking.is_dir():
-            raise ResultsFileError(f"results file {self.path} cannot be written: {blocking} is a "
-                                   f"file, not a folder")
-
-    def check_writable(self) -> None:
-        """Raises :class:`ResultsFileError` if rows could not be appended: the path is as
-        :meth:`check_path` refuses it, or its folder (the nearest one that exists) is not
-        writable. A sweep calls it before it trains anything, so that no finished run is lost."""
-        self.check_path()
-        folder = next(parent for parent in self.path.parents if parent.exists())
-        if not os.access(folder, os.W_OK):
-            raise ResultsFileError(f"results file {self.path} cannot be written: no write "
-                                   f"permission in {folder}")
-
-    def keyed_rows(self) -> list[tuple[str, dict]]:
-        """``(run_key, row)`` of every row, in file order.
-
-        Raises:
-            ResultsFileError: as :meth:`rows`, or a row without a ``run_key`` (e.g.
-                ``results.jsonl line 3 lacks run_key``).
-        """
-        keyed = []
-        for number, row in self._numbered_rows():
-            if not isinstance(row.get("run_key"), str):
-                raise ResultsFileError(f"{self.path} line {number} lacks run_key (a string): "
-                                       f"it is not a result row of dupbert.finetune")
-            keyed.append((row["run_key"], row))
-        return keyed
-
-    def keys(self) -> set[str]:
-        """The ``run_key`` of every row. Raises: as :meth:`keyed_rows`."""
-        return {key for key, _ in self.keyed_rows()}
-
-    def append(self, row: dict) -> None:
-        """Add ``row`` (must hold ``run_key``) unless a row with that key is already there.
-
-        Raises:
-            ResultsFileError: ``row`` has no ``run_key``; the file is as :meth:`keyed_rows`
-                refuses it.
-        """
-        if not isinstance(row, dict) or not isinstance(row.get("run_key"), str):
-            raise ResultsFileError(f"a row appended to {self.path} must be a dict with a run_key "
-                                   f"(a string), got {type(row).__name__} without one")
-        self.check_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with _folder_lock(self.path.parent):
-            keyed = self.keyed_rows()
-            if any(key == row["run_key"] for key, _ in keyed):
-                return
-            text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in [*(r for _, r in keyed), row])
-            atomic_write_text(self.path, text)
-
-    def frame(self) -> pd.DataFrame:
-        """The rows as a flat frame: hyper-parameters and metrics become columns.
-
-        Raises:
-            ResultsFileError: as :meth:`rows`.
-        """
-        return pd.json_normalize(self.rows(), sep=".")
-
-
 # ----------------------------------------------------------------------------- processes
 
 
-def _environment_int(name: str, default: str, minimum: int) -> int:
-    """The whole number in environment variable ``name`` (``default`` when unset).
-
-    Raises:
-        ParameterError: not a whole number >= ``minimum`` (``WORLD_SIZE must be a whole number
-            >= 1, got 'two'``).
-    """
-    text = os.environ.get(name, default)
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = None
-    if value is None or value < minimum:
-        raise ParameterError(f"{name} must be a whole number >= {minimum}, got {text!r} (set by "
-                             f"torchrun or accelerate launch; unset it to run alone)")
-    return value
-
-
-def world_size() -> int:
-    """Processes of a data-parallel run (``WORLD_SIZE``, set by torchrun/accelerate); 1 alone.
-
-    Raises:
-        ParameterError: ``WORLD_SIZE`` is not a whole number >= 1.
-    """
-    return _environment_int("WORLD_SIZE", "1", 1)
-
-
-def is_main_process() -> bool:
-    """Whether this process writes results: rank 0 of a data-parallel run, or the only one.
-
-    Raises:
-        ParameterError: ``RANK`` is not a whole number >= 0.
-    """
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank() == 0
-    return _environment_int("RANK", "0", 0) == 0
-
-
-def _wait_for_main_process() -> None:
-    """Barrier of a data-parallel run (no-op alone), e.g. until rank 0 has written a row."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.barrier()
-
-
 # ----------------------------------------------------------------------------- provenance
-
-
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def cpu_model() -> str | None:
-    """The CPU's model name: ``model name`` of ``/proc/cpuinfo`` on Linux (``"AMD EPYC"``),
-    else ``platform.processor()``; None when neither says."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            for line in info:
-                if line.startswith("model name") and ":" in line:
-                    return line.split(":", 1)[1].strip() or None
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-def device_description(row: Mapping) -> str:
-    """Where a row ran, for set-ups that compare runs: ``device_name`` with its
-    ``cpu_capability`` (``"AMD EPYC (AVX512)"``); rows from before 2026-12-01 lack the
-    capability (``"x86_64 (capability not recorded)"``)."""
-    name = row.get("device_name") or row.get("device") or "unknown device"
-    if str(row.get("device", "cpu")).startswith("cuda"):
-        return str(name)
-    return f"{name} ({row.get('cpu_capability') or 'capability not recorded'})"
-
-
-def environment_fields(device: str) -> dict:
-    """Versions, device, torch's intra-op thread count, world size and commit recorded with every
-    row. ``device_name`` is the GPU's name, or the CPU's model name (:func:`cpu_model`; rows
-    from before 2026-12-01 have the machine type, ``x86_64``); ``cpu_capability`` the SIMD
-    kernels torch picks on this CPU (``torch.backends.cpu.get_cpu_capability()``: ``AVX2``,
-    ``AVX512``, ...): CPU runs are bit-identical only where both, and the thread count, agree."""
-    import datasets
-
-    from . import __version__
-
-    name = torch.cuda.get_device_name() if device.startswith("cuda") else cpu_model()
-    return {
-        "device": device,
-        "device_name": name or platform.machine(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "torch_threads": torch.get_num_threads(),  # CPU results are bit-identical per thread count
-        "world_size": world_size(),
-        "versions": {"dupbert": __version__, "torch": torch.__version__,
-                     "transformers": transformers.__version__, "datasets": datasets.__version__,
-                     "python": platform.python_version()},
-        "git_commit": _git_commit(),
-    }
 
 
 # ----------------------------------------------------------------------------- model set-up
@@ -551,22 +300,6 @@ def training_arguments(hp: HyperParameters, seed: int, output_dir: str, device: 
 # ----------------------------------------------------------------------------- one run
 
 
-def _sha256_files(paths: Iterable[Path]) -> dict[str, str]:
-    from .zoo import sha256_of
-
-    return {str(p.name): sha256_of(p) for p in paths if p.is_file()}
-
-
-def _model_provenance(model_name: str) -> dict:
-    from .zoo import ZOO
-
-    entry = ZOO.get(model_name)
-    if entry is None:
-        return {"model_source": model_name, "model_sha256": None}
-    return {"model_source": entry.source,
-            "model_sha256": entry.wheel_sha256}
-
-
 def _losses(trainer: transformers.Trainer) -> list[float]:
     """The training loss of every optimisation step, rounded to 5 digits."""
     return [round(float(entry["loss"]), 5) for entry in trainer.state.log_history
@@ -637,9 +370,9 @@ def _diverged(*logits: np.ndarray) -> bool:
 
 
 def _no_metrics(task: str) -> dict[str, float]:
-    """The judged metrics of ``task`` (``dupbert.paper.task_metrics``), each NaN: the metrics
+    """The judged metrics of ``task`` (``dupbert.tasks.task_metrics``), each NaN: the metrics
     of a run that diverged."""
-    from .paper import task_metrics
+    from .tasks import task_metrics
 
     return dict.fromkeys(task_metrics(task), float("nan"))
 
@@ -720,7 +453,7 @@ def check_folder(name: str, folder, writable: bool = True) -> None:
                              f"in {existing}")
 
 
-def _check_name(name: str, value) -> None:
+def check_name(name: str, value) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ParameterError(f"{name} must be a non-empty string, got {value!r}")
 
@@ -729,12 +462,13 @@ def _check_run(model_name, task, duplication, seed, hp, max_train_samples, max_e
                device, outputs_dir, models_dir) -> dict:
     """Every input of :func:`finetune`, checked before anything is loaded; returns the
     configuration's spec (``reference``, ``role``: ``dupbert.duplicate.finetune_variants``)."""
-    from .checks import check_device, load_config
+    from .checks import check_device
+    from .zoo import load_config
     from .errors import ConfigurationNotAvailable
-    from .profiles import configuration_specs
+    from .duplicate import configuration_specs
 
-    _check_name("model_name", model_name)
-    _check_name("duplication", duplication)
+    check_name("model_name", model_name)
+    check_name("duplication", duplication)
     check_seed(seed)
     if not isinstance(hp, HyperParameters):
         raise ParameterError(f"hyperparameters must be a HyperParameters (e.g. "
@@ -840,7 +574,7 @@ def finetune(
     writes to before it trains, so that a bad input fails in seconds and no finished run is lost.
 
     Raises:
-        ValueError: unknown task (``unknown task 'mnli'; tasks are [...]``).
+        UnknownTask: an unknown task (``dupbert.tasks.task_spec``).
         ParameterError: a bad seed (``seed must be an integer from 0 to 2**32 - 1, got -1``),
             subset size (``max_train_samples must be None (all rows) or an integer >= 1, got
             2.5``), ``hyperparameters`` that is not a :class:`HyperParameters`, one that cannot
@@ -852,11 +586,9 @@ def finetune(
         ModelNotAvailable, DeviceNotAvailable: from ``dupbert.checks``. Errors of the loaders.
     """
     from .duplicate import block_sources
-    from .tasks import TASKS, data_source, load_task, task_files, trivial_baselines
+    from .tasks import data_source, load_task, task_files, task_spec, trivial_baselines
 
-    if not isinstance(task, str) or task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; tasks are {sorted(TASKS)}")
-    spec = TASKS[task]
+    spec = task_spec(task)
     hp = hyperparameters or HyperParameters.for_task(spec.kind)
     configuration = _check_run(model_name, task, duplication, seed, hp, max_train_samples,
                                max_eval_samples, device, outputs_dir, models_dir)
@@ -902,7 +634,7 @@ def finetune(
         n_parameters=sum(p.numel() for p in model.parameters()),
         train_steps=trainer.state.global_step, train_losses=losses,
         per_device_train_batch_size=trainer.args.per_device_train_batch_size,
-        data_sha256=_sha256_files(task_files(task, data_dir)), **_model_provenance(model_name),
+        data_sha256=sha256_files(task_files(task, data_dir)), **model_provenance(model_name),
         **environment_fields(device), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )
     return row
@@ -911,326 +643,6 @@ def finetune(
 # ----------------------------------------------------------------------------- sweeps
 
 
-def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
-    """``"i/n"`` (0-based ``i``) or ``(i, n)`` -> ``(i, n)``; ``None`` -> ``(0, 1)``.
-
-    Raises:
-        ValueError: not of that form, or not ``0 <= i < n``.
-    """
-    if shard is None:
-        return 0, 1
-    try:
-        index, count = (int(x) for x in (shard.split("/") if isinstance(shard, str) else shard))
-    except (ValueError, TypeError):
-        raise ValueError(f"shard must be 'i/n' with 0 <= i < n, got {shard!r}") from None
-    if not 0 <= index < count:
-        raise ValueError(f"shard must be 'i/n' with 0 <= i < n, got {shard!r}")
-    return index, count
-
-
-def sweep_configurations(models: Sequence[str], tasks: Sequence[str],
-                         duplications: Sequence[str], seeds: Sequence[int]) -> list[dict]:
-    """Every (task, model, seed, duplication), tasks in the order given (put the slow,
-    informative ones first), duplications innermost so paired runs finish together."""
-    return [dict(model=m, task=t, duplication=d, seed=s)
-            for t in tasks for m in models for s in seeds for d in duplications]
-
-
-def sweep(
-    models: Sequence[str],
-    tasks: Sequence[str],
-    duplications: Sequence[str],
-    seeds: Sequence[int],
-    results_path: str | os.PathLike,
-    hyperparameters: dict[str, dict] | None = None,
-    max_train_samples: int | None = None,
-    max_eval_samples: int | None = None,
-    device: str = "cpu",
-    data_dir: str | os.PathLike | None = None,
-    outputs_dir: str | os.PathLike | None = None,
-    shard: str | tuple[int, int] | None = None,
-    progress: bool = True,
-) -> pd.DataFrame:
-    """Run ``finetune`` for every configuration of this shard that ``results_path`` lacks,
-    appending each row as soon as it exists.
-
-    Under ``torchrun``/``accelerate launch`` every process runs this same sweep (all train each
-    configuration together); only rank 0 appends rows, and the others wait for it.
-
-    Args:
-        hyperparameters: overrides per task kind, e.g. ``{"classification": {"epochs": 1}}``;
-            the same for every configuration.
-        shard: ``"i/n"``: run only configurations ``i, i+n, i+2n, ...``; shards on one machine
-            may share ``results_path`` (appends are locked); on several machines, write each to
-            its own results file and combine them with ``merge_results``.
-
-    Returns:
-        The results file as a frame (all rows in it, not just this call's).
-
-    Raises:
-        ParameterError: before anything is trained: ``models``, ``tasks``, ``duplications`` or
-            ``seeds`` not a list of distinct items (a string, ``[0, 0, 1]``: :func:`check_list`);
-            a bad seed (:func:`check_seed`) or subset size; ``hyperparameters`` with an unknown
-            task kind (``hyperparameters names unknown task kind 'clasification'; kinds are
-            'classification', 'qa'``), an unknown field or a bad value (:class:`HyperParameters`);
-            an ``outputs_dir`` that is not a folder path, or (runs still to do) cannot be written.
-        UnknownTask: a task that is not in ``dupbert.tasks.TASKS`` (the message lists them).
-        ConfigurationNotAvailable, ModelNotAvailable: a model with runs still to do that cannot
-            be loaded, or lacks one of ``duplications``.
-        ResultsFileError: ``results_path`` is a directory or lies under a file, or holds a line
-            that is not a result row; runs are still to do and it cannot be written. A sweep
-            with every run already in ``results_path`` loads no model and writes nothing: it
-            returns the file's rows.
-        ValueError: a bad ``shard``.
-    """
-    from .tasks import TASKS, data_source
-
-    models, tasks, duplications, seeds = _check_sweep_lists(models, tasks, duplications, seeds)
-    per_kind = hyperparameters_per_kind(hyperparameters)
-    for task in tasks:
-        check_for_task(per_kind[TASKS[task].kind], task)
-    check_subset_size("max_train_samples", max_train_samples)
-    check_subset_size("max_eval_samples", max_eval_samples)
-    check_folder("outputs_dir", outputs_dir, writable=False)
-    index, count = parse_shard(shard)
-    results = ResultsFile(results_path)
-    results.check_path()
-    done = results.keys()
-    source = data_source(data_dir)
-    missing = []
-    for configuration in sweep_configurations(models, tasks, duplications, seeds)[index::count]:
-        hp = per_kind[TASKS[configuration["task"]].kind]
-        key = run_key({**configuration, "hyperparameters": dataclasses.asdict(hp),
-                       "max_train_samples": max_train_samples,
-                       "max_eval_samples": max_eval_samples,
-                       "train_subset_seed": TRAIN_SUBSET_SEED, "data_source": source})
-        if key not in done:
-            missing.append((configuration, hp))
-    if not missing:  # all done: nothing is loaded or written (a read-only checkout, a Hub id
-        return results.frame()  # that is not cached here: the finished runs still read)
-    results.check_writable()
-    check_folder("outputs_dir", outputs_dir)
-    _check_models(list(dict.fromkeys(c["model"] for c, _ in missing)), duplications)
-    for configuration, hp in missing:
-        if progress and is_main_process():
-            print(f"fine-tuning {configuration}", flush=True)
-        row = finetune(configuration["model"], configuration["task"],
-                       configuration["duplication"], configuration["seed"], hyperparameters=hp,
-                       max_train_samples=max_train_samples, max_eval_samples=max_eval_samples,
-                       device=device, data_dir=data_dir, outputs_dir=outputs_dir,
-                       progress=progress)
-        if is_main_process():
-            results.append(row)
-        _wait_for_main_process()
-    return results.frame()
-
-
-def _check_sweep_lists(models, tasks, duplications, seeds) -> tuple[list, list, list, list]:
-    """The four lists of :func:`sweep`, checked (:func:`check_list`; tasks known, seeds valid)."""
-    from .tasks import task_spec
-
-    models = check_list("models", models, what="model names")
-    tasks = check_list("tasks", tasks, what="task names")
-    duplications = check_list("duplications", duplications, what="configuration names")
-    seeds = check_list("seeds", seeds, what="seeds")
-    for name, items in (("models", models), ("duplications", duplications)):
-        for item in items:
-            _check_name(f"each of {name}", item)
-    for task in tasks:
-        task_spec(task)
-    for seed in seeds:
-        check_seed(seed, "each of seeds")
-    return models, tasks, duplications, seeds
-
-
-def hyperparameters_per_kind(hyperparameters) -> dict[str, HyperParameters]:
-    """``{task kind: HyperParameters}`` from a sweep's overrides per task kind (``None``: the
-    defaults), e.g. ``{"classification": {"epochs": 1}}``.
-
-    Raises:
-        ParameterError: not a mapping; a key that is not a task kind (``hyperparameters names
-            unknown task kind 'clasification'; kinds are 'classification', 'qa'``); overrides
-            that are not a mapping of fields; an unknown field or a bad value
-            (:meth:`HyperParameters.for_task`).
-    """
-    given = {} if hyperparameters is None else hyperparameters
-    if not isinstance(given, Mapping):
-        raise ParameterError(f"hyperparameters must be a mapping {{task kind: {{field: value}}}}, "
-                             f"e.g. {{'classification': {{'epochs': 1}}}}, got {hyperparameters!r}")
-    unknown = [kind for kind in given if kind not in TASK_KINDS]
-    if unknown:
-        raise ParameterError(f"hyperparameters names unknown task kind {unknown[0]!r}; kinds are "
-                             f"{', '.join(map(repr, TASK_KINDS))}")
-    per_kind = {}
-    for kind in TASK_KINDS:
-        overrides = given.get(kind) or {}
-        if not isinstance(overrides, Mapping):
-            raise ParameterError(f"hyperparameters[{kind!r}] must be a mapping {{field: value}}, "
-                                 f"got {overrides!r}")
-        check_fields(overrides, f"hyperparameters[{kind!r}]")
-        per_kind[kind] = HyperParameters.for_task(kind, **overrides)
-    return per_kind
-
-
-def _check_models(models: Sequence[str], duplications: Sequence[str]) -> None:
-    """Every model loads (its config) and has every configuration of ``duplications``."""
-    from .checks import check_configurations
-
-    check_configurations(models, duplications, strict=True)
-
-
-def merge_results(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> pd.DataFrame:
-    """Combine shard results files into ``out``: every row once (by ``run_key``), in the order
-    of ``paths``. Nothing is written unless every file reads.
-
-    Raises:
-        FileNotFoundError: a file of ``paths`` does not exist (``no results file typo.jsonl;
-            nothing was written``).
-        ParameterError: ``paths`` is a single path or empty, not a list of paths.
-        ResultsFileError: ``out`` is a directory; a line of an input is not a result row (the
-            message names the file and line).
-        ValueError: two files hold different rows under the same ``run_key``, except for timings.
-    """
-    if isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Iterable):
-        raise ParameterError(f"paths must be a list of results files, got {paths!r}; write "
-                             f"[{str(paths)!r}] for one")
-    paths = list(paths)
-    if not paths:
-        raise ParameterError("paths is empty: give at least one results file to merge")
-    missing = [str(path) for path in paths if not Path(path).exists()]
-    if missing:
-        raise FileNotFoundError(f"no results file {', '.join(missing)}; nothing was written")
-    ResultsFile(out).check_writable()
-    merged: dict[str, dict] = {}
-    for path in paths:
-        for key, row in ResultsFile(path).keyed_rows():
-            if key in merged and _without_timings(merged[key]) != _without_timings(row):
-                raise ValueError(f"run {key} differs between results files (beyond timings)")
-            merged.setdefault(key, row)
-    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in merged.values())
-    atomic_write_text(out, text)
-    return ResultsFile(out).frame()
-
-
-_TIMING_FIELDS = {"train_time_s", "eval_time_s", "finished_at"}
-
-
-def _without_timings(row: dict) -> dict:
-    return {k: v for k, v in row.items() if k not in _TIMING_FIELDS}
-
-
 # ----------------------------------------------------------------------------- re-checking
 
 
-def rerun(row: dict, device: str = "cpu", data_dir: str | os.PathLike | None = None,
-          progress: bool = False) -> dict:
-    """Run again the run that ``row`` (a results row) records: same model, task,
-    configuration, seed, hyper-parameters and subsets.
-
-    Returns:
-        The new row (its ``run_key`` equals ``row["run_key"]``).
-
-    Raises:
-        ValueError: the row was made under another design (its ``train_subset_seed`` is not
-            ``TRAIN_SUBSET_SEED``, or it has none), or the re-run's key differs (the row's fields
-            do not reproduce its key: edited, or from an incompatible version).
-        ResultsFileError: ``row`` is not a dict, or lacks a field a re-run needs (``run
-            0123456789abcdef lacks hyperparameters; a re-run needs run_key, model, task, ...``).
-        ParameterError: its hyperparameters have an unknown field or a bad value. As
-            :func:`finetune`, before anything is loaded.
-    """
-    _check_rerunnable(row)
-    if row.get("train_subset_seed") != TRAIN_SUBSET_SEED:
-        raise ValueError(f"run {row.get('run_key')} drew its training subset with "
-                         f"{row.get('train_subset_seed', 'its run seed')!r}, this version with "
-                         f"{TRAIN_SUBSET_SEED}: it cannot be re-run here")
-    check_fields(row["hyperparameters"], f"run {row['run_key']}: hyperparameters")
-    hp = HyperParameters(**row["hyperparameters"])
-    new = finetune(row["model"], row["task"], row["duplication"], int(row["seed"]),
-                   hyperparameters=hp, max_train_samples=row.get("max_train_samples"),
-                   max_eval_samples=row.get("max_eval_samples"), device=device,
-                   data_dir=data_dir, progress=progress)
-    if new["run_key"] != row["run_key"]:
-        raise ValueError(f"re-running {row['run_key']} gave run key {new['run_key']}: the row's "
-                         "fields do not identify the run it records")
-    return new
-
-
-_RERUN_FIELDS = ("run_key", "model", "task", "duplication", "seed", "hyperparameters")
-
-
-def _check_rerunnable(row) -> None:
-    if not isinstance(row, Mapping):
-        raise ResultsFileError(f"a row to re-run must be a dict (a results row), got "
-                               f"{type(row).__name__}")
-    missing = [field for field in _RERUN_FIELDS if field not in row]
-    if missing:
-        raise ResultsFileError(f"run {row.get('run_key', '(no run_key)')} lacks "
-                               f"{', '.join(missing)}; a re-run needs {', '.join(_RERUN_FIELDS)}")
-    if not isinstance(row["hyperparameters"], Mapping):
-        raise ResultsFileError(f"run {row['run_key']}: hyperparameters must be a mapping of "
-                               f"fields, got {row['hyperparameters']!r}")
-    if not isinstance(row["task"], str) or row["task"] not in _task_names():
-        raise ResultsFileError(f"run {row['run_key']} has task {row['task']!r}, not one of "
-                               f"{', '.join(_task_names())}")
-
-
-def _task_names() -> list[str]:
-    from .tasks import TASKS
-
-    return list(TASKS)
-
-
-def _compared_metrics(row: Mapping) -> list[str]:
-    """The metrics of ``row``'s task that its evaluation set defines: without SQuAD 2.0
-    unanswerable questions there is no ``NoAns_f1`` (:func:`dupbert.paper.empty_subset`)."""
-    from .paper import empty_subset, task_metrics
-
-    counts = pd.json_normalize([{field: row.get(field) for field in ("metrics", "baselines")
-                                 if isinstance(row.get(field), Mapping)}])
-    return [metric for metric in task_metrics(row["task"])
-            if not empty_subset(counts, metric).iloc[0]]
-
-
-def rerun_table(rows: Sequence[dict], device: str = "cpu",
-                data_dir: str | os.PathLike | None = None, progress: bool = False) -> pd.DataFrame:
-    """Re-run each row (:func:`rerun`) and set committed beside re-run metrics.
-
-    Returns:
-        One row per run and metric of its task that its evaluation set defines (no SQuAD 2.0
-        ``NoAns_*`` without unanswerable questions): ``run_key, model, task, duplication, seed,
-        metric, committed, rerun, difference`` (points: accuracy × 100, SQuAD as it is;
-        ``difference`` = rerun - committed), ``identical_losses`` (every training step's loss
-        equal to 5 digits), and where each ran, ``committed_on`` and ``rerun_on``
-        (:func:`device_description`): across CPU kinds the floating-point kernels differ, and a
-        run's trajectory with them.
-
-    Raises:
-        ResultsFileError: before any re-run, a row that :func:`rerun` would refuse for a missing
-            field, or that lacks a metric of its task (nothing to compare the re-run with).
-        As :func:`rerun`.
-    """
-    from .paper import in_points
-
-    for row in rows:  # all rows first: a bad last row must not waste the re-runs before it
-        _check_rerunnable(row)
-        metrics = row.get("metrics")
-        missing = [m for m in _compared_metrics(row)
-                   if not isinstance(metrics, Mapping) or m not in metrics]
-        if missing:
-            raise ResultsFileError(f"run {row['run_key']} lacks metrics {', '.join(missing)}: "
-                                   f"nothing to compare a re-run with")
-    records = []
-    for row in rows:
-        new = rerun(row, device=device, data_dir=data_dir, progress=progress)
-        for metric in _compared_metrics(row):
-            committed = in_points(metric, float(row["metrics"][metric]))
-            again = in_points(metric, float(new["metrics"][metric]))
-            records.append({"run_key": row["run_key"], "model": row["model"], "task": row["task"],
-                            "duplication": row["duplication"], "seed": row["seed"],
-                            "metric": metric, "committed": round(committed, 4),
-                            "rerun": round(again, 4), "difference": round(again - committed, 4),
-                            "identical_losses": new["train_losses"] == row.get("train_losses"),
-                            "committed_on": device_description(row),
-                            "rerun_on": device_description(new)})
-    return pd.DataFrame(records)

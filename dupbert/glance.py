@@ -273,7 +273,7 @@ def pilot_shortfalls(pilots: pd.DataFrame | None) -> dict[tuple[str, str], str]:
             pilots without its floor metric column, or a pilot whose floor metric is NaN (named
             by model, task and seed: the best pilot cannot be told without it), or undefined
             because its SQuAD 2.0 evaluation set had no answerable questions
-            (:func:`dupbert.paper.empty_subset`).
+            (:func:`dupbert.tasks.empty_subset`).
         KeyError: a task without a learning floor (:func:`dupbert.paper.learning_floor`).
     """
     if pilots is None or pilots.empty:

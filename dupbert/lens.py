@@ -21,7 +21,8 @@ import torch
 import transformers
 
 from .checks import check_device
-from .models import encoder_hidden_states, mlm_head
+from .hidden import encoder_hidden_states
+from .models import mlm_head
 from .probe import check_max_length, resolve_translator, warn_if_truncated
 
 LENS_COLUMNS = ["layer", "position", "input_token", "input_id", "special", "guess", "token",

@@ -16,12 +16,20 @@ import transformers
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from .duplicate import get_submodule_or_none
 from .errors import MLMHeadMissing
+from .hidden import encoder_hidden_states
 from .zoo import ZOO, resolve_model_path, zoo_entry  # noqa: F401 (resolve_model_path re-exported)
 
 # Top-level children of a *ForMaskedLM that are not its MLM head.
 _NOT_HEAD = {"loss_fct", "dropout", "mlm_loss_fct"}
+
+
+def _submodule(module: torch.nn.Module, path: str) -> torch.nn.Module | None:
+    """The submodule at dotted ``path``, or ``None`` where there is none."""
+    try:
+        return module.get_submodule(path)
+    except AttributeError:
+        return None
 
 
 def _load(auto_class, name: str, cache, **kwargs):
@@ -32,7 +40,7 @@ def _load(auto_class, name: str, cache, **kwargs):
         tokenizer = AutoTokenizer.from_pretrained(path)
         model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
     except (OSError, ValueError) as error:
-        from .checks import model_not_available
+        from .zoo import model_not_available
 
         raise model_not_available(name, error) from error
     finally:
@@ -165,7 +173,7 @@ def mlm_head_modules(model: transformers.PreTrainedModel) -> tuple[str, ...]:
         paths = family.head
         if model_type in ("deberta", "deberta-v2") and not model.config.legacy:
             paths = _DEBERTA_NON_LEGACY_HEAD
-        missing = [path for path in paths if get_submodule_or_none(model, path) is None]
+        missing = [path for path in paths if _submodule(model, path) is None]
         if missing:
             raise MLMHeadMissing(
                 f"{name} ({model_type}) lacks the head modules {missing} that dupbert applies "
@@ -206,38 +214,10 @@ def mlm_head(model: transformers.PreTrainedModel) -> torch.nn.Module:
         MLMHeadMissing: as ``mlm_head_modules``.
     """
     paths = mlm_head_modules(model)
-    modules = [get_submodule_or_none(model, path) for path in paths]
+    modules = [_submodule(model, path) for path in paths]
     if paths == _DEBERTA_NON_LEGACY_HEAD:
         return _HeadWithInputEmbeddings(modules[0], model.get_input_embeddings())
     return modules[0] if len(modules) == 1 else torch.nn.Sequential(*modules)
-
-
-def encoder_hidden_states(model: transformers.PreTrainedModel, input_ids: torch.Tensor,
-                          attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """All hidden states of the encoder, ``L + 1`` tensors ``[B, T, H]``: hidden state 0 is the
-    input of the first block (``MLMFamily.hidden_state_0``), hidden state ``l`` the output of
-    block ``l - 1``, every one *before* any final norm (which ``mlm_head`` applies).
-
-    transformers 5 replaces ``hidden_states[-1]`` by the post-final-norm ``last_hidden_state``
-    (``utils/output_capturing.capture_outputs``); we switch that off for the call
-    (``config.tie_last_hidden_states = False``), so that all states are read at the same place
-    (for post-LN families nothing changes).
-    """
-    config = model.config
-    before = config.__dict__.get("tie_last_hidden_states", _UNSET)
-    config.tie_last_hidden_states = False
-    try:
-        outputs = model.base_model(input_ids=input_ids, attention_mask=attention_mask,
-                                   output_hidden_states=True)
-    finally:
-        if before is _UNSET:
-            del config.tie_last_hidden_states
-        else:
-            config.tie_last_hidden_states = before
-    return outputs.hidden_states
-
-
-_UNSET = object()
 
 
 @torch.inference_mode()

@@ -10,7 +10,7 @@ where the paper gives no number, ``0.0`` where it claims no gain.
 :data:`REPLICATION` holds the numbers of an independent public one-seed replication (a course
 project, not the paper): they are marked ``source="replication"`` and never used as claims.
 
-The rest of the module turns a results frame (:meth:`dupbert.finetune.ResultsFile.frame`) into
+The rest of the module turns a results frame (:meth:`dupbert.results.ResultsFile.frame`) into
 the side-by-side tables of RQ3/RQ4: metrics in points, mean ± 95% CI over seeds, paired gains
 against the baseline, the paper's claim and the verdict of :func:`dupbert.significance.verdict`.
 """
@@ -23,8 +23,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .checks import TASK_NAMES, check_columns, plain_value as _plain
+from .checks import check_columns, plain_value as _plain
 from .errors import ParameterError
+from .tasks import TASKS, UnknownTask, empty_subset, in_points, task_metrics
 
 NOT_STATED = "not stated"
 PAPER = "Kao et al. (2020), arXiv 2001.09309"
@@ -206,63 +207,6 @@ def gain_claim(task: str, metric: str) -> Claim | None:
 
 
 # ----------------------------------------------------------------------------- our results
-
-
-FRACTION_METRICS = ("accuracy", "macro_f1")  # stored as fractions in [0, 1]
-
-
-def in_points(metric: str, values):
-    """``values`` of ``metric`` in percentage points: fractions × 100, SQuAD metrics as they are."""
-    return values * 100 if metric in FRACTION_METRICS else values
-
-
-def task_metrics(task: str) -> tuple[str, ...]:
-    """The metrics reported for ``task``, the primary one first.
-
-    Raises:
-        ParameterError (a ValueError): not a task of :data:`dupbert.tasks.TASKS` (``unknown
-            task 'sst-2'; the tasks are sst2, snli, squad2, uspto50k``).
-    """
-    from .tasks import TASKS
-
-    if not isinstance(task, str) or task not in TASKS:
-        raise ParameterError(f"unknown task {task!r}; the tasks are {', '.join(TASK_NAMES)}")
-    return TASKS[task].metrics
-
-
-SUBSETS = ("HasAns", "NoAns")
-"""The SQuAD 2.0 question subsets whose metrics (``HasAns_f1``, ``NoAns_exact``, ...) exist only
-when the evaluation set holds questions of that subset (:func:`dupbert.metrics.squad_v2`)."""
-
-
-def empty_subset(rows: pd.DataFrame, metric: str) -> pd.Series:
-    """Per row, whether ``metric`` is a SQuAD 2.0 subset metric (:data:`SUBSETS`, e.g.
-    ``NoAns_f1``) whose subset has no question in that row's evaluation set: the metric is
-    undefined there (the official script leaves it out), not missing.
-
-    Read per row from its ``baselines.*`` counts (made on the evaluation set; a diverged run
-    keeps them), or, on a row without them, its ``metrics.*`` ones (an ensemble's row): the
-    subset is empty where its count ``<subset>_total`` is 0, or absent (NaN) while the count of
-    all questions, ``total``, is there (the official script left the key out).
-
-    Returns:
-        A boolean Series on ``rows``' index; all False for any other metric. Where a row has
-        neither count, False: its NaN values are judged as missing values, never dropped.
-    """
-    subset = metric.split("_", 1)[0]
-    if subset not in SUBSETS or "_" not in metric:
-        return pd.Series(False, index=rows.index)
-
-    def column(name):
-        return pd.to_numeric(rows[name], errors="coerce") if name in rows else \
-            pd.Series(np.nan, index=rows.index)
-
-    counts = {source: (column(f"{source}.{subset}_total"), column(f"{source}.total"))
-              for source in ("baselines", "metrics")}
-    from_baselines = counts["baselines"][0].notna() | counts["baselines"][1].notna()
-    count = counts["baselines"][0].where(from_baselines, counts["metrics"][0])
-    total = counts["baselines"][1].where(from_baselines, counts["metrics"][1])
-    return (count == 0) | (count.isna() & total.notna())
 
 
 def _refuse_empty_floor_subset(group: pd.DataFrame, task: str, metric: str,
@@ -477,13 +421,13 @@ def points_frame(results: pd.DataFrame) -> pd.DataFrame:
             2.0 set without answerable questions: no ``HasAns_f1``; the run is named).
     """
     check_columns(results, RUN_COLUMNS, "results")
-    unknown = [t for t in dict.fromkeys(results["task"]) if t not in TASK_NAMES]
+    unknown = [t for t in dict.fromkeys(results["task"]) if t not in TASKS]
     if unknown:
         count = int(results["task"].isin(unknown).sum())
-        raise ParameterError(f"results have {count} row{'s' if count > 1 else ''} of unknown "
+        raise UnknownTask(f"results have {count} row{'s' if count > 1 else ''} of unknown "
                              f"task{'s' if len(unknown) > 1 else ''} "
                              f"{', '.join(repr(_plain(t)) for t in unknown)}; the tasks are "
-                             f"{', '.join(TASK_NAMES)}")
+                             f"{', '.join(TASKS)}")
     rows = []
     for task, group in results.groupby("task", sort=False):
         for metric in task_metrics(task):

@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import gzip
 import json
-import math
 import os
 import re
 import shutil
@@ -694,7 +693,7 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     import torch
     import transformers
 
-    from .finetune import cpu_model
+    from .results import cpu_model
 
     model = transformers.AutoModelForMaskedLM.from_pretrained(final, dtype=torch.float32)
     tokenizer = transformers.AutoTokenizer.from_pretrained(final)

@@ -20,7 +20,6 @@ Batches are grouped by length, so the encoder computes little padding
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -30,152 +29,20 @@ import transformers
 from tqdm import tqdm
 
 from .checks import check_device, check_list, check_number
-from .duplicate import block_is_copy, block_sources, duplicate_layers, standard_duplications
-from .models import encoder_hidden_states, mlm_head, random_init_control
+from .duplicate import (block_is_copy, block_sources, duplicate_layers, paper_duplication,
+                        standard_duplications)
+from .hidden import (IGNORE, TruncationWarning, batch_hidden_states, check_max_length,  # noqa: F401
+                     length_batches, pad_batch, tokenize_for_probe, warn_if_truncated)
+from .models import mlm_head, random_init_control
 from .results import cached_frame, input_fingerprint, source_fingerprint
 
 # The head's logits are computed for at most this many (position, vocabulary) entries at once
 # (64 MB in fp32): BERT-base's 30,522-token head then takes 549 positions per call, enough to
 # keep the matrix product efficient, while a batch's full logits would take GBs.
 LOGITS_BLOCK = 1 << 24
-IGNORE = -100  # label of a position that does not count (transformers' convention)
 
 PROBE_COLUMNS = ["layer", "source_block", "is_copy", "top1", "top5", "top1_macro", "n_tokens",
                  "n_sequences"]
-
-
-def check_max_length(max_length: int) -> int:
-    """``max_length`` if it is a whole number of tokens that leaves room for one token between
-    the special tokens (CLS, a token, SEP): the probe and the lens truncate to it, and
-    tokenizers read 0 or ``None`` as "do not truncate".
-
-    Raises:
-        ParameterError: not an integer (``3.5``, ``True``, ``"64"``).
-        ValueError: below 3.
-    """
-    max_length = check_number("max_length", max_length, integer=True)
-    if max_length < 3:
-        raise ValueError(f"max_length must be at least 3 (CLS, a token, SEP), got {max_length}")
-    return max_length
-
-
-class TruncationWarning(UserWarning):
-    """Sequences longer than ``max_length`` tokens were cut to it (the probe and the lens)."""
-
-
-def warn_if_truncated(tokenizer: transformers.PreTrainedTokenizerBase, texts: Sequence[str],
-                      max_length: int) -> int:
-    """Warn (:class:`TruncationWarning`) how many of ``texts`` have more than ``max_length``
-    tokens, special tokens included, and so are cut to their first ``max_length``; returns
-    that number (0: no warning)."""
-    untruncated = tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
-    lengths = [len(ids) + tokenizer.num_special_tokens_to_add(pair=False) for ids in untruncated]
-    n_cut = sum(length > max_length for length in lengths)
-    if n_cut:
-        warnings.warn(f"{n_cut} of {len(lengths)} sequences are longer than max_length="
-                      f"{max_length} tokens (special tokens included; the longest has "
-                      f"{max(lengths)}) and were cut to their first {max_length} tokens",
-                      TruncationWarning, stacklevel=3)
-    return n_cut
-
-
-def tokenize_for_probe(
-    tokenizer: transformers.PreTrainedTokenizerBase, texts: Sequence[str], max_length: int = 512
-) -> list[dict[str, list[int]]]:
-    """Tokenise ``texts`` one by one, with special tokens, truncated to ``max_length`` tokens
-    (or to the tokenizer's ``model_max_length``, the positions the model takes, when smaller).
-
-    Args:
-        texts: the sequences, any iterable of strings (a list, a generator, a pandas Series).
-
-    Returns:
-        One dict per text with ``input_ids`` and ``special_tokens_mask`` (lists of equal length).
-
-    Warns:
-        TruncationWarning: how many texts were longer than ``max_length`` and were cut.
-
-    Raises:
-        ValueError: ``texts`` is empty or a string, an item is not a string (``None``, a
-            number; the message gives its position), or ``max_length`` < 3 or not an integer.
-    """
-    if isinstance(texts, str):
-        raise ValueError("texts must be a sequence of strings, got a single string")
-    max_length = check_max_length(max_length)
-    texts = list(texts)
-    if len(texts) == 0:
-        raise ValueError("texts is empty: the probe needs at least one sequence")
-    not_text = [(position, text) for position, text in enumerate(texts) if not isinstance(text, str)]
-    if not_text:
-        position, text = not_text[0]
-        raise ValueError(f"texts must all be strings: texts[{position}] is {text!r} "
-                         f"({type(text).__name__}); {len(not_text)} of {len(texts)} are not")
-    # a model that takes fewer positions (its tokenizer's model_max_length) gets that many
-    max_length = min(max_length, tokenizer.model_max_length or max_length)
-    warn_if_truncated(tokenizer, texts, max_length)
-    encoded = tokenizer(
-        texts, truncation=True, max_length=max_length, return_special_tokens_mask=True
-    )
-    return [
-        {"input_ids": ids, "special_tokens_mask": special}
-        for ids, special in zip(encoded["input_ids"], encoded["special_tokens_mask"])
-    ]
-
-
-def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length (longest first), so padding is small.
-
-    Returns:
-        A list of index lists, each at most ``batch_size`` long, covering every index once.
-
-    Raises:
-        ValueError: ``batch_size`` is not an integer >= 1 (:class:`~dupbert.errors.ParameterError`).
-    """
-    batch_size = check_number("batch_size", batch_size, integer=True, minimum=1)
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-
-
-def _pad(examples: list[dict[str, list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Pad examples (from ``tokenize_for_probe`` or ``mask_for_probe``) to ``[B, T]`` tensors:
-    ``input_ids``, ``attention_mask``, ``counted`` (positions that count) and ``labels`` (the
-    token each counted position should give: the input token, or for masked examples the
-    original token; ``-100`` elsewhere)."""
-    width = max(len(e["input_ids"]) for e in examples)
-    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(examples), width), dtype=torch.long)
-    labels = torch.full((len(examples), width), IGNORE, dtype=torch.long)
-    for row, example in enumerate(examples):
-        n = len(example["input_ids"])
-        ids[row, :n] = torch.tensor(example["input_ids"])
-        attention[row, :n] = 1
-        if "labels" in example:
-            labels[row, :n] = torch.tensor(example["labels"])
-        else:
-            special = torch.tensor(example["special_tokens_mask"]) != 0
-            labels[row, :n] = ids[row, :n].masked_fill(special, IGNORE)
-    return {"input_ids": ids, "attention_mask": attention, "counted": labels != IGNORE,
-            "labels": labels}
-
-
-def batch_hidden_states(model: transformers.PreTrainedModel, batch: dict[str, torch.Tensor],
-                        device: torch.device) -> tuple[torch.Tensor, ...]:
-    """All hidden states of a padded batch (from ``_pad``): ``L + 1`` tensors ``[B, T, H]``,
-    hidden state 0 = the embedding output, each before any final norm
-    (``dupbert.models.encoder_hidden_states``; the head applies that norm).
-
-    Raises:
-        ValueError: the model returns a number of hidden states other than
-            ``num_hidden_layers + 1``.
-    """
-    hidden_states = encoder_hidden_states(model, batch["input_ids"].to(device),
-                                          batch["attention_mask"].to(device))
-    n_states = model.config.num_hidden_layers + 1
-    if len(hidden_states) != n_states:
-        raise ValueError(
-            f"model returned {len(hidden_states)} hidden states, config says "
-            f"{n_states} (num_hidden_layers + 1)"
-        )
-    return hidden_states
 
 
 TRANSLATORS = ("identity", "linear")
@@ -410,7 +277,7 @@ def _probe_examples(model, tokenizer, examples, batch_size, device, progress,
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     chunk = max(1, LOGITS_BLOCK // model.config.vocab_size)  # positions per head call
     for batch_indices in tqdm(batches, desc=desc, unit="batch", disable=not progress):
-        batch = _pad([examples[i] for i in batch_indices], pad_id)
+        batch = pad_batch([examples[i] for i in batch_indices], pad_id)
         counted = batch["counted"].to(device)
         hidden_states = batch_hidden_states(model, batch, device)
         targets = batch["labels"].to(device)[counted]  # [n_counted]
@@ -467,23 +334,16 @@ def _per_sequence(hits: torch.Tensor, columns: torch.Tensor, n: int) -> np.ndarr
 
 
 # The modules whose code determines a probe result: cached results are keyed on their source.
-PROBE_CODE = ("probe", "models", "duplicate", "data", "zoo")
+PROBE_CODE = ("probe", "hidden", "models", "duplicate", "data", "zoo")
 BASELINE = "baseline"
 PRETRAINED = "pretrained"
 CONTROL = "random-init control"
 
 
 def paper_duplications(model: transformers.PreTrainedModel) -> dict[str, list[int]]:
-    """The baseline and the paper's configuration, as ``{label: order}`` with the labels of
-    ``standard_duplications``: ``first 3 copied`` for a BERT-like model ("duplicate the first
-    three layers", Kao et al. 2020, section 5; ``first L copied`` below 3 blocks), ``L+3
-    repeats`` for a shared ALBERT (its form of the method: three more applications of the
-    shared layer)."""
-    orders = standard_duplications(model)
-    num_layers = model.config.num_hidden_layers
-    paper = (f"{num_layers + 3} repeats" if f"{num_layers + 3} repeats" in orders
-             else f"first {min(3, num_layers)} copied")
-    return {BASELINE: orders[BASELINE], paper: orders[paper]}
+    """The baseline and the paper's configuration (``dupbert.duplicate.paper_duplication``), as
+    ``{label: order}``."""
+    return {BASELINE: list(range(model.config.num_hidden_layers)), **paper_duplication(model)}
 
 
 def probe_models(

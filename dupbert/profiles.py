@@ -17,6 +17,7 @@ from a study that runs in the background) and ``profile``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 from collections.abc import Iterable
@@ -25,12 +26,20 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from .checks import check_list, check_number, number_from_text as _numeric
+from .duplicate import check_configurations, configuration_specs
 from .errors import ConfigurationNotAvailable, DupbertError, ParameterError
+from .finetune import (TASK_KINDS, TRAIN_SUBSET_SEED, HyperParameters, check_fields, check_folder,
+                       check_for_task, check_name, check_seed, check_subset_size, finetune)
+from .paper import overall, pending
+from .params import NOTEBOOK_PARAMETERS
+from .results import (ResultsFile, ResultsFileError, atomic_write_text, device_description,
+                      is_main_process, run_key, wait_for_main_process)
+from .tasks import (TASKS, UnknownTask, data_source, empty_subset, in_points, task_metrics,
+                    task_spec)
+from .zoo import ZOO
 
-SWEEP_PARAMETERS = ("models", "model", "tasks", "duplications", "seeds", "max_train_samples",
-                    "max_eval_samples", "epochs", "max_steps", "learning_rate", "batch_size",
-                    "group_by_length", "device", "results_path", "outputs_dir", "run_missing",
-                    "profile")
+SWEEP_PARAMETERS = tuple(NOTEBOOK_PARAMETERS["rq3"])
+"""The keys an RQ3 parameter file may hold: the RQ3 notebook's parameters."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,8 +61,6 @@ class PlannedSweep:
     @property
     def hyperparameters(self):
         """The ``dupbert.finetune.HyperParameters`` of every run of this sweep."""
-        from .finetune import HyperParameters
-        from .tasks import TASKS
 
         return HyperParameters.for_task(TASKS[self.task].kind, **dict(self.overrides))
 
@@ -110,7 +117,6 @@ def seeds_list(value: str | int | Sequence) -> list[int]:
             0, 1]``: the study would wait forever for a seed that cannot land), or one that
             ``dupbert.finetune.check_seed`` refuses (below 0, 2**32 or more).
     """
-    from .finetune import check_seed
 
     items = [value] if isinstance(value, int) else names(value, "seeds")
     try:
@@ -177,7 +183,6 @@ def _only_models(value: Any, models: Sequence[str]) -> Any:
 
 def default_tasks(model: str) -> list[str]:
     """USPTO-50k for the zoo's SMILES models, the paper's three tasks for every other model."""
-    from .zoo import ZOO
 
     entry = ZOO.get(model)
     return ["uspto50k"] if entry is not None and entry.tokenizer == "smiles" else ["snli", "squad2", "sst2"]
@@ -193,27 +198,6 @@ def model_tasks(tasks: str | Sequence[str] | Mapping[str, Sequence[str]] | None,
     if isinstance(tasks, Mapping):
         tasks = tasks.get(model)
     return names(tasks, "tasks") or default_tasks(model)
-
-
-def configuration_specs(model: str) -> dict[str, dict]:
-    """``dupbert.duplicate.finetune_variants`` of ``model`` (``{name: spec}``, with each
-    configuration's ``reference`` and ``role``), from its config alone (the model is built on the
-    meta device: no weights are loaded).
-
-    Raises:
-        ModelNotAvailable: ``model`` cannot be loaded, with the message of ``dupbert.load_mlm``
-            (``dupbert.checks.load_config``), never a raw transformers ``OSError``.
-    """
-    import torch
-    import transformers
-
-    from .checks import load_config
-    from .duplicate import finetune_variants
-
-    config = load_config(model)
-    with torch.device("meta"):
-        skeleton = transformers.AutoModel.from_config(config)
-    return finetune_variants(skeleton)
 
 
 def per_task(value: int | None | Mapping[str, int | None], task: str,
@@ -273,7 +257,6 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
         ConfigurationNotAvailable: a model has none of the configurations asked for.
         ModelNotAvailable: a model that cannot be found (from ``resolve_model_path``).
     """
-    from .tasks import TASKS
 
     models = check_list("models", profile_models(parameters), what="model names",
                         allow_empty=True)
@@ -305,8 +288,7 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
                              f"it has {', '.join(available)}: nothing would run")
         for task in check_list(f"tasks of {model}", model_tasks(parameters.get("tasks"), model),
                                what="task names"):
-            if task not in TASKS:
-                raise ValueError(f"unknown task {task!r}; tasks are {sorted(TASKS)}")
+            task_spec(task)
             overrides = hyperparameter_overrides(parameters, model, task)
             _check_overrides(model, task, overrides)
             primary = tuple(d for d in chosen if specs[d]["role"] in ("reference", "primary"))
@@ -329,15 +311,14 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
 def _check_task_keys(parameters: Mapping[str, Any]) -> None:
     """Raises ValueError for a ``{task: ...}`` value whose key is not a task: its task would
     silently take the default (all rows, run_glue's learning rate, ...)."""
-    from .tasks import TASKS
 
     for name in (*PER_TASK, *PER_MODEL_TASK):
         value = parameters.get(name)
         unknown = [str(task) for task in value if task not in TASKS] \
             if isinstance(value, Mapping) else []
         if unknown:
-            raise ValueError(f"{name} names unknown task {unknown[0]!r}; tasks are "
-                             f"{sorted(TASKS)}")
+            raise UnknownTask(f"{name} names unknown task {unknown[0]!r}; the tasks are "
+                              f"{', '.join(TASKS)}")
 
 
 def _stranger_models(parameters: Mapping[str, Any], models: Sequence[str]) -> list[str]:
@@ -359,8 +340,6 @@ def _check_overrides(model: str, task: str, overrides: Mapping[str, Any]) -> Non
     """Raises ParameterError, naming the model and task, if the hyper-parameters could not
     train (``dupbert.finetune.HyperParameters``): before any run, not at the first run of that
     model and task."""
-    from .finetune import HyperParameters, check_for_task
-    from .tasks import TASKS
 
     try:
         check_for_task(HyperParameters.for_task(TASKS[task].kind, **overrides), task)
@@ -429,8 +408,6 @@ def planned_family_sizes(plan: Sequence[PlannedSweep] | str | os.PathLike) -> di
 def planned_run_keys(plan: Sequence[PlannedSweep]) -> set[str]:
     """The ``run_key`` of every run of the plan (to select this plan's rows from a results file
     that also holds other runs)."""
-    from .finetune import TRAIN_SUBSET_SEED, run_key
-    from .tasks import data_source
 
     source = data_source()
     keys = set()
@@ -460,7 +437,6 @@ def run_order(plan: Sequence[PlannedSweep]) -> list[tuple[PlannedSweep, tuple[st
 
 def read_plan_rows(plan: Sequence[PlannedSweep], results_path: str | os.PathLike) -> pd.DataFrame:
     """This plan's rows of the results file (other runs in the file are left out)."""
-    from .finetune import ResultsFile
 
     results = ResultsFile(results_path).frame()
     if results.empty:
@@ -532,7 +508,6 @@ def study_summary(plan: Sequence[PlannedSweep], rows: pd.DataFrame,
         ParameterError (a ValueError): ``table`` not empty and without a column of
             ``dupbert.paper.comparison`` that ``dupbert.paper.overall`` needs.
     """
-    from .paper import overall, pending, task_metrics
 
     progress = plan_progress(plan, rows)
     decisions = overall(table) if not table.empty else pd.DataFrame(columns=["model", "task"])
@@ -575,7 +550,7 @@ def study_summary(plan: Sequence[PlannedSweep], rows: pd.DataFrame,
 def run_plan(plan: Sequence[PlannedSweep], results_path: str | os.PathLike, device: str = "cpu",
              outputs_dir: str | os.PathLike | None = None, shard: str | None = None,
              progress: bool = False) -> pd.DataFrame:
-    """Run every planned sweep with ``dupbert.finetune.sweep`` (resumable: runs already in
+    """Run every planned sweep with ``dupbert.profiles.sweep`` (resumable: runs already in
     ``results_path`` are skipped; rows are appended as each run finishes), in :func:`run_order`.
 
     ``shard="i/n"`` runs configurations ``i, i+n, ...`` of every (model, task), so n processes
@@ -584,8 +559,6 @@ def run_plan(plan: Sequence[PlannedSweep], results_path: str | os.PathLike, devi
     Returns:
         This plan's rows of the results file (:func:`read_plan_rows`).
     """
-    from .finetune import sweep
-    from .tasks import TASKS
 
     for entry, duplications in run_order(plan):
         overrides = dict(entry.overrides)
@@ -615,3 +588,319 @@ def profile_note(profile: str) -> str:
     the RQ3-RQ5 chapters and the results-at-a-glance page (an unknown name is shown as given)."""
     note = PROFILE_NOTES.get(profile, f"the `{profile}` profile")
     return f"**These numbers come from {note}.**"
+
+
+def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
+    """``"i/n"`` (0-based ``i``) or ``(i, n)`` -> ``(i, n)``; ``None`` -> ``(0, 1)``.
+
+    Raises:
+        ValueError: not of that form, or not ``0 <= i < n``.
+    """
+    if shard is None:
+        return 0, 1
+    try:
+        index, count = (int(x) for x in (shard.split("/") if isinstance(shard, str) else shard))
+    except (ValueError, TypeError):
+        raise ValueError(f"shard must be 'i/n' with 0 <= i < n, got {shard!r}") from None
+    if not 0 <= index < count:
+        raise ValueError(f"shard must be 'i/n' with 0 <= i < n, got {shard!r}")
+    return index, count
+
+
+def sweep_configurations(models: Sequence[str], tasks: Sequence[str],
+                         duplications: Sequence[str], seeds: Sequence[int]) -> list[dict]:
+    """Every (task, model, seed, duplication), tasks in the order given (put the slow,
+    informative ones first), duplications innermost so paired runs finish together."""
+    return [dict(model=m, task=t, duplication=d, seed=s)
+            for t in tasks for m in models for s in seeds for d in duplications]
+
+
+def sweep(
+    models: Sequence[str],
+    tasks: Sequence[str],
+    duplications: Sequence[str],
+    seeds: Sequence[int],
+    results_path: str | os.PathLike,
+    hyperparameters: dict[str, dict] | None = None,
+    max_train_samples: int | None = None,
+    max_eval_samples: int | None = None,
+    device: str = "cpu",
+    data_dir: str | os.PathLike | None = None,
+    outputs_dir: str | os.PathLike | None = None,
+    shard: str | tuple[int, int] | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Run ``finetune`` for every configuration of this shard that ``results_path`` lacks,
+    appending each row as soon as it exists.
+
+    Under ``torchrun``/``accelerate launch`` every process runs this same sweep (all train each
+    configuration together); only rank 0 appends rows, and the others wait for it.
+
+    Args:
+        hyperparameters: overrides per task kind, e.g. ``{"classification": {"epochs": 1}}``;
+            the same for every configuration.
+        shard: ``"i/n"``: run only configurations ``i, i+n, i+2n, ...``; shards on one machine
+            may share ``results_path`` (appends are locked); on several machines, write each to
+            its own results file and combine them with ``merge_results``.
+
+    Returns:
+        The results file as a frame (all rows in it, not just this call's).
+
+    Raises:
+        ParameterError: before anything is trained: ``models``, ``tasks``, ``duplications`` or
+            ``seeds`` not a list of distinct items (a string, ``[0, 0, 1]``: :func:`check_list`);
+            a bad seed (:func:`check_seed`) or subset size; ``hyperparameters`` with an unknown
+            task kind (``hyperparameters names unknown task kind 'clasification'; kinds are
+            'classification', 'qa'``), an unknown field or a bad value (:class:`HyperParameters`);
+            an ``outputs_dir`` that is not a folder path, or (runs still to do) cannot be written.
+        UnknownTask: a task that is not in ``dupbert.tasks.TASKS`` (the message lists them).
+        ConfigurationNotAvailable, ModelNotAvailable: a model with runs still to do that cannot
+            be loaded, or lacks one of ``duplications``.
+        ResultsFileError: ``results_path`` is a directory or lies under a file, or holds a line
+            that is not a result row; runs are still to do and it cannot be written. A sweep
+            with every run already in ``results_path`` loads no model and writes nothing: it
+            returns the file's rows.
+        ValueError: a bad ``shard``.
+    """
+
+    models, tasks, duplications, seeds = _check_sweep_lists(models, tasks, duplications, seeds)
+    per_kind = hyperparameters_per_kind(hyperparameters)
+    for task in tasks:
+        check_for_task(per_kind[TASKS[task].kind], task)
+    check_subset_size("max_train_samples", max_train_samples)
+    check_subset_size("max_eval_samples", max_eval_samples)
+    check_folder("outputs_dir", outputs_dir, writable=False)
+    index, count = parse_shard(shard)
+    results = ResultsFile(results_path)
+    results.check_path()
+    done = results.keys()
+    source = data_source(data_dir)
+    missing = []
+    for configuration in sweep_configurations(models, tasks, duplications, seeds)[index::count]:
+        hp = per_kind[TASKS[configuration["task"]].kind]
+        key = run_key({**configuration, "hyperparameters": dataclasses.asdict(hp),
+                       "max_train_samples": max_train_samples,
+                       "max_eval_samples": max_eval_samples,
+                       "train_subset_seed": TRAIN_SUBSET_SEED, "data_source": source})
+        if key not in done:
+            missing.append((configuration, hp))
+    if not missing:  # all done: nothing is loaded or written (a read-only checkout, a Hub id
+        return results.frame()  # that is not cached here: the finished runs still read)
+    results.check_writable()
+    check_folder("outputs_dir", outputs_dir)
+    _check_models(list(dict.fromkeys(c["model"] for c, _ in missing)), duplications)
+    for configuration, hp in missing:
+        if progress and is_main_process():
+            print(f"fine-tuning {configuration}", flush=True)
+        row = finetune(configuration["model"], configuration["task"],
+                       configuration["duplication"], configuration["seed"], hyperparameters=hp,
+                       max_train_samples=max_train_samples, max_eval_samples=max_eval_samples,
+                       device=device, data_dir=data_dir, outputs_dir=outputs_dir,
+                       progress=progress)
+        if is_main_process():
+            results.append(row)
+        wait_for_main_process()
+    return results.frame()
+
+
+def _check_sweep_lists(models, tasks, duplications, seeds) -> tuple[list, list, list, list]:
+    """The four lists of :func:`sweep`, checked (:func:`check_list`; tasks known, seeds valid)."""
+
+    models = check_list("models", models, what="model names")
+    tasks = check_list("tasks", tasks, what="task names")
+    duplications = check_list("duplications", duplications, what="configuration names")
+    seeds = check_list("seeds", seeds, what="seeds")
+    for name, items in (("models", models), ("duplications", duplications)):
+        for item in items:
+            check_name(f"each of {name}", item)
+    for task in tasks:
+        task_spec(task)
+    for seed in seeds:
+        check_seed(seed, "each of seeds")
+    return models, tasks, duplications, seeds
+
+
+def hyperparameters_per_kind(hyperparameters) -> dict[str, HyperParameters]:
+    """``{task kind: HyperParameters}`` from a sweep's overrides per task kind (``None``: the
+    defaults), e.g. ``{"classification": {"epochs": 1}}``.
+
+    Raises:
+        ParameterError: not a mapping; a key that is not a task kind (``hyperparameters names
+            unknown task kind 'clasification'; kinds are 'classification', 'qa'``); overrides
+            that are not a mapping of fields; an unknown field or a bad value
+            (:meth:`HyperParameters.for_task`).
+    """
+    given = {} if hyperparameters is None else hyperparameters
+    if not isinstance(given, Mapping):
+        raise ParameterError(f"hyperparameters must be a mapping {{task kind: {{field: value}}}}, "
+                             f"e.g. {{'classification': {{'epochs': 1}}}}, got {hyperparameters!r}")
+    unknown = [kind for kind in given if kind not in TASK_KINDS]
+    if unknown:
+        raise ParameterError(f"hyperparameters names unknown task kind {unknown[0]!r}; kinds are "
+                             f"{', '.join(map(repr, TASK_KINDS))}")
+    per_kind = {}
+    for kind in TASK_KINDS:
+        overrides = given.get(kind) or {}
+        if not isinstance(overrides, Mapping):
+            raise ParameterError(f"hyperparameters[{kind!r}] must be a mapping {{field: value}}, "
+                                 f"got {overrides!r}")
+        check_fields(overrides, f"hyperparameters[{kind!r}]")
+        per_kind[kind] = HyperParameters.for_task(kind, **overrides)
+    return per_kind
+
+
+def _check_models(models: Sequence[str], duplications: Sequence[str]) -> None:
+    """Every model loads (its config) and has every configuration of ``duplications``."""
+
+    check_configurations(models, duplications, strict=True)
+
+
+def merge_results(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> pd.DataFrame:
+    """Combine shard results files into ``out``: every row once (by ``run_key``), in the order
+    of ``paths``. Nothing is written unless every file reads.
+
+    Raises:
+        FileNotFoundError: a file of ``paths`` does not exist (``no results file typo.jsonl;
+            nothing was written``).
+        ParameterError: ``paths`` is a single path or empty, not a list of paths.
+        ResultsFileError: ``out`` is a directory; a line of an input is not a result row (the
+            message names the file and line).
+        ValueError: two files hold different rows under the same ``run_key``, except for timings.
+    """
+    if isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Iterable):
+        raise ParameterError(f"paths must be a list of results files, got {paths!r}; write "
+                             f"[{str(paths)!r}] for one")
+    paths = list(paths)
+    if not paths:
+        raise ParameterError("paths is empty: give at least one results file to merge")
+    missing = [str(path) for path in paths if not Path(path).exists()]
+    if missing:
+        raise FileNotFoundError(f"no results file {', '.join(missing)}; nothing was written")
+    ResultsFile(out).check_writable()
+    merged: dict[str, dict] = {}
+    for path in paths:
+        for key, row in ResultsFile(path).keyed_rows():
+            if key in merged and _without_timings(merged[key]) != _without_timings(row):
+                raise ValueError(f"run {key} differs between results files (beyond timings)")
+            merged.setdefault(key, row)
+    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in merged.values())
+    atomic_write_text(out, text)
+    return ResultsFile(out).frame()
+
+
+_TIMING_FIELDS = {"train_time_s", "eval_time_s", "finished_at"}
+
+
+def _without_timings(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k not in _TIMING_FIELDS}
+
+
+def rerun(row: dict, device: str = "cpu", data_dir: str | os.PathLike | None = None,
+          progress: bool = False) -> dict:
+    """Run again the run that ``row`` (a results row) records: same model, task,
+    configuration, seed, hyper-parameters and subsets.
+
+    Returns:
+        The new row (its ``run_key`` equals ``row["run_key"]``).
+
+    Raises:
+        ValueError: the row was made under another design (its ``train_subset_seed`` is not
+            ``TRAIN_SUBSET_SEED``, or it has none), or the re-run's key differs (the row's fields
+            do not reproduce its key: edited, or from an incompatible version).
+        ResultsFileError: ``row`` is not a dict, or lacks a field a re-run needs (``run
+            0123456789abcdef lacks hyperparameters; a re-run needs run_key, model, task, ...``).
+        ParameterError: its hyperparameters have an unknown field or a bad value. As
+            :func:`finetune`, before anything is loaded.
+    """
+    _check_rerunnable(row)
+    if row.get("train_subset_seed") != TRAIN_SUBSET_SEED:
+        raise ValueError(f"run {row.get('run_key')} drew its training subset with "
+                         f"{row.get('train_subset_seed', 'its run seed')!r}, this version with "
+                         f"{TRAIN_SUBSET_SEED}: it cannot be re-run here")
+    check_fields(row["hyperparameters"], f"run {row['run_key']}: hyperparameters")
+    hp = HyperParameters(**row["hyperparameters"])
+    new = finetune(row["model"], row["task"], row["duplication"], int(row["seed"]),
+                   hyperparameters=hp, max_train_samples=row.get("max_train_samples"),
+                   max_eval_samples=row.get("max_eval_samples"), device=device,
+                   data_dir=data_dir, progress=progress)
+    if new["run_key"] != row["run_key"]:
+        raise ValueError(f"re-running {row['run_key']} gave run key {new['run_key']}: the row's "
+                         "fields do not identify the run it records")
+    return new
+
+
+_RERUN_FIELDS = ("run_key", "model", "task", "duplication", "seed", "hyperparameters")
+
+
+def _check_rerunnable(row) -> None:
+    if not isinstance(row, Mapping):
+        raise ResultsFileError(f"a row to re-run must be a dict (a results row), got "
+                               f"{type(row).__name__}")
+    missing = [field for field in _RERUN_FIELDS if field not in row]
+    if missing:
+        raise ResultsFileError(f"run {row.get('run_key', '(no run_key)')} lacks "
+                               f"{', '.join(missing)}; a re-run needs {', '.join(_RERUN_FIELDS)}")
+    if not isinstance(row["hyperparameters"], Mapping):
+        raise ResultsFileError(f"run {row['run_key']}: hyperparameters must be a mapping of "
+                               f"fields, got {row['hyperparameters']!r}")
+    if not isinstance(row["task"], str) or row["task"] not in _task_names():
+        raise ResultsFileError(f"run {row['run_key']} has task {row['task']!r}, not one of "
+                               f"{', '.join(_task_names())}")
+
+
+def _task_names() -> list[str]:
+
+    return list(TASKS)
+
+
+def _compared_metrics(row: Mapping) -> list[str]:
+    """The metrics of ``row``'s task that its evaluation set defines: without SQuAD 2.0
+    unanswerable questions there is no ``NoAns_f1`` (:func:`dupbert.tasks.empty_subset`)."""
+
+    counts = pd.json_normalize([{field: row.get(field) for field in ("metrics", "baselines")
+                                 if isinstance(row.get(field), Mapping)}])
+    return [metric for metric in task_metrics(row["task"])
+            if not empty_subset(counts, metric).iloc[0]]
+
+
+def rerun_table(rows: Sequence[dict], device: str = "cpu",
+                data_dir: str | os.PathLike | None = None, progress: bool = False) -> pd.DataFrame:
+    """Re-run each row (:func:`rerun`) and set committed beside re-run metrics.
+
+    Returns:
+        One row per run and metric of its task that its evaluation set defines (no SQuAD 2.0
+        ``NoAns_*`` without unanswerable questions): ``run_key, model, task, duplication, seed,
+        metric, committed, rerun, difference`` (points: accuracy × 100, SQuAD as it is;
+        ``difference`` = rerun - committed), ``identical_losses`` (every training step's loss
+        equal to 5 digits), and where each ran, ``committed_on`` and ``rerun_on``
+        (:func:`device_description`): across CPU kinds the floating-point kernels differ, and a
+        run's trajectory with them.
+
+    Raises:
+        ResultsFileError: before any re-run, a row that :func:`rerun` would refuse for a missing
+            field, or that lacks a metric of its task (nothing to compare the re-run with).
+        As :func:`rerun`.
+    """
+
+    for row in rows:  # all rows first: a bad last row must not waste the re-runs before it
+        _check_rerunnable(row)
+        metrics = row.get("metrics")
+        missing = [m for m in _compared_metrics(row)
+                   if not isinstance(metrics, Mapping) or m not in metrics]
+        if missing:
+            raise ResultsFileError(f"run {row['run_key']} lacks metrics {', '.join(missing)}: "
+                                   f"nothing to compare a re-run with")
+    records = []
+    for row in rows:
+        new = rerun(row, device=device, data_dir=data_dir, progress=progress)
+        for metric in _compared_metrics(row):
+            committed = in_points(metric, float(row["metrics"][metric]))
+            again = in_points(metric, float(new["metrics"][metric]))
+            records.append({"run_key": row["run_key"], "model": row["model"], "task": row["task"],
+                            "duplication": row["duplication"], "seed": row["seed"],
+                            "metric": metric, "committed": round(committed, 4),
+                            "rerun": round(again, 4), "difference": round(again - committed, 4),
+                            "identical_losses": new["train_losses"] == row.get("train_losses"),
+                            "committed_on": device_description(row),
+                            "rerun_on": device_description(new)})
+    return pd.DataFrame(records)

@@ -6,13 +6,22 @@ and a second run of the same configuration is read back instead of recomputed.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import platform
+import subprocess
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
+import torch
+import transformers
+
+from .errors import DupbertError, ParameterError
 
 from .zoo import cache_dir
 
@@ -131,3 +140,264 @@ def cached_frame(kind: str, fields: dict, compute, cache: str | os.PathLike | No
                                                          default=str) + "\n")
     atomic_write_text(csv_path, frame.to_csv(index=False))
     return frame
+
+
+def run_key(row: dict) -> str:
+    """The identity of a run: everything but its outcome (16 hex digits). ``data_source`` counts
+    only when it is not ``"local"`` (Hub data, e.g. the real SNLI train split), so runs on the
+    offline data keep the keys they always had.
+
+    Raises:
+        KeyError: ``row`` lacks one of the identifying fields (``train_subset_seed`` included).
+    """
+    fields = {k: row[k] for k in ("model", "task", "duplication", "seed", "hyperparameters",
+                                  "max_train_samples", "max_eval_samples", "train_subset_seed")}
+    if row.get("data_source", "local") != "local":
+        fields["data_source"] = row["data_source"]
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path):
+    """An exclusive advisory lock on ``folder`` (no lock file to leave behind: the file itself
+    is replaced on every write, so it cannot carry the lock)."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing releases the lock
+
+
+class ResultsFileError(DupbertError, ValueError):
+    """A results file that cannot be read as results: a directory, a line that is not a JSON
+    object, a row without its ``run_key``; the message names the file and the line."""
+
+
+class ResultsFile:
+    """Rows of results, one JSON object per line, appended atomically.
+
+    Each append rewrites the file through a temporary file and ``os.replace``, so a reader or
+    an interrupted run never sees half a row. Rows are identified by ``run_key``. An append
+    holds an exclusive ``flock`` on the file's folder while it reads and rewrites, so processes
+    that share one results file (the shards of ``scripts/cpu_study.sh``) never drop each
+    other's rows.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def rows(self) -> list[dict]:
+        """All rows, in the order they were written ([] if the file does not exist).
+
+        Raises:
+            ResultsFileError: the path is a directory, or a line is not a JSON object, e.g.
+                ``results.jsonl line 2 is not JSON (Expecting property name enclosed in double
+                quotes, column 2): '{x'``.
+        """
+        return [row for _, row in self._numbered_rows()]
+
+    def _numbered_rows(self) -> list[tuple[int, dict]]:
+        """``(line number, row)`` of every non-blank line, counting from 1."""
+        self.check_path()
+        if not self.path.is_file():
+            return []
+        numbered = []
+        for number, line in enumerate(self.path.read_text().splitlines(), 1):
+            if line.strip():
+                numbered.append((number, self._parse(number, line)))
+        return numbered
+
+    def _parse(self, number: int, line: str) -> dict:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            shown = line if len(line) <= 60 else line[:57] + "..."
+            raise ResultsFileError(f"{self.path} line {number} is not JSON ({error.msg}, column "
+                                   f"{error.colno}): {shown!r}; fix or remove that line") from None
+        if not isinstance(row, dict):
+            raise ResultsFileError(f"{self.path} line {number} is not a JSON object but a "
+                                   f"{type(row).__name__}: each line must be one result row")
+        return row
+
+    def check_path(self) -> None:
+        """Raises :class:`ResultsFileError` if the path is a directory, or lies under a file (so
+        that no row could ever be written to it), before anything runs."""
+        if self.path.is_dir():
+            raise ResultsFileError(f"results file {self.path} is a directory; give the path of a "
+                                   f"JSON-lines file, e.g. {self.path / 'rq3.jsonl'}")
+        blocking = next((parent for parent in self.path.parents if parent.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            raise ResultsFileError(f"results file {self.path} cannot be written: {blocking} is a "
+                                   f"file, not a folder")
+
+    def check_writable(self) -> None:
+        """Raises :class:`ResultsFileError` if rows could not be appended: the path is as
+        :meth:`check_path` refuses it, or its folder (the nearest one that exists) is not
+        writable. A sweep calls it before it trains anything, so that no finished run is lost."""
+        self.check_path()
+        folder = next(parent for parent in self.path.parents if parent.exists())
+        if not os.access(folder, os.W_OK):
+            raise ResultsFileError(f"results file {self.path} cannot be written: no write "
+                                   f"permission in {folder}")
+
+    def keyed_rows(self) -> list[tuple[str, dict]]:
+        """``(run_key, row)`` of every row, in file order.
+
+        Raises:
+            ResultsFileError: as :meth:`rows`, or a row without a ``run_key`` (e.g.
+                ``results.jsonl line 3 lacks run_key``).
+        """
+        keyed = []
+        for number, row in self._numbered_rows():
+            if not isinstance(row.get("run_key"), str):
+                raise ResultsFileError(f"{self.path} line {number} lacks run_key (a string): "
+                                       f"it is not a result row of dupbert.finetune")
+            keyed.append((row["run_key"], row))
+        return keyed
+
+    def keys(self) -> set[str]:
+        """The ``run_key`` of every row. Raises: as :meth:`keyed_rows`."""
+        return {key for key, _ in self.keyed_rows()}
+
+    def append(self, row: dict) -> None:
+        """Add ``row`` (must hold ``run_key``) unless a row with that key is already there.
+
+        Raises:
+            ResultsFileError: ``row`` has no ``run_key``; the file is as :meth:`keyed_rows`
+                refuses it.
+        """
+        if not isinstance(row, dict) or not isinstance(row.get("run_key"), str):
+            raise ResultsFileError(f"a row appended to {self.path} must be a dict with a run_key "
+                                   f"(a string), got {type(row).__name__} without one")
+        self.check_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with _folder_lock(self.path.parent):
+            keyed = self.keyed_rows()
+            if any(key == row["run_key"] for key, _ in keyed):
+                return
+            text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in [*(r for _, r in keyed), row])
+            atomic_write_text(self.path, text)
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as a flat frame: hyper-parameters and metrics become columns.
+
+        Raises:
+            ResultsFileError: as :meth:`rows`.
+        """
+        return pd.json_normalize(self.rows(), sep=".")
+
+
+def _environment_int(name: str, default: str, minimum: int) -> int:
+    """The whole number in environment variable ``name`` (``default`` when unset).
+
+    Raises:
+        ParameterError: not a whole number >= ``minimum`` (``WORLD_SIZE must be a whole number
+            >= 1, got 'two'``).
+    """
+    text = os.environ.get(name, default)
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ParameterError(f"{name} must be a whole number >= {minimum}, got {text!r} (set by "
+                             f"torchrun or accelerate launch; unset it to run alone)")
+    return value
+
+
+def world_size() -> int:
+    """Processes of a data-parallel run (``WORLD_SIZE``, set by torchrun/accelerate); 1 alone.
+
+    Raises:
+        ParameterError: ``WORLD_SIZE`` is not a whole number >= 1.
+    """
+    return _environment_int("WORLD_SIZE", "1", 1)
+
+
+def is_main_process() -> bool:
+    """Whether this process writes results: rank 0 of a data-parallel run, or the only one.
+
+    Raises:
+        ParameterError: ``RANK`` is not a whole number >= 0.
+    """
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank() == 0
+    return _environment_int("RANK", "0", 0) == 0
+
+
+def wait_for_main_process() -> None:
+    """Barrier of a data-parallel run (no-op alone), e.g. until rank 0 has written a row."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+
+
+def _git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name: ``model name`` of ``/proc/cpuinfo`` on Linux (``"AMD EPYC"``),
+    else ``platform.processor()``; None when neither says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("model name") and ":" in line:
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def device_description(row: Mapping) -> str:
+    """Where a row ran, for set-ups that compare runs: ``device_name`` with its
+    ``cpu_capability`` (``"AMD EPYC (AVX512)"``); rows from before 2026-12-01 lack the
+    capability (``"x86_64 (capability not recorded)"``)."""
+    name = row.get("device_name") or row.get("device") or "unknown device"
+    if str(row.get("device", "cpu")).startswith("cuda"):
+        return str(name)
+    return f"{name} ({row.get('cpu_capability') or 'capability not recorded'})"
+
+
+def environment_fields(device: str) -> dict:
+    """Versions, device, torch's intra-op thread count, world size and commit recorded with every
+    row. ``device_name`` is the GPU's name, or the CPU's model name (:func:`cpu_model`; rows
+    from before 2026-12-01 have the machine type, ``x86_64``); ``cpu_capability`` the SIMD
+    kernels torch picks on this CPU (``torch.backends.cpu.get_cpu_capability()``: ``AVX2``,
+    ``AVX512``, ...): CPU runs are bit-identical only where both, and the thread count, agree."""
+    import datasets
+
+    from . import __version__
+
+    name = torch.cuda.get_device_name() if device.startswith("cuda") else cpu_model()
+    return {
+        "device": device,
+        "device_name": name or platform.machine(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch_threads": torch.get_num_threads(),  # CPU results are bit-identical per thread count
+        "world_size": world_size(),
+        "versions": {"dupbert": __version__, "torch": torch.__version__,
+                     "transformers": transformers.__version__, "datasets": datasets.__version__,
+                     "python": platform.python_version()},
+        "git_commit": _git_commit(),
+    }
+
+
+def sha256_files(paths: Iterable[Path]) -> dict[str, str]:
+    from .zoo import sha256_of
+
+    return {str(p.name): sha256_of(p) for p in paths if p.is_file()}
+
+
+def model_provenance(model_name: str) -> dict:
+    from .zoo import ZOO
+
+    entry = ZOO.get(model_name)
+    if entry is None:
+        return {"model_source": model_name, "model_sha256": None}
+    return {"model_source": entry.source,
+            "model_sha256": entry.wheel_sha256}

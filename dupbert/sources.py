@@ -31,6 +31,7 @@ from typing import Callable
 from tqdm import tqdm
 
 from .errors import ChecksumMismatch, DupbertError
+from .zoo import sha256_of
 
 MANIFEST_PATH = Path(__file__).with_name("sources_manifest.json")
 RAW_PREFIX = "https://raw.githubusercontent.com/"
@@ -68,15 +69,6 @@ def file_url(entry: dict, mirror: str | None = None) -> str:
     """
     prefix = RAW_PREFIX if mirror is None else mirror.rstrip("/") + "/"
     return f"{prefix}{entry['repo']}/{entry['commit']}/{entry['repo_path']}"
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """Return the sha256 hex digest (64 lowercase hex characters) of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -231,7 +223,7 @@ def _fetch(url: str, target: Path, expected: str, size: int | None) -> None:
 
 
 def _is_current(path: Path, sha256: str) -> bool:
-    return path.is_file() and sha256_file(path) == sha256
+    return path.is_file() and sha256_of(path) == sha256
 
 
 def download(to: str | os.PathLike, mirror: str | None = None, force: bool = False) -> list[Path]:

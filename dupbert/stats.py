@@ -40,15 +40,15 @@ import torch
 import transformers
 from tqdm import tqdm
 
-from .duplicate import (block_is_copy, block_sources, duplicate_layers, is_albert,
-                        order_copy_after, standard_duplications)
-from .probe import _pad, batch_hidden_states, length_batches, probe_models, tokenize_for_probe
+from .duplicate import (block_is_copy, block_sources, duplicate_layers, paper_duplication,
+                        standard_duplications)
+from .hidden import batch_hidden_states, length_batches, pad_batch, tokenize_for_probe
+from .probe import probe_models
 from .results import cached_frame, source_fingerprint
 
 __all__ = [
     "collect_hidden_states", "layer_statistics", "cosine_across_layers", "linear_cka",
     "cka_matrix", "distribution_distance", "relate_to_reconstruction", "partial_spearman",
-    "similarity_duplication",
     "sampled_reconstruction",
     "layer_similarity_report", "SimilarityReport", "STATISTICS_COLUMNS",
 ]
@@ -90,7 +90,7 @@ def collect_hidden_states(
     """The hidden states of every layer for the same sample of tokens (RQ2).
 
     Texts are tokenised and length-batched as in the RQ1 probe
-    (:func:`dupbert.probe.tokenize_for_probe`, :func:`dupbert.probe.length_batches`); only
+    (:func:`dupbert.hidden.tokenize_for_probe`, :func:`dupbert.hidden.length_batches`); only
     *counted* tokens (non-special, non-padding) are kept. The counted tokens are numbered in
     text order (text ``0`` first, left to right), and ``max_tokens`` of them are drawn uniformly
     without replacement with a ``torch.Generator`` seeded by ``seed``; the same tokens are
@@ -150,7 +150,7 @@ def collect_hidden_states(
         keep = rows >= 0
         if not keep.any():
             continue  # none of this batch's tokens was drawn
-        batch = _pad([examples[i] for i in batch_indices], pad_id)
+        batch = pad_batch([examples[i] for i in batch_indices], pad_id)
         hidden_states = batch_hidden_states(model, batch, device)
         counted = batch["counted"].to(device)
         keep_device = keep.to(device)
@@ -566,23 +566,6 @@ def partial_spearman(x, y, z) -> tuple[float, float]:
 # Several models at once
 
 
-def similarity_duplication(model: transformers.PreTrainedModel) -> dict[str, list[int]]:
-    """The duplicated variant RQ2 compares with each model, as ``{label: order}``.
-
-    BERT-like: ``"first 3 copied"`` = ``order_copy_after([0, 1, 2], L)`` (the paper's
-    "duplicate the first three layers", each copy right after its original; ``"first 2
-    copied"`` for a 2-layer model). A shared ALBERT:
-    ``"L+3 repeats"`` of its shared layer (the same label and order as
-    ``standard_duplications``, so RQ1 results are shared).
-    """
-    num_layers = model.config.num_hidden_layers
-    if is_albert(model) and model.config.num_hidden_groups == 1:
-        label = f"{num_layers + 3} repeats"
-        return {label: standard_duplications(model)[label]}
-    k = min(3, num_layers)  # a 2-layer model copies both
-    return {f"first {k} copied": order_copy_after(list(range(k)), num_layers)}
-
-
 class SimilarityReport(NamedTuple):
     """The tidy frames of :func:`layer_similarity_report`."""
 
@@ -595,7 +578,7 @@ class SimilarityReport(NamedTuple):
 
 
 # The modules whose code determines the statistics: cached results are keyed on their source.
-STATS_CODE = ("stats", "probe", "models", "duplicate", "data", "zoo")
+STATS_CODE = ("stats", "probe", "hidden", "models", "duplicate", "data", "zoo")
 
 
 def _layer_rows(model, states, cka: pd.DataFrame, cka_debiased: pd.DataFrame,
@@ -650,7 +633,7 @@ def layer_similarity_report(
         text_column: the column holding the texts (tables, saved datasets, the Hub).
         max_tokens: tokens sampled per model (seeded by ``seed``), the same in every layer.
         duplications: ``None``: each model as loaded; ``"default"``: also
-            :func:`similarity_duplication` (first 3 blocks copied, or L+3 ALBERT repeats);
+            ``dupbert.duplicate.paper_duplication`` (first 3 blocks copied, or L+3 ALBERT repeats);
             ``"standard"``: ``dupbert.duplicate.standard_duplications``; a mapping
             ``{label: order}`` (0-based blocks) applied to every model (the baseline is added).
         reconstruction: add RQ1's ``top1`` and ``top5`` per hidden state: ``"sample"`` on the
@@ -681,7 +664,9 @@ def layer_similarity_report(
     from .data import default_corpus, is_corpus_name, load_texts
     from .models import load_mlm
 
-    from .checks import check_corpus, check_device, check_list, check_model, check_number
+    from .checks import check_device, check_list, check_number
+    from .data import check_text_source
+    from .zoo import check_model
     from .probe import check_max_length, corpus_cache_key
 
     if isinstance(model_names, str):
@@ -710,7 +695,7 @@ def layer_similarity_report(
     check_device(device)
     user_texts = None  # a user's corpus is read once, now: a bad file fails before any model
     if corpus:
-        check_corpus(corpus)
+        check_text_source(corpus)
         if not is_corpus_name(corpus):
             user_texts = load_texts(corpus, n_sequences, text_column=text_column)
     for name in model_names:
@@ -725,7 +710,7 @@ def layer_similarity_report(
         if duplications is None:
             orders = {"baseline": identity}
         elif duplications == "default":
-            orders = {"baseline": identity, **similarity_duplication(model)}
+            orders = {"baseline": identity, **paper_duplication(model)}
         elif duplications == "standard":
             orders = standard_duplications(model)
         else:

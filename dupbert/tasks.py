@@ -39,14 +39,15 @@ import numpy as np
 import pandas as pd
 
 from .checks import check_number
-from .data import DATA_DIR_ENV, CorpusNotFound, load_from_hub, local_file, resolve_data_dir
-from .errors import DupbertError, ParameterError
+from .data import (DATA_DIR_ENV, CorpusNotFound, load_from_hub, local_file, read_sst2,
+                   read_uspto50k, resolve_data_dir)
+from .errors import ParameterError
 
 SPLITS = ("train", "eval")
 
 
-class UnknownTask(DupbertError, ValueError):
-    """The task name is not one of :data:`TASKS`."""
+class UnknownTask(ParameterError):
+    """A task name that is not one of :data:`TASKS` (:func:`task_spec`, the one check)."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def task_spec(name: str) -> TaskSpec:
         UnknownTask: ``name`` is not in :data:`TASKS` (the message lists the allowed names).
     """
     if not isinstance(name, str) or name not in TASKS:
-        raise UnknownTask(f"unknown task {name!r}; choose one of: {', '.join(TASKS)}")
+        raise UnknownTask(f"unknown task {name!r}; the tasks are {', '.join(TASKS)}")
     return TASKS[name]
 
 
@@ -241,12 +242,6 @@ def task_features(name: str) -> datasets.Features:
 # Readers: local file -> columns (dict of equal-length lists), file order.
 
 
-def _read_sst2(path: Path) -> dict[str, list]:
-    df = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, quoting=csv.QUOTE_NONE)
-    return {"idx": list(range(len(df))), "text": df["sentence"].tolist(),
-            "label": df["label"].astype(int).tolist()}
-
-
 def _read_snli(path: Path) -> dict[str, list]:
     # BECEL TSV: fields containing '"' are CSV-quoted (SOURCES.md), so a plain split is wrong
     with open(path, encoding="utf-8", newline="") as handle:
@@ -260,12 +255,11 @@ def _read_snli(path: Path) -> dict[str, list]:
 
 
 def _read_uspto50k(path: Path) -> dict[str, list]:
-    df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    classes = df["class"].astype(int).tolist()
+    columns = read_uspto50k(path)
+    classes = columns["class"]
     if any(not 1 <= c <= 10 for c in classes):
         raise ValueError(f"{path}: reaction classes must be 1..10, found {sorted(set(classes))}")
-    return {"id": df["id"].tolist(), "text": df["rxn"].tolist(), "class": classes,
-            "label": [c - 1 for c in classes]}
+    return {**columns, "label": [c - 1 for c in classes]}
 
 
 def squad_columns(articles: Sequence[dict]) -> dict[str, list]:
@@ -305,7 +299,7 @@ def squad2_article_split(train_articles: Sequence[dict], dev_articles: Sequence[
 
 
 _READERS: dict[str, Callable[[Path], dict[str, list]]] = {
-    "sst2": _read_sst2, "snli": _read_snli, "uspto50k": _read_uspto50k,
+    "sst2": read_sst2, "snli": _read_snli, "uspto50k": _read_uspto50k,
 }
 
 
@@ -559,3 +553,56 @@ predictions, as ``dupbert.finetune`` scores models, so never-predicted classes c
     return {"majority_label": spec.label_names[majority],
             "accuracy": float(accuracy_score(gold, predicted)),
             "macro_f1": float(f1_score(gold, predicted, average="macro", zero_division=0))}
+
+
+FRACTION_METRICS = ("accuracy", "macro_f1")  # stored as fractions in [0, 1]
+
+
+def in_points(metric: str, values):
+    """``values`` of ``metric`` in percentage points: fractions × 100, SQuAD metrics as they are."""
+    return values * 100 if metric in FRACTION_METRICS else values
+
+
+def task_metrics(task: str) -> tuple[str, ...]:
+    """The metrics reported for ``task``, the primary one first.
+
+    Raises:
+        UnknownTask: not a task of :data:`TASKS` (``unknown task 'sst-2'; the tasks are sst2,
+            snli, squad2, uspto50k``).
+    """
+    return task_spec(task).metrics
+
+
+SUBSETS = ("HasAns", "NoAns")
+"""The SQuAD 2.0 question subsets whose metrics (``HasAns_f1``, ``NoAns_exact``, ...) exist only
+when the evaluation set holds questions of that subset (:func:`dupbert.metrics.squad_v2`)."""
+
+
+def empty_subset(rows: pd.DataFrame, metric: str) -> pd.Series:
+    """Per row, whether ``metric`` is a SQuAD 2.0 subset metric (:data:`SUBSETS`, e.g.
+    ``NoAns_f1``) whose subset has no question in that row's evaluation set: the metric is
+    undefined there (the official script leaves it out), not missing.
+
+    Read per row from its ``baselines.*`` counts (made on the evaluation set; a diverged run
+    keeps them), or, on a row without them, its ``metrics.*`` ones (an ensemble's row): the
+    subset is empty where its count ``<subset>_total`` is 0, or absent (NaN) while the count of
+    all questions, ``total``, is there (the official script left the key out).
+
+    Returns:
+        A boolean Series on ``rows``' index; all False for any other metric. Where a row has
+        neither count, False: its NaN values are judged as missing values, never dropped.
+    """
+    subset = metric.split("_", 1)[0]
+    if subset not in SUBSETS or "_" not in metric:
+        return pd.Series(False, index=rows.index)
+
+    def column(name):
+        return pd.to_numeric(rows[name], errors="coerce") if name in rows else \
+            pd.Series(np.nan, index=rows.index)
+
+    counts = {source: (column(f"{source}.{subset}_total"), column(f"{source}.total"))
+              for source in ("baselines", "metrics")}
+    from_baselines = counts["baselines"][0].notna() | counts["baselines"][1].notna()
+    count = counts["baselines"][0].where(from_baselines, counts["metrics"][0])
+    total = counts["baselines"][1].where(from_baselines, counts["metrics"][1])
+    return (count == 0) | (count.isna() & total.notna())

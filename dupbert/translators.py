@@ -7,7 +7,7 @@ per layer ``l``, a linear map ``A_l`` with ``h_l A_l ~ h_L`` and read ``h_l A_l`
 model's own head; on bert-base-uncased it predicts masked tokens from early layers far better
 than the identity. Here the map is affine (``h_l W_l + b_l``), fitted in closed form by ridge
 regression (float64) on the non-special positions of *unmasked* fitting sequences; the target
-is the last hidden state as ``dupbert.models.encoder_hidden_states`` gives it (before any final
+is the last hidden state as ``dupbert.hidden.encoder_hidden_states`` gives it (before any final
 norm, which ``dupbert.mlm_head`` applies). (Din et al. fit BERT's map at [MASK] positions.)
 
 The ridge strength of each hidden state is picked from a small grid by the mean squared error
@@ -31,7 +31,7 @@ import transformers
 from tqdm import tqdm
 
 from .checks import check_number
-from .probe import _pad, batch_hidden_states, length_batches, tokenize_for_probe
+from .hidden import batch_hidden_states, length_batches, pad_batch, tokenize_for_probe
 
 __all__ = ["LinearTranslator", "fit_translators", "fit_affine", "split_texts", "TextSplit",
            "RIDGE_GRID"]
@@ -241,7 +241,7 @@ def _moments(model, tokenizer, texts, batch_size, max_length, device, progress) 
     batches = length_batches([len(e["input_ids"]) for e in examples], batch_size)
     for batch_indices in tqdm(batches, desc="fit translators", unit="batch",
                               disable=not progress):
-        batch = _pad([examples[i] for i in batch_indices], pad_id)
+        batch = pad_batch([examples[i] for i in batch_indices], pad_id)
         counted = batch["counted"].to(device)
         moments.add([hidden[counted] for hidden in batch_hidden_states(model, batch, device)])
     return moments
@@ -281,7 +281,7 @@ def fit_translators(
 
     Raises:
         ValueError: fewer than 2 texts, ``validation_fraction`` outside (0, 1), an empty or
-            negative ``alphas``; as :func:`dupbert.probe.tokenize_for_probe`.
+            negative ``alphas``; as :func:`dupbert.hidden.tokenize_for_probe`.
     """
     texts = list(texts)
     if len(texts) < 2:

@@ -16,6 +16,7 @@ pretrained weights instead (DESIGN.md section 2). For each entry we
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -25,8 +26,9 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .errors import ChecksumMismatch, ModelNotAvailable
+from .errors import ChecksumMismatch, MLMHeadMissing, ModelNotAvailable
 
 # Tokenisation of reaction SMILES used by rxnfp and rxnmapper (Schwaller et al., "Molecular
 # Transformer", ACS Cent. Sci. 2019): bracket atoms, two-letter halogens, organic-subset atoms,
@@ -439,3 +441,154 @@ def resolve_model_path(name: str, cache: str | os.PathLike | None = None) -> str
     if Path(name).expanduser().is_dir():
         return str(Path(name).expanduser())
     return name
+
+
+_TRUE = ("1", "true", "yes", "on")
+
+HUB_TIMEOUT_S = 3.0
+"""Seconds the one reachability request to the Hugging Face Hub may take (:func:`hub_or_offline`)."""
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "0").strip().lower() in _TRUE
+
+
+@functools.lru_cache(maxsize=1)
+def _hub_answers(endpoint: str, timeout: float) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout)
+    except urllib.error.HTTPError:
+        return True  # it answered, if only with an error status
+    except (OSError, ValueError):  # URLError, timeout, refused, no DNS, bad endpoint
+        return False
+    return True
+
+
+def _go_offline() -> None:
+    import sys
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
+    # libraries imported already read the variable at import time
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = True
+    config = sys.modules.get("datasets.config")
+    if config is not None:
+        config.HF_HUB_OFFLINE = True
+
+
+def hub_or_offline(timeout: float = HUB_TIMEOUT_S) -> str:
+    """Whether this process may use the Hugging Face Hub; switches it offline when it cannot.
+
+    Without ``HF_HUB_OFFLINE``, transformers tries an unreachable Hub with retries for ~40-50 s
+    before each failure. One ``HEAD`` request to ``$HF_ENDPOINT`` (default
+    ``https://huggingface.co``; proxies from the environment apply) with ``timeout`` seconds
+    decides, once per process: any HTTP answer counts as reachable; no answer sets
+    ``HF_HUB_OFFLINE=1`` (and ``HF_DATASETS_OFFLINE=1``) for the rest of the process, so models
+    and data sets in the local caches still load and everything else fails at once.
+
+    Returns:
+        ``"offline"`` (``HF_HUB_OFFLINE`` was set), ``"reachable"`` or ``"unreachable"`` (the
+        process is now offline).
+    """
+    if _offline():
+        return "offline"
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    if _hub_answers(endpoint, float(timeout)):
+        return "reachable"
+    _go_offline()
+    return "unreachable"
+
+
+def model_not_available(name: str, error: BaseException, hub: str | None = None) -> ModelNotAvailable:
+    """The :class:`~dupbert.errors.ModelNotAvailable` that ``dupbert.load_mlm`` raises for
+    ``name`` when transformers failed with ``error``, word for word (what was tried, why each
+    failed, the fix), so every entry point gives the same message.
+
+    Args:
+        hub: what :func:`hub_or_offline` returned; ``"unreachable"`` says so instead of the
+            generic Hub clause.
+    """
+
+    offline = _offline()
+    if hub == "unreachable":
+        hub_clause = (f"the Hub did not answer within {HUB_TIMEOUT_S:g} s, so this process runs "
+                      f"offline")
+    else:
+        hub_clause = "HF_HUB_OFFLINE is set" if offline else "Hub not reachable or no such model"
+    said = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return ModelNotAvailable(
+        f"could not load model {name!r}.\nTried: zoo names {sorted(ZOO)} (no match); "
+        f"a local folder {name!r} ({'exists' if Path(name).exists() else 'does not exist'}); "
+        f"the Hugging Face Hub id {name!r} ({hub_clause}).\n"
+        f"transformers said: {said}\n"
+        f"Fix: use a zoo name, a folder with config.json and weights, or a Hub id on a machine "
+        f"with access to the Hub.")
+
+
+def load_config(name: str, cache: str | os.PathLike | None = None):
+    """The ``transformers`` config of model ``name``, read without loading any weights.
+
+    Args:
+        name: a zoo name, a local folder or a Hugging Face Hub id (as ``dupbert.load_mlm``).
+        cache: zoo cache folder; default ``$DUPBERT_CACHE`` or ``~/.cache/dupbert``.
+
+    Returns:
+        A ``transformers.PretrainedConfig``.
+
+    Raises:
+        ModelNotAvailable: the same message as ``dupbert.load_mlm`` for the same name (see
+            :func:`model_not_available`); it comes in seconds, also without ``HF_HUB_OFFLINE``
+            (:func:`hub_or_offline`).
+        ChecksumMismatch: a zoo wheel does not match its pinned sha256.
+    """
+
+    path = resolve_model_path(name, cache)
+    hub = None if Path(path).is_dir() else hub_or_offline()
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # "unrecognized model" warnings on stderr
+    try:
+        return AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as error:
+        # the message quotes transformers' first line; its 100-line traceback would bury it
+        raise model_not_available(str(name), error, hub) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def check_model(name: Any, *, mlm_head: bool = False, cache: str | os.PathLike | None = None) -> str:
+    """``name`` if it names a model that can be loaded (its config is read; no weights are).
+
+    A zoo name is checked without importing transformers (its folder is built on first use);
+    anything else by :func:`load_config`.
+
+    Args:
+        mlm_head: the entry point needs the pretrained MLM head (RQ1, RQ2): a zoo model without
+            one fails here with the message of ``dupbert.load_mlm``.
+
+    Returns:
+        ``name`` as a string.
+
+    Raises:
+        ModelNotAvailable: as ``dupbert.load_mlm`` (what was tried, why each failed, the fix).
+        MLMHeadMissing: ``mlm_head`` and a zoo model without an MLM head.
+    """
+
+    if isinstance(name, str) and name in ZOO:
+        entry = zoo_entry(name)
+        if mlm_head and not entry.has_mlm_head:
+            raise MLMHeadMissing(
+                f"zoo model {name!r} has no MLM head ({entry.description}). "
+                f"Use dupbert.load_encoder({name!r}) to fine-tune it; MLM zoo models are "
+                f"{sorted(n for n, e in ZOO.items() if e.has_mlm_head)}")
+        resolve_model_path(name, cache)
+        return name
+    load_config(name, cache)
+    return str(name)

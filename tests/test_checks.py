@@ -13,7 +13,7 @@ import re
 import pytest
 import torch
 
-from dupbert import checks
+from dupbert import checks, duplicate, params, zoo
 from dupbert.errors import (ConfigurationNotAvailable, DeviceNotAvailable, MLMHeadMissing,
                             ModelNotAvailable, ParameterError)
 
@@ -41,7 +41,7 @@ def zoo_env(monkeypatch, zoo_cache, shared_data_dir):
 
 def test_load_config_gives_the_message_of_the_loader():
     with pytest.raises(ModelNotAvailable) as from_checks:
-        checks.load_config("albert-base-v2")
+        zoo.load_config("albert-base-v2")
     assert str(from_checks.value) == ALBERT_OFFLINE
     from dupbert import load_mlm
 
@@ -64,8 +64,8 @@ def test_the_sweep_planner_raises_the_loader_message_not_an_oserror(zoo_env):
 
 def test_an_encoder_only_zoo_model_is_refused_where_the_mlm_head_is_needed(zoo_env):
     with pytest.raises(MLMHeadMissing, match=r"^zoo model 'all-MiniLM-L6-v2' has no MLM head"):
-        checks.check_model("all-MiniLM-L6-v2", mlm_head=True)
-    assert checks.check_model("all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
+        zoo.check_model("all-MiniLM-L6-v2", mlm_head=True)
+    assert zoo.check_model("all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
 
 
 @pytest.fixture
@@ -77,9 +77,9 @@ def hub_env(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE",
                         huggingface_hub.constants.HF_HUB_OFFLINE)
-    checks._hub_answers.cache_clear()
+    zoo._hub_answers.cache_clear()
     yield monkeypatch
-    checks._hub_answers.cache_clear()
+    zoo._hub_answers.cache_clear()
 
 
 def test_an_unreachable_hub_switches_the_process_offline_at_once(hub_env):
@@ -89,7 +89,7 @@ def test_an_unreachable_hub_switches_the_process_offline_at_once(hub_env):
 
     hub_env.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: no answer
     with pytest.raises(ModelNotAvailable) as error:
-        checks.load_config("albert-base-v2")
+        zoo.load_config("albert-base-v2")
     assert "(the Hub did not answer within 3 s, so this process runs offline).\n" in str(error.value)
     assert os.environ["HF_HUB_OFFLINE"] == "1" and huggingface_hub.constants.HF_HUB_OFFLINE is True
 
@@ -110,12 +110,12 @@ def test_a_hub_that_answers_leaves_the_process_online(hub_env):
     thread.start()
     try:
         hub_env.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
-        assert checks.hub_or_offline() == "reachable"
+        assert zoo.hub_or_offline() == "reachable"
         assert "HF_HUB_OFFLINE" not in os.environ
     finally:
         server.shutdown()
     hub_env.setenv("HF_HUB_OFFLINE", "1")
-    assert checks.hub_or_offline() == "offline"
+    assert zoo.hub_or_offline() == "offline"
 
 
 # -- 2. a device that is not there ---------------------------------------------------------------
@@ -154,7 +154,7 @@ def test_a_device_torch_does_not_know():
 
 # -- 3. parameter values as people type them -----------------------------------------------------
 
-TASKS = {"tasks": checks.NOTEBOOK_PARAMETERS["rq3"]["tasks"]}
+TASKS = {"tasks": params.NOTEBOOK_PARAMETERS["rq3"]["tasks"]}
 
 
 @pytest.mark.parametrize("typed, used", [
@@ -169,7 +169,7 @@ TASKS = {"tasks": checks.NOTEBOOK_PARAMETERS["rq3"]["tasks"]}
     ("{m: [snli], n: uspto50k}", {"m": ["snli"], "n": ["uspto50k"]}),  # -p tasks '{...}'
 ])
 def test_list_forms_papermill_users_type(typed, used):
-    assert checks.notebook_parameters(TASKS, {"tasks": typed}, show=False) == {"tasks": used}
+    assert params.notebook_parameters(TASKS, {"tasks": typed}, show=False) == {"tasks": used}
 
 
 @pytest.mark.parametrize("typed, message", [
@@ -180,14 +180,14 @@ def test_list_forms_papermill_users_type(typed, used):
 ])
 def test_per_model_tasks_name_the_bad_value(typed, message):
     with pytest.raises(ParameterError, match=re.escape(message)) as error:
-        checks.notebook_parameters(TASKS, {"tasks": typed}, show=False)
+        params.notebook_parameters(TASKS, {"tasks": typed}, show=False)
     assert str(error.value).startswith(f"1 parameter cannot be used:\n  tasks = {typed!r}: ")
 
 
 def test_a_json_list_in_p_is_read_as_the_notebook_reads_it(zoo_env, capsys):
     values = {**_defaults("rq3"), "tasks": '["uspto50k"]', "seeds": "[0, 1]",
               "max_train_samples": "{uspto50k: 32}"}
-    used = checks.notebook_parameters("rq3", values)
+    used = params.notebook_parameters("rq3", values)
     assert used["tasks"] == ["uspto50k"] and used["seeds"] == [0, 1]
     assert used["max_train_samples"] == {"uspto50k": 32}
     out = capsys.readouterr().out
@@ -196,10 +196,10 @@ def test_a_json_list_in_p_is_read_as_the_notebook_reads_it(zoo_env, capsys):
 
 
 def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():
-    spec = {"seeds": checks.NOTEBOOK_PARAMETERS["rq3"]["seeds"], **TASKS,
-            "max_train_samples": checks.NOTEBOOK_PARAMETERS["rq3"]["max_train_samples"]}
+    spec = {"seeds": params.NOTEBOOK_PARAMETERS["rq3"]["seeds"], **TASKS,
+            "max_train_samples": params.NOTEBOOK_PARAMETERS["rq3"]["max_train_samples"]}
     with pytest.raises(ParameterError) as error:
-        checks.notebook_parameters(spec, {"seeds": "0 1 2", "tasks": '["snli", "sst-2"]',
+        params.notebook_parameters(spec, {"seeds": "0 1 2", "tasks": '["snli", "sst-2"]',
                                           "max_train_samples": {"snl": 32}}, show=False)
     assert str(error.value) == (
         "3 parameters cannot be used:\n"
@@ -239,30 +239,30 @@ def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():
     ("rq4", "study_profile", "notebooks/params/cpu/rq3.yaml", "notebooks/params/cpu/rq3.yaml"),
 ])
 def test_every_kind_of_notebook_parameter(notebook, name, typed, used):
-    spec = {name: checks.NOTEBOOK_PARAMETERS[notebook][name]}
-    assert checks.notebook_parameters(spec, {name: typed}, show=False) == {name: used}
+    spec = {name: params.NOTEBOOK_PARAMETERS[notebook][name]}
+    assert params.notebook_parameters(spec, {name: typed}, show=False) == {name: used}
 
 
 def test_a_rate_above_one():
-    spec = {"mask_rate": checks.NOTEBOOK_PARAMETERS["rq1"]["mask_rate"]}
+    spec = {"mask_rate": params.NOTEBOOK_PARAMETERS["rq1"]["mask_rate"]}
     with pytest.raises(ParameterError) as error:
-        checks.notebook_parameters(spec, {"mask_rate": 15}, show=False)  # a percentage
+        params.notebook_parameters(spec, {"mask_rate": 15}, show=False)  # a percentage
     assert str(error.value) == ("1 parameter cannot be used:\n  mask_rate = 15: 15.0 is above the "
                                 "largest allowed value, 1. Forms that work: -p mask_rate 0.5")
 
 
 def test_a_study_profile_that_does_not_exist():
-    spec = {"study_profile": checks.NOTEBOOK_PARAMETERS["rq4"]["study_profile"]}
+    spec = {"study_profile": params.NOTEBOOK_PARAMETERS["rq4"]["study_profile"]}
     with pytest.raises(ParameterError, match=r"study_profile = 'notebooks/params/cpu/rq9.yaml': "
                                              r"no file notebooks/params/cpu/rq9.yaml"):
-        checks.notebook_parameters(spec, {"study_profile": "notebooks/params/cpu/rq9.yaml"},
+        params.notebook_parameters(spec, {"study_profile": "notebooks/params/cpu/rq9.yaml"},
                                    show=False)
 
 
 def test_a_misspelled_choice_lists_the_choices():
-    spec = {"duplications": checks.NOTEBOOK_PARAMETERS["rq2"]["duplications"]}
+    spec = {"duplications": params.NOTEBOOK_PARAMETERS["rq2"]["duplications"]}
     with pytest.raises(ParameterError) as error:
-        checks.notebook_parameters(spec, {"duplications": "standrd"}, show=False)
+        params.notebook_parameters(spec, {"duplications": "standrd"}, show=False)
     assert str(error.value) == (
         "1 parameter cannot be used:\n  duplications = 'standrd': 'standrd' is not one of "
         "'default', 'standard', None or a mapping {label: [block, ...]}. Forms that work: "
@@ -288,7 +288,7 @@ def _defaults(notebook):
 
 @pytest.mark.parametrize("notebook", ["rq1", "rq2", "rq3", "rq4", "rq5", "glance"])
 def test_the_checks_know_every_parameter_of_every_notebook(notebook):
-    assert list(_parameters_cell(notebook)) == list(checks.NOTEBOOK_PARAMETERS[notebook])
+    assert list(_parameters_cell(notebook)) == list(params.NOTEBOOK_PARAMETERS[notebook])
 
 
 def test_every_rq3_profile_passes_the_checks_the_command_line_applies(zoo_env):
@@ -297,16 +297,16 @@ def test_every_rq3_profile_passes_the_checks_the_command_line_applies(zoo_env):
     from dupbert import profiles
 
     for path in sorted((REPO / "notebooks" / "params").glob("*/rq3.yaml")):
-        used = checks.profile_parameters(profiles.load_profile(path), device="cpu")
+        used = params.profile_parameters(profiles.load_profile(path), device="cpu")
         assert used["seeds"], path
-    cpu = checks.profile_parameters(profiles.load_profile(REPO / "notebooks/params/cpu/rq3.yaml"))
+    cpu = params.profile_parameters(profiles.load_profile(REPO / "notebooks/params/cpu/rq3.yaml"))
     assert cpu["seeds"]["uspto50k"] == {"rxnmapper-albert": list(range(8)), "rxnfp-bert": [0, 1, 2, 3]}
 
 
 def test_task_names_are_the_tasks():
     from dupbert.tasks import TASKS as ALL
 
-    assert checks.TASK_NAMES == tuple(ALL)
+    assert params.TASK_NAMES == tuple(ALL)
 
 
 @pytest.mark.parametrize("notebook", ["rq1", "rq2", "rq3", "rq4", "rq5", "glance"])
@@ -323,7 +323,7 @@ def test_notebooks_validate_their_parameters_first(notebook):
         # checking models may build zoo models on a fresh machine, importing tqdm.auto, whose
         # ipywidgets warning (with a local path) reached the published RQ1 chapter's stderr
         assert check.index('filterwarnings("ignore", message="IProgress not found")') \
-            < check.index("from dupbert.checks import notebook_parameters")
+            < check.index("from dupbert.params import notebook_parameters")
 
 
 # -- 5. configurations that do not apply ---------------------------------------------------------
@@ -331,21 +331,21 @@ def test_notebooks_validate_their_parameters_first(notebook):
 
 def test_a_configuration_the_model_is_too_shallow_for(zoo_env):
     with pytest.raises(ConfigurationNotAvailable) as error:
-        checks.check_configurations(["splade-tiny-en"], ["baseline", "copy first 3"], strict=True)
+        duplicate.check_configurations(["splade-tiny-en"], ["baseline", "copy first 3"], strict=True)
     assert str(error.value) == (
         "splade-tiny-en (2 blocks) has no configuration 'copy first 3'; configurations: "
         "splade-tiny-en (2 blocks): baseline, copy first 1, copy first 2, copy middle, copy last, "
         "depth control")
     # the planner's rule: a name one model has is skipped for the others
-    assert checks.check_configurations(["splade-tiny-en", "rxnmapper-albert"],
+    assert duplicate.check_configurations(["splade-tiny-en", "rxnmapper-albert"],
                                        ["baseline", "copy first 3"]) == {
         "splade-tiny-en": ["baseline"], "rxnmapper-albert": ["baseline", "copy first 3"]}
     with pytest.raises(ConfigurationNotAvailable, match=r"^splade-tiny-en has none of the "
                                                         r"configurations named \(copy first 3\)"):
-        checks.check_configurations(["splade-tiny-en", "rxnmapper-albert"], ["copy first 3"])
+        duplicate.check_configurations(["splade-tiny-en", "rxnmapper-albert"], ["copy first 3"])
     with pytest.raises(ConfigurationNotAvailable, match=r"^duplication configuration 'copy frist 3' "
                                                         r"is not a configuration of any model"):
-        checks.check_configurations(["splade-tiny-en", "rxnmapper-albert"], ["copy frist 3"])
+        duplicate.check_configurations(["splade-tiny-en", "rxnmapper-albert"], ["copy frist 3"])
 
 
 def test_the_planner_names_what_a_shallow_model_skips(zoo_env):
@@ -421,48 +421,48 @@ def test_good_arguments_come_back_as_numbers_and_lists():
     ("glance", "results_paths", "a.jsonl,a.jsonl", "'a.jsonl' appears 2 times; give each once"),
 ])
 def test_values_a_study_cannot_use_are_refused_with_their_reason(notebook, name, typed, said):
-    spec = {name: checks.NOTEBOOK_PARAMETERS[notebook][name]}
+    spec = {name: params.NOTEBOOK_PARAMETERS[notebook][name]}
     with pytest.raises(ParameterError) as error:
-        checks.notebook_parameters(spec, {name: typed}, show=False)
+        params.notebook_parameters(spec, {name: typed}, show=False)
     assert str(error.value).startswith(f"1 parameter cannot be used:\n  {name} = {typed!r}: {said}. "
                                        f"Forms that work: ")
 
 
 @pytest.mark.parametrize("typed", [0, "{snli: 0}", {"uspto50k": {"rxnfp-bert": 0}}])
 def test_zero_steps_are_refused(typed):
-    spec = {"max_steps": checks.NOTEBOOK_PARAMETERS["rq3"]["max_steps"]}
+    spec = {"max_steps": params.NOTEBOOK_PARAMETERS["rq3"]["max_steps"]}
     with pytest.raises(ParameterError) as error:
-        checks.notebook_parameters(spec, {"max_steps": typed}, show=False)
+        params.notebook_parameters(spec, {"max_steps": typed}, show=False)
     assert str(error.value) == (f"1 parameter cannot be used:\n  max_steps = {typed!r}: 0 steps would "
                                 f"save an untrained run: give -1 (train for the epochs) or a "
                                 f"number of steps >= 1")
-    assert checks.notebook_parameters(spec, {"max_steps": "{snli: -1, sst2: 2}"}, show=False) == {
+    assert params.notebook_parameters(spec, {"max_steps": "{snli: -1, sst2: 2}"}, show=False) == {
         "max_steps": {"snli": -1, "sst2": 2}}
 
 
 def test_configurations_named_as_one_string_are_refused_not_spelled_out(zoo_env):
     with pytest.raises(ParameterError) as error:
-        checks.check_configurations(["rxnmapper-albert"], "copy first 3", strict=True)
+        duplicate.check_configurations(["rxnmapper-albert"], "copy first 3", strict=True)
     assert str(error.value) == ("duplications must be a list of configuration names, got the string "
                                 "'copy first 3'; write ['copy first 3'] for one")
     with pytest.raises(ParameterError, match="duplications must be distinct configuration names: "
                                              "'baseline' appears 2 times"):
-        checks.check_configurations(["rxnmapper-albert"], ["baseline", "baseline"])
+        duplicate.check_configurations(["rxnmapper-albert"], ["baseline", "baseline"])
     with pytest.raises(ParameterError, match="models must be a list of models, got the string"):
-        checks.check_configurations("rxnmapper-albert", ["baseline"])
+        duplicate.check_configurations("rxnmapper-albert", ["baseline"])
 
 
 def test_an_order_typed_as_a_string_may_repeat_blocks():
-    spec = {"duplications": checks.NOTEBOOK_PARAMETERS["rq1"]["duplications"]}
-    assert checks.notebook_parameters(spec, {"duplications": {"x": "0,0,1,2"}}, show=False) == {
+    spec = {"duplications": params.NOTEBOOK_PARAMETERS["rq1"]["duplications"]}
+    assert params.notebook_parameters(spec, {"duplications": {"x": "0,0,1,2"}}, show=False) == {
         "duplications": {"x": [0, 0, 1, 2]}}
 
 
 def test_zero_epochs_pass_the_notebook_check_for_hyperparameters_to_judge_with_max_steps():
     from dupbert.finetune import HyperParameters
 
-    spec = {name: checks.NOTEBOOK_PARAMETERS["rq3"][name] for name in ("epochs", "max_steps")}
-    assert checks.notebook_parameters(spec, {"epochs": 0, "max_steps": 100}, show=False) == {
+    spec = {name: params.NOTEBOOK_PARAMETERS["rq3"][name] for name in ("epochs", "max_steps")}
+    assert params.notebook_parameters(spec, {"epochs": 0, "max_steps": 100}, show=False) == {
         "epochs": 0.0, "max_steps": 100}
     assert HyperParameters.for_task("classification", epochs=0, max_steps=100).epochs == 0.0
     with pytest.raises(ParameterError, match=r"^epochs must be a number > 0, got 0 \(max_steps is -1"):

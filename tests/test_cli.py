@@ -71,7 +71,7 @@ def _tiny_finetune_args(results, *extra):
 
 def test_finetune_shards_resume_and_merge(tmp_path, monkeypatch, shared_data_dir, zoo_cache,
                                           capsys):
-    from dupbert.finetune import ResultsFile
+    from dupbert.results import ResultsFile
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
     monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
@@ -353,7 +353,8 @@ def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permiss
     offline and a folder without write permission; one run to do checks both, before training."""
     import os
 
-    from dupbert import finetune as ft
+    from dupbert import finetune as ft, profiles
+    from dupbert import results as store
 
     results = tmp_path / "r.jsonl"
     trained = []
@@ -369,14 +370,14 @@ def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permiss
                    hyperparameters=dataclasses.asdict(hyperparameters),
                    max_train_samples=max_train_samples, max_eval_samples=max_eval_samples,
                    train_subset_seed=ft.TRAIN_SUBSET_SEED, data_source=data_source(data_dir))
-        return {**row, "run_key": ft.run_key(row), "metrics": {"accuracy": 0.5, "macro_f1": 0.5},
+        return {**row, "run_key": store.run_key(row), "metrics": {"accuracy": 0.5, "macro_f1": 0.5},
                 "train_time_s": 1.0, "eval_time_s": 1.0}
 
-    monkeypatch.setattr(ft, "finetune", stub)
+    monkeypatch.setattr(profiles, "finetune", stub)
     command = ["finetune", "--model", "albert-base-v2", "--task", "sst2", "--results",
                str(results), "--outputs-dir", str(tmp_path / "out")]
     with monkeypatch.context() as m:  # write the finished run, as a machine with the Hub would
-        m.setattr(ft, "_check_models", lambda models, duplications: None)
+        m.setattr(profiles, "_check_models", lambda models, duplications: None)
         assert main(command) == 0 and trained == [0]
     readable = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: mode != os.W_OK and readable(p, mode))

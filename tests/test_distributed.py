@@ -17,12 +17,13 @@ import pytest
 DRIVER = textwrap.dedent("""
     import os, sys
     from dupbert import finetune as ft
+    from dupbert import results as store
 
     def log(what):
         with open(os.environ["DUPBERT_TEST_LOG"], "a") as stream:
             stream.write(f"{what} {os.environ['RANK']}\\n")
 
-    train, append = ft._train, ft.ResultsFile.append
+    train, append = ft._train, store.ResultsFile.append
 
     def logged_train(*args, **kwargs):
         trainer, seconds = train(*args, **kwargs)
@@ -34,7 +35,7 @@ DRIVER = textwrap.dedent("""
         log("appended by rank")
         return append(self, row)
 
-    ft._train, ft.ResultsFile.append = logged_train, logged_append
+    ft._train, store.ResultsFile.append = logged_train, logged_append
     from dupbert.cli import main
     sys.exit(main(sys.argv[1:]))
 """)

@@ -17,7 +17,8 @@ from dupbert import ensemble as E
 from dupbert import qa
 from dupbert.ensemble import OutputsMismatch, OutputsNotFound
 from dupbert.errors import DupbertError
-from dupbert.finetune import HyperParameters, run_key
+from dupbert.finetune import HyperParameters
+from dupbert.results import run_key
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +259,7 @@ TOY_SETTING = {"model": "toy", "task": "sst2", "hyperparameters": {"max_length":
 
 
 def _toy_key(configuration, seed):
-    """The run key of a toy run, by dupbert.finetune.run_key: independent of the RQ5 code."""
+    """The run key of a toy run, by dupbert.results.run_key: independent of the RQ5 code."""
     return run_key({**TOY_SETTING, "duplication": configuration, "seed": seed})
 
 
@@ -657,7 +658,7 @@ def test_rq5_ensembles_keep_the_models_in_their_order_and_no_runs_give_the_colum
 
 def _study_key(sweeps, model, task, configuration, seed):
     """The run key the tiny study's sweep gives a run, rebuilt from its arguments by
-    dupbert.finetune.run_key: independent of the RQ5 code."""
+    dupbert.results.run_key: independent of the RQ5 code."""
     part = next(p for p in sweeps if p["models"] == [model] and p["tasks"] == [task])
     kind = "qa" if task == "squad2" else "classification"
     hp = HyperParameters.for_task(kind, **part["hyperparameters"][kind])

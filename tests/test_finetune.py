@@ -9,9 +9,12 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from dupbert import finetune as ft
-from dupbert.finetune import HyperParameters, ResultsFile, finetune, merge_results, sweep
+from dupbert import finetune as ft, profiles
+from dupbert.finetune import HyperParameters, finetune
+from dupbert.results import ResultsFile
+from dupbert.profiles import merge_results, sweep
 from dupbert.errors import ParameterError
+from dupbert.tasks import UnknownTask
 
 FEW_STEPS = {"classification": {"max_steps": 6, "learning_rate": 5e-4, "batch_size": 16}}
 SMALL = dict(max_train_samples=96, max_eval_samples=48, progress=False)
@@ -123,15 +126,15 @@ def test_rerun_reproduces_a_committed_row(tmp_path):
     row = finetune("rxnmapper-albert", "uspto50k", "repeat shared +3", seed=1, hyperparameters=hp,
                    max_train_samples=16, max_eval_samples=32, progress=False)
     ResultsFile(tmp_path / "r.jsonl").append(row)
-    table = ft.rerun_table([row])
+    table = profiles.rerun_table([row])
     assert table["metric"].tolist() == ["accuracy", "macro_f1"]
     assert table["difference"].abs().max() <= 0.5 and table["identical_losses"].all()
     assert table["committed"].iloc[0] == round(100 * row["metrics"]["accuracy"], 4)
     with pytest.raises(ValueError, match="cannot be re-run here"):
-        ft.rerun({**row, "train_subset_seed": None})
+        profiles.rerun({**row, "train_subset_seed": None})
     edited = {**row, "seed": 2}
     with pytest.raises(ValueError, match="do not identify the run"):
-        ft.rerun(edited)
+        profiles.rerun(edited)
 
 
 def test_rerun_command_prints_committed_and_rerun_metrics(tmp_path, capsys):
@@ -166,7 +169,7 @@ def test_sweep_resumes_without_losing_or_doubling_rows(tmp_path, monkeypatch):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ft, "finetune", dies_after_one)
+    monkeypatch.setattr(profiles, "finetune", dies_after_one)
     arguments = dict(models=["rxnmapper-albert"], tasks=["uspto50k"],
                      duplications=["baseline", "copy last"], seeds=[0],
                      results_path=results, hyperparameters={"classification": {"max_steps": 1}},
@@ -181,7 +184,7 @@ def test_sweep_resumes_without_losing_or_doubling_rows(tmp_path, monkeypatch):
         trained.append(args[2])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ft, "finetune", counting)
+    monkeypatch.setattr(profiles, "finetune", counting)
     frame = sweep(**arguments)
     rows = ResultsFile(results).rows()
     assert [r["duplication"] for r in rows] == ["baseline", "copy last"]
@@ -212,10 +215,10 @@ def test_two_shards_merged_equal_one_run(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    (dict(task="mnli"), ValueError, "unknown task 'mnli'; tasks are ['snli', 'squad2', 'sst2', "
-                                    "'uspto50k']"),
-    (dict(task=["uspto50k"]), ValueError, "unknown task ['uspto50k']; tasks are ['snli', "
-                                          "'squad2', 'sst2', 'uspto50k']"),
+    (dict(task="mnli"), UnknownTask, "unknown task 'mnli'; the tasks are sst2, snli, squad2, "
+                                     "uspto50k"),
+    (dict(task=["uspto50k"]), UnknownTask, "unknown task ['uspto50k']; the tasks are sst2, snli, "
+                                           "squad2, uspto50k"),
     (dict(duplication="copy all"), ValueError, "unknown duplication 'copy all'; rxnmapper-albert "
                                                "has: ['baseline', 'copy first 1', "),
     (dict(max_train_samples=0), ValueError, "max_train_samples must be None (all rows) or an "
@@ -260,10 +263,10 @@ def test_a_batch_that_the_processes_cannot_share_fails_before_loading(monkeypatc
 
 
 def test_shard_parsing():
-    assert ft.parse_shard("1/4") == (1, 4) and ft.parse_shard(None) == (0, 1)
+    assert profiles.parse_shard("1/4") == (1, 4) and profiles.parse_shard(None) == (0, 1)
     for bad in ["4/4", "a/b", "1", (2, 1)]:
         with pytest.raises(ValueError, match="shard must be 'i/n'"):
-            ft.parse_shard(bad)
+            profiles.parse_shard(bad)
 
 
 def test_length_grouping_gives_paired_runs_the_same_batches_in_every_epoch(tmp_path):

@@ -15,9 +15,9 @@ from dupbert.duplicate import duplicate_layers
 from dupbert.probe import reconstruction_accuracy
 from dupbert import ChecksumMismatch, MLMHeadMissing, ModelNotAvailable, load_mlm
 from dupbert.data import load_texts
-from dupbert.models import (MLM_FAMILIES, REFUSED_FAMILIES, check_mlm_head,
-                            encoder_hidden_states, mlm_head, mlm_head_modules, random_init_control,
-                            support_table)
+from dupbert.hidden import encoder_hidden_states
+from dupbert.models import (MLM_FAMILIES, REFUSED_FAMILIES, check_mlm_head, mlm_head,
+                            mlm_head_modules, random_init_control, support_table)
 from dupbert.zoo import ZOO, fetch_wheel, sha256_of, zoo_folder
 
 TINY_BERT = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

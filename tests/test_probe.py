@@ -402,7 +402,7 @@ def test_a_model_with_the_wrong_number_of_hidden_states_is_refused(rxnfp_like_be
     def too_few(model, input_ids, attention_mask):
         return tuple(torch.zeros(1, 3, 16) for _ in range(4))
 
-    monkeypatch.setattr("dupbert.probe.encoder_hidden_states", too_few)
+    monkeypatch.setattr("dupbert.hidden.encoder_hidden_states", too_few)
     batch = {"input_ids": torch.tensor([[1, 2, 3]]), "attention_mask": torch.ones(1, 3)}
     with pytest.raises(ValueError) as refused:
         probe_module.batch_hidden_states(rxnfp_like_bert, batch, torch.device("cpu"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dupbert.finetune import ResultsFile
+from dupbert.results import ResultsFile
 
 CLI = "import sys; from dupbert.cli import main; sys.exit(main(sys.argv[1:]))"
 CONFIGURATIONS = ["baseline", "copy last", "depth control"]
@@ -70,7 +70,7 @@ def test_a_sweep_killed_mid_run_resumes_without_loss_doubling_or_retraining(tmp_
 KILLED_MID_WRITE = """
 import os, signal, sys
 from dupbert import results as results_module
-from dupbert.finetune import ResultsFile
+from dupbert.results import ResultsFile
 
 real_fdopen = os.fdopen
 

@@ -18,6 +18,7 @@ import pytest
 
 from dupbert import sources
 from dupbert.sources import ChecksumMismatch, DerivationSkipped, DownloadError, MissingDependency
+from dupbert.zoo import sha256_of
 
 HAVE_RDKIT = importlib.util.find_spec("rdkit") is not None
 CHAINS_SHA256 = "f5565d4dd42e9c8f4c7ff01f1a19b071a081a80c953c462828fee643ee7e08e6"  # SOURCES-domain.md A2
@@ -56,7 +57,7 @@ def test_manifest_matches_staged_files(shared_data_dir):
     for entry in spec["files"] + spec["derived"]:
         path = shared_data_dir / entry["path"]
         assert path.stat().st_size == entry["bytes"], entry["path"]
-        assert sources.sha256_file(path) == entry["sha256"], entry["path"]
+        assert sha256_of(path) == entry["sha256"], entry["path"]
 
 
 def test_file_url():
@@ -88,8 +89,8 @@ def test_download_from_mirror(tmp_path, mirror, no_rdkit):
     expected = spec["files"] + [e for e in spec["derived"] if not e["requires"]]
     assert paths == [(target / e["path"]).resolve() for e in expected]
     for entry in expected:
-        assert sources.sha256_file(target / entry["path"]) == entry["sha256"], entry["path"]
-    assert sources.sha256_file(target / "antibody/therasabdab_chains_long.tsv") == CHAINS_SHA256
+        assert sha256_of(target / entry["path"]) == entry["sha256"], entry["path"]
+    assert sha256_of(target / "antibody/therasabdab_chains_long.tsv") == CHAINS_SHA256
     assert len(requests) == 4
     assert not (target / "reactions/uspto50k_test_unmapped.csv").exists()
     assert not list(target.rglob("*.part"))
@@ -131,7 +132,7 @@ def test_corrupted_file_raises_and_leaves_nothing(tmp_path, mirror):
     message = str(err.value)
     assert str(target / entry["path"]) in message
     assert sources.file_url(entry, url) in message
-    assert entry["sha256"] in message and sources.sha256_file(served) in message
+    assert entry["sha256"] in message and sha256_of(served) in message
     assert not (target / entry["path"]).exists()
     assert not list(target.rglob("*.part"))
 
@@ -144,7 +145,7 @@ def test_wrong_local_file_is_replaced(tmp_path, mirror, no_rdkit):
     bad.write_text("not the file\n")
     with pytest.warns(DerivationSkipped):
         sources.download(target, mirror=url)
-    assert sources.sha256_file(bad) == "37e52a6ffd11b23e0fc072fa20b8abbb4dda9ac39ff5b14ec1241a34c4002a68"
+    assert sha256_of(bad) == "37e52a6ffd11b23e0fc072fa20b8abbb4dda9ac39ff5b14ec1241a34c4002a68"
 
 
 def test_missing_rdkit_is_explained(no_rdkit, shared_data_dir):

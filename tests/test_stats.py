@@ -11,8 +11,8 @@ from dupbert import reconstruction_accuracy
 from dupbert.stats import (STATISTICS_COLUMNS, cka_matrix, collect_hidden_states,
                            cosine_across_layers, distribution_distance, layer_similarity_report,
                            layer_statistics, linear_cka, partial_spearman,
-                           relate_to_reconstruction, sampled_reconstruction,
-                           similarity_duplication)
+                           relate_to_reconstruction, sampled_reconstruction)
+from dupbert.duplicate import paper_duplication
 
 # Measured once on the first 32 reactions of USPTO-50k test (3,022 counted tokens, all kept with
 # max_tokens=4000), then pinned.
@@ -328,13 +328,13 @@ def test_similarity_duplication_of_bert_like_models():
         return BertForMaskedLM(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=layers,
                                           num_attention_heads=2, intermediate_size=16))
 
-    assert similarity_duplication(tiny(4)) == {"first 3 copied": [0, 0, 1, 1, 2, 2, 3]}
-    assert similarity_duplication(tiny(2)) == {"first 2 copied": [0, 0, 1, 1]}
+    assert paper_duplication(tiny(4)) == {"first 3 copied": [0, 0, 1, 1, 2, 2, 3]}
+    assert paper_duplication(tiny(2)) == {"first 2 copied": [0, 0, 1, 1]}
 
 
 def test_layer_similarity_report_on_rxnmapper(rxnmapper, shared_data_dir):
     model, _ = rxnmapper
-    assert similarity_duplication(model) == {"15 repeats": list(range(12)) + [11, 11, 11]}
+    assert paper_duplication(model) == {"15 repeats": list(range(12)) + [11, 11, 11]}
     report = layer_similarity_report(["rxnmapper-albert"], n_sequences=4, max_tokens=100,
                                      data_dir=str(shared_data_dir), progress=False, cache=False)
     layers, pairs = report

@@ -13,9 +13,13 @@ import numpy as np
 import pytest
 import torch
 
-from dupbert import finetune as ft
+from dupbert import finetune as ft, profiles
+from dupbert import results as store
 from dupbert.errors import ParameterError
-from dupbert.finetune import HyperParameters, ResultsFile, merge_results, run_key, sweep
+from dupbert.tasks import UnknownTask
+from dupbert.finetune import HyperParameters
+from dupbert.results import ResultsFile, run_key
+from dupbert.profiles import merge_results, sweep
 
 IDENTITY = dict(model="m", task="uspto50k", duplication="baseline", seed=0,
                 hyperparameters={"learning_rate": 1.0}, max_train_samples=8, max_eval_samples=4,
@@ -53,10 +57,10 @@ def ft_data_source(data_dir):
 def calls(monkeypatch):
     """The configurations the sweep trained, in order (``finetune`` is a stub)."""
     made = []
-    monkeypatch.setattr(ft, "finetune", _stub_finetune(made))
+    monkeypatch.setattr(profiles, "finetune", _stub_finetune(made))
     # model "m" has no config: the sweep's up-front check of models and configurations (tested
     # with a real model below) is skipped with the training
-    monkeypatch.setattr(ft, "_check_models", lambda models, duplications: None)
+    monkeypatch.setattr(profiles, "_check_models", lambda models, duplications: None)
     return made
 
 
@@ -103,16 +107,16 @@ def test_results_file_skips_blank_lines(tmp_path):
 
 
 def test_shard_parsing_accepts_pairs_and_names_bad_input():
-    assert ft.parse_shard((0, 1)) == (0, 1)
-    assert ft.parse_shard("0/3") == (0, 3) and ft.parse_shard("2/3") == (2, 3)
+    assert profiles.parse_shard((0, 1)) == (0, 1)
+    assert profiles.parse_shard("0/3") == (0, 3) and profiles.parse_shard("2/3") == (2, 3)
     for bad in ["-1/2", "1/0", "0/0", "1/2/3", (1, 1), ("a", 2)]:
         message = "^" + re.escape(f"shard must be 'i/n' with 0 <= i < n, got {bad!r}") + "$"
         with pytest.raises(ValueError, match=message):
-            ft.parse_shard(bad)
+            profiles.parse_shard(bad)
 
 
 def test_configurations_put_tasks_outermost_and_duplications_innermost():
-    configurations = ft.sweep_configurations(["m1", "m2"], ["t1", "t2"], ["d1", "d2"], [0, 1])
+    configurations = profiles.sweep_configurations(["m1", "m2"], ["t1", "t2"], ["d1", "d2"], [0, 1])
     assert len(configurations) == 16
     assert configurations[:5] == [
         dict(model="m1", task="t1", duplication="d1", seed=0),
@@ -334,8 +338,8 @@ def test_task_specific_limits():
      "['baseline'] for one"),
     (dict(tasks="uspto50k"), ParameterError,
      "tasks must be a list of task names, got the string 'uspto50k'; write ['uspto50k'] for one"),
-    (dict(tasks=["uspto50k", "mnli"]), ValueError,
-     "unknown task 'mnli'; choose one of: sst2, snli, squad2, uspto50k"),
+    (dict(tasks=["uspto50k", "mnli"]), UnknownTask,
+     "unknown task 'mnli'; the tasks are sst2, snli, squad2, uspto50k"),
     (dict(seeds=[0, 0, 1]), ParameterError,
      "seeds must be distinct seeds: 0 appears 2 times in [0, 0, 1]"),
     (dict(seeds=[0, -1]), ParameterError,
@@ -370,13 +374,13 @@ def test_sweep_refuses_bad_input_before_training_anything(tmp_path, calls, chang
 def test_sweep_refuses_a_results_path_it_could_not_write_before_training(tmp_path, calls):
     folder = tmp_path / "results"
     folder.mkdir()
-    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+    with pytest.raises(store.ResultsFileError, match="^" + re.escape(
             f"results file {folder} is a directory; give the path of a JSON-lines file, e.g. "
             f"{folder / 'rq3.jsonl'}") + "$"):
         sweep(results_path=folder, **SWEEP)
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+    with pytest.raises(store.ResultsFileError, match="^" + re.escape(
             f"results file {blocker / 'r.jsonl'} cannot be written: {blocker} is a file, not a "
             f"folder") + "$"):
         sweep(results_path=blocker / "r.jsonl", **SWEEP)
@@ -391,7 +395,7 @@ def test_sweep_checks_models_and_configurations_before_training(tmp_path, monkey
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
     made = []
-    monkeypatch.setattr(ft, "finetune", _stub_finetune(made))
+    monkeypatch.setattr(profiles, "finetune", _stub_finetune(made))
     with pytest.raises(ConfigurationNotAvailable, match=r"^rxnmapper-albert \(12 blocks\) has no "
                                                         r"configuration 'copy al'; configurations: "):
         sweep(results_path=tmp_path / "r.jsonl", **{**SWEEP, "models": ["rxnmapper-albert"],
@@ -406,9 +410,9 @@ def test_a_finished_sweep_loads_no_model_and_writes_nothing(tmp_path, calls, mon
     path = tmp_path / "r.jsonl"
     done = sweep(results_path=path, **SWEEP)
     checked, writable = [], []
-    monkeypatch.setattr(ft, "_check_models", lambda models, duplications: checked.append(models))
+    monkeypatch.setattr(profiles, "_check_models", lambda models, duplications: checked.append(models))
     monkeypatch.setattr(ResultsFile, "check_writable", lambda self: writable.append(self.path))
-    monkeypatch.setattr(ft, "check_folder", lambda name, folder, writable=True: None)
+    monkeypatch.setattr(profiles, "check_folder", lambda name, folder, writable=True: None)
     before = path.read_bytes()
     again = sweep(results_path=path, outputs_dir=tmp_path / "out", **{**SWEEP, "models": ["m"]})
     assert (checked, writable, len(calls)) == ([], [], 8) and path.read_bytes() == before
@@ -421,23 +425,23 @@ def test_a_finished_sweep_loads_no_model_and_writes_nothing(tmp_path, calls, mon
 def test_results_file_names_the_file_and_line_of_a_bad_row(tmp_path):
     path = tmp_path / "results.jsonl"
     path.write_text('{"run_key": "a"}\n{x\n')
-    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+    with pytest.raises(store.ResultsFileError, match="^" + re.escape(
             f"{path} line 2 is not JSON (Expecting property name enclosed in double quotes, "
             f"column 2): '{{x'; fix or remove that line") + "$"):
         ResultsFile(path).rows()
     path.write_text('\n{"run_key": "a"}\n\n[1, 2]\n')  # blank lines count
-    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+    with pytest.raises(store.ResultsFileError, match="^" + re.escape(
             f"{path} line 4 is not a JSON object but a list: each line must be one result row")
             + "$"):
         ResultsFile(path).rows()
     path.write_text('{"run_key": "a"}\n\n{"seed": 1}\n')
     assert ResultsFile(path).rows() == [{"run_key": "a"}, {"seed": 1}]  # e.g. a pilot's curves
     for read in (ResultsFile(path).keys, lambda: ResultsFile(path).append({"run_key": "b"})):
-        with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+        with pytest.raises(store.ResultsFileError, match="^" + re.escape(
                 f"{path} line 3 lacks run_key (a string): it is not a result row of "
                 f"dupbert.finetune") + "$"):
             read()
-    with pytest.raises(ft.ResultsFileError, match="must be a dict with a run_key"):
+    with pytest.raises(store.ResultsFileError, match="must be a dict with a run_key"):
         ResultsFile(tmp_path / "new.jsonl").append({"seed": 0})
     assert not (tmp_path / "new.jsonl").exists()
 
@@ -457,33 +461,33 @@ def test_merge_refuses_a_missing_file_before_writing_anything(tmp_path):
     with pytest.raises(ParameterError, match="^paths is empty"):
         merge_results([], out)
     (tmp_path / "bad.jsonl").write_text('{"seed": 0}\n')
-    with pytest.raises(ft.ResultsFileError, match="bad.jsonl line 1 lacks run_key"):
+    with pytest.raises(store.ResultsFileError, match="bad.jsonl line 1 lacks run_key"):
         merge_results([good.path, tmp_path / "bad.jsonl"], out)
     assert not out.exists()
-    with pytest.raises(ft.ResultsFileError, match="is a directory"):
+    with pytest.raises(store.ResultsFileError, match="is a directory"):
         merge_results([good.path], tmp_path)
 
 
 def test_rerun_refuses_rows_it_cannot_rerun_before_training(monkeypatch):
     trained = []
-    monkeypatch.setattr(ft, "finetune", lambda *args, **kwargs: trained.append(args))
+    monkeypatch.setattr(profiles, "finetune", lambda *args, **kwargs: trained.append(args))
     row = dict(run_key="0123456789abcdef", model="m", task="uspto50k", duplication="baseline",
                seed=0, train_subset_seed=0, metrics={"accuracy": 0.5, "macro_f1": 0.5},
                hyperparameters=dataclasses.asdict(HyperParameters.for_task("classification")))
     without = {k: v for k, v in row.items() if k != "hyperparameters"}
-    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+    with pytest.raises(store.ResultsFileError, match="^" + re.escape(
             "run 0123456789abcdef lacks hyperparameters; a re-run needs run_key, model, task, "
             "duplication, seed, hyperparameters") + "$"):
-        ft.rerun(without)
+        profiles.rerun(without)
     with pytest.raises(ParameterError, match="^" + re.escape(
             "run 0123456789abcdef: hyperparameters: unknown field 'lr'; the fields are ")):
-        ft.rerun({**row, "hyperparameters": {**row["hyperparameters"], "lr": 1.0}})
-    with pytest.raises(ft.ResultsFileError, match="^run 0123456789abcdef has task 'mnli', not one of"):
-        ft.rerun({**row, "task": "mnli"})
+        profiles.rerun({**row, "hyperparameters": {**row["hyperparameters"], "lr": 1.0}})
+    with pytest.raises(store.ResultsFileError, match="^run 0123456789abcdef has task 'mnli', not one of"):
+        profiles.rerun({**row, "task": "mnli"})
     # a table checks every row before it re-runs the first
-    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+    with pytest.raises(store.ResultsFileError, match="^" + re.escape(
             "run 0123456789abcdef lacks metrics macro_f1: nothing to compare a re-run with") + "$"):
-        ft.rerun_table([row, {**row, "metrics": {"accuracy": 0.5}}])
+        profiles.rerun_table([row, {**row, "metrics": {"accuracy": 0.5}}])
     assert trained == []
 
 
@@ -495,17 +499,17 @@ def test_rerun_compares_the_squad_metrics_its_evaluation_set_defines(monkeypatch
                seed=0, train_subset_seed=0, baselines={"f1": 0.0, "exact": 0.0, **counts},
                metrics={"f1": 50.0, "exact": 50.0, "HasAns_f1": 50.0, **counts},
                hyperparameters=dataclasses.asdict(HyperParameters.for_task("qa")))
-    monkeypatch.setattr(ft, "rerun", lambda r, **kwargs: {
+    monkeypatch.setattr(profiles, "rerun", lambda r, **kwargs: {
         **r, "metrics": {**r["metrics"], "f1": 50.25}, "train_losses": None})
-    table = ft.rerun_table([row])
+    table = profiles.rerun_table([row])
     assert table[["metric", "committed", "rerun", "difference"]].values.tolist() == [
         ["f1", 50.0, 50.25, 0.25], ["exact", 50.0, 50.0, 0.0], ["HasAns_f1", 50.0, 50.0, 0.0]]
     assert set(table["committed_on"]) == set(table["rerun_on"]) == {
         "unknown device (capability not recorded)"}
     mixed = {**row, "baselines": {**row["baselines"], "total": 3, "NoAns_total": 1}}
-    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+    with pytest.raises(store.ResultsFileError, match="^" + re.escape(
             "run 0123456789abcdef lacks metrics NoAns_f1: nothing to compare a re-run with")):
-        ft.rerun_table([mixed])
+        profiles.rerun_table([mixed])
 
 
 def test_rows_say_which_cpu_kind_ran_them():
@@ -514,17 +518,17 @@ def test_rows_say_which_cpu_kind_ran_them():
     SIMD kernels torch uses on it."""
     import platform
 
-    fields = ft.environment_fields("cpu")
+    fields = store.environment_fields("cpu")
     assert fields["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     with open("/proc/cpuinfo", encoding="utf-8") as info:
         names = [line.split(":", 1)[1].strip() for line in info if line.startswith("model name")]
     assert fields["device_name"] == (names[0] if names else platform.processor()
                                      or platform.machine())
-    assert ft.device_description({"device": "cpu", "device_name": "x86_64"}) == (
+    assert store.device_description({"device": "cpu", "device_name": "x86_64"}) == (
         "x86_64 (capability not recorded)")
-    assert ft.device_description({"device": "cpu", "device_name": "AMD EPYC",
+    assert store.device_description({"device": "cpu", "device_name": "AMD EPYC",
                                   "cpu_capability": "AVX512"}) == "AMD EPYC (AVX512)"
-    assert ft.device_description({"device": "cuda", "device_name": "NVIDIA H200",
+    assert store.device_description({"device": "cuda", "device_name": "NVIDIA H200",
                                   "cpu_capability": "AVX512"}) == "NVIDIA H200"
 
 
@@ -533,15 +537,15 @@ def test_process_variables_are_checked(monkeypatch):
     with pytest.raises(ParameterError, match="^" + re.escape(
             "WORLD_SIZE must be a whole number >= 1, got 'two' (set by torchrun or accelerate "
             "launch; unset it to run alone)") + "$"):
-        ft.world_size()
+        store.world_size()
     monkeypatch.setenv("WORLD_SIZE", "0")  # batch_size % 0 was a ZeroDivisionError
     with pytest.raises(ParameterError, match="^WORLD_SIZE must be a whole number >= 1, got '0'"):
-        ft.world_size()
+        store.world_size()
     monkeypatch.setenv("WORLD_SIZE", " 2 ")
-    assert ft.world_size() == 2
+    assert store.world_size() == 2
     monkeypatch.setenv("RANK", "-1")
     with pytest.raises(ParameterError, match="^RANK must be a whole number >= 0, got '-1'"):
-        ft.is_main_process()
+        store.is_main_process()
 
 
 def test_build_model_refuses_a_kind_it_would_build_as_a_classifier():
@@ -576,7 +580,7 @@ def test_without_write_permission_only_a_sweep_with_runs_to_do_is_refused(tmp_pa
     monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: mode != os.W_OK and readable(p, mode))
     again = sweep(results_path=path, outputs_dir=outputs, **SWEEP)
     assert again["run_key"].tolist() == done["run_key"].tolist() and len(calls) == 8
-    with pytest.raises(ft.ResultsFileError, match="^" + re.escape(
+    with pytest.raises(store.ResultsFileError, match="^" + re.escape(
             f"results file {path} cannot be written: no write permission in {tmp_path}") + "$"):
         sweep(results_path=path, outputs_dir=outputs, **{**SWEEP, "seeds": [0, 1, 2]})
     monkeypatch.setattr(ResultsFile, "check_writable", lambda self: None)

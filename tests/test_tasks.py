@@ -303,7 +303,7 @@ def test_subset_sizes_and_seeds_must_be_whole(shared_data_dir):
         load_task("sst2", "eval", max_samples=2.5, data_dir=shared_data_dir)
     with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
         load_task("sst2", "eval", max_samples=8, seed=-1, data_dir=shared_data_dir)
-    with pytest.raises(UnknownTask, match=r"^unknown task \['sst2'\]; choose one of: sst2, snli, "
+    with pytest.raises(UnknownTask, match=r"^unknown task \['sst2'\]; the tasks are sst2, snli, "
                                           r"squad2, uspto50k$"):
         load_task(["sst2"], "eval", data_dir=shared_data_dir)
 

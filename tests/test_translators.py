@@ -65,7 +65,7 @@ def test_a_hidden_state_that_is_a_linear_image_of_the_last_gets_the_last_ones_ac
     identity lens then reads nonsense there; the fitted map inverts A, so hidden state 3
     reconstructs exactly the tokens the last hidden state does."""
     model, tokenizer = rxnmapper
-    real = dupbert.probe.encoder_hidden_states
+    real = dupbert.hidden.encoder_hidden_states
     generator = torch.Generator().manual_seed(0)
     q, _ = torch.linalg.qr(torch.randn(256, 256, generator=generator))
     a = q * torch.linspace(0.5, 2.0, 256)
@@ -76,7 +76,7 @@ def test_a_hidden_state_that_is_a_linear_image_of_the_last_gets_the_last_ones_ac
         states[3] = states[-1] @ a + c
         return tuple(states)
 
-    monkeypatch.setattr("dupbert.probe.encoder_hidden_states", image_at_3)
+    monkeypatch.setattr("dupbert.hidden.encoder_hidden_states", image_at_3)
     fitted = fit_translators(model, tokenizer, split.fit[:80])
     identity = reconstruction_accuracy(model, tokenizer, split.eval, progress=False)
     linear = reconstruction_accuracy(model, tokenizer, split.eval, progress=False,
@@ -91,7 +91,7 @@ def test_the_last_hidden_states_map_is_the_identity(translator, tables, rxnmappe
     identity, linear = tables
     model, tokenizer = rxnmapper
     ids = tokenizer(split.eval[:4], padding=True, return_tensors="pt")
-    last = dupbert.probe.encoder_hidden_states(model, ids["input_ids"],
+    last = dupbert.hidden.encoder_hidden_states(model, ids["input_ids"],
                                                ids["attention_mask"])[-1].detach()
     mapped = translator.apply(12, last)
     assert float((mapped - last).norm() / last.norm()) < 1e-3

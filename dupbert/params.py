@@ -1,0 +1,561 @@
+"""The parameters of every chapter notebook, declared once (:data:`NOTEBOOK_PARAMETERS`), and
+read in the forms papermill users type (``-p``, ``-y``, ``-f``): normalised, or rejected with the
+forms to use. Each notebook calls :func:`notebook_parameters` in the cell after its parameters
+cell::
+
+    from dupbert.params import notebook_parameters
+    globals().update(notebook_parameters("rq2", globals()))
+
+``dupbert finetune --profile FILE`` reads an RQ3 parameter file through :func:`profile_parameters`,
+and its command-line options through the same declaration, so a notebook, a profile and the command
+line take the same values in the same forms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable
+
+from .checks import check_device
+from .duplicate import check_configurations
+from .errors import DeviceNotAvailable, DupbertError, ParameterError
+from .zoo import check_model
+
+__all__ = ["notebook_parameters", "profile_parameters", "NOTEBOOK_PARAMETERS", "Parameter",
+           "TASK_NAMES"]
+
+# The names of dupbert.tasks.TASKS (importing it imports `datasets`, ~2 s); tests keep them equal.
+TASK_NAMES = ("sst2", "snli", "squad2", "uspto50k")
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """How one notebook parameter is read (:func:`notebook_parameters`).
+
+    ``kind`` is one of ``str``, ``int``, ``float``, ``bool``, ``device``, ``names`` (a list of
+    strings), ``ints`` (a list of integers), ``ints_per_model_task`` (such a list, or
+    ``{task: list}`` / ``{task: {model: list}}``), ``per_task_int`` (an int or ``{task: int}``),
+    ``per_model_task`` (a value, ``{task: value}`` or ``{task: {model: value}}``, each value cast
+    by ``cast``), ``names_per_model`` (a list of strings, or ``{model: list}``), ``orders``
+    (``{label: [block, ...]}``). ``none``: ``None`` (and ``""``, and the
+    string ``"None"``) is allowed. ``choices``: allowed strings (besides a mapping for
+    ``orders``). ``minimum``, ``maximum``: the smallest and largest number allowed; ``above``:
+    numbers must be larger than it (``epochs``: 0 epochs would save an untrained run). The
+    items of every list must be distinct (seed 0 twice would plan a run that never lands). Kind
+    ``mappings``: a list of mappings (e.g. RQ5's ``smoke_sweeps``), passed on as they are. ``check``: called with the value (after
+    parsing; not for ``None``), may raise a :class:`~dupbert.errors.DupbertError`.
+
+    ``default``: the value when a parameter file (``dupbert finetune --profile``) or the command
+    line leaves the parameter out. ``option``: the ``dupbert finetune`` flag that sets it
+    (repeated for a list), with ``help`` as its help text (:func:`add_options`).
+    """
+
+    kind: str
+    none: bool = False
+    choices: tuple = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    above: float | None = None
+    check: Callable[[Any], Any] | None = None
+    cast: type | None = None
+    default: Any = None
+    option: str | None = None
+    help: str = ""
+
+
+def _corpus_check(name: str) -> None:
+    from .data import CORPORA
+
+    if name not in CORPORA:
+        raise ParameterError(f"unknown corpus {name!r}; corpora are {', '.join(CORPORA)}")
+
+
+
+def _task_check(names: list[str] | Mapping[str, list[str]]) -> None:
+    if isinstance(names, Mapping):  # {model: tasks}
+        names = [name for tasks in names.values() for name in tasks]
+    unknown = [name for name in names if name not in TASK_NAMES]
+    if unknown:
+        raise ParameterError(f"unknown task{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(map(repr, unknown))}; tasks are {', '.join(TASK_NAMES)}")
+
+
+def _files_exist(paths: list[str]) -> None:
+    from .results import repository_path
+
+    missing = [path for path in paths if not repository_path(path).is_file()]
+    if missing:
+        raise ParameterError(f"no file {', '.join(missing)} (paths are relative to the "
+                             f"repository root, {repository_path('.').resolve()})")
+
+
+def _not_zero_steps(value: Any) -> None:
+    values = [value] if not isinstance(value, Mapping) else [
+        v for inner in value.values()
+        for v in (inner.values() if isinstance(inner, Mapping) else [inner])]
+    if 0 in values:
+        raise ParameterError("0 steps would save an untrained run: give -1 (train for the "
+                             "epochs) or a number of steps >= 1")
+
+
+_MODELS = Parameter("names")
+
+
+_MODEL = Parameter("str", none=True)
+
+
+_CORPUS = Parameter("str", none=True, check=_corpus_check)
+
+
+_POSITIVE = Parameter("int", minimum=1)
+
+
+_SEED = Parameter("int", minimum=0)
+
+
+_DEVICE = Parameter("device")
+
+
+_FOLDER = Parameter("str", none=True)
+
+
+_PROFILE = Parameter("str")
+
+
+# The RQ3 parameter file of the pre-registered study whose runs a chapter reads: its planned seeds
+# per model and task (verdicts wait for them); None: judge every comparison at the size it has.
+_STUDY = Parameter("str", none=True, check=lambda path: _files_exist([path]))
+
+
+NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
+    "rq1": dict(models=_MODELS, model=_MODEL, corpus=_CORPUS, n_sequences=_POSITIVE,
+                batch_size=_POSITIVE, device=_DEVICE, seed=_SEED, max_length=Parameter("int", minimum=3),
+                duplications=Parameter("orders", none=True, choices=("standard",)),
+                n_sequences_duplicated=_POSITIVE, n_sequences_masked=_POSITIVE,
+                masking=Parameter("str", choices=("mask", "80-10-10")),
+                mask_rate=Parameter("float", above=0.0, maximum=1.0),
+                lens_positions=_POSITIVE, n_fit_sequences=_POSITIVE, tables_dir=_FOLDER),
+    "rq2": dict(models=_MODELS, model=_MODEL, corpus=_CORPUS, n_sequences=_POSITIVE,
+                max_tokens=Parameter("int", minimum=2), batch_size=_POSITIVE, device=_DEVICE,
+                seed=_SEED, max_length=Parameter("int", minimum=3),
+                duplications=Parameter("orders", none=True, choices=("default", "standard")),
+                reconstruction=Parameter("str", none=True, choices=("sample", "probe")),
+                tables_dir=_FOLDER),
+    "rq3": dict(
+        models=Parameter("names", option="--model",
+                         help="zoo name, local folder or Hub id; repeat for several models"),
+        model=Parameter("str", none=True),
+        tasks=Parameter("names_per_model", none=True, check=_task_check, option="--task",
+                        help="sst2, snli, squad2 or uspto50k; repeat for several tasks"),
+        duplications=Parameter("names", choices=("all",), default=["baseline"],
+                               option="--duplication",
+                               help="configuration name, e.g. baseline, 'copy first 3', 'depth "
+                                    "control'; repeat for several (default: baseline)"),
+        seeds=Parameter("ints_per_model_task", minimum=0, default=[0], option="--seed",
+                        help="repeat for several (default: 0)"),
+        max_train_samples=Parameter("per_task_int", none=True, minimum=1,
+                                    option="--max-train-samples",
+                                    help="stratified fixed-seed training subset (default: all)"),
+        max_eval_samples=Parameter("per_task_int", none=True, minimum=1,
+                                   option="--max-eval-samples",
+                                   help="stratified evaluation subset, the same for every run "
+                                        "(default: all)"),
+        # 0 epochs is refused by HyperParameters unless max_steps >= 1 trains instead
+        epochs=Parameter("per_model_task", none=True, cast=float, minimum=0, option="--epochs",
+                         help="default: 3 (classification), 2 (SQuAD)"),
+        max_steps=Parameter("per_model_task", none=True, cast=int, minimum=-1,
+                            check=_not_zero_steps, option="--max-steps",
+                            help="optimisation steps; overrides --epochs (default: -1, use "
+                                 "epochs)"),
+        learning_rate=Parameter("per_model_task", none=True, cast=float, above=0,
+                                option="--learning-rate",
+                                help="default: 2e-5 (classification), 3e-5 (SQuAD)"),
+        batch_size=Parameter("per_model_task", none=True, cast=int, minimum=1,
+                             option="--batch-size",
+                             help="global batch size (default: 32 classification, 12 SQuAD)"),
+        group_by_length=Parameter("per_model_task", none=True, cast=bool,
+                                  option="--group-by-length",
+                                  help="Trainer's length-grouped batches (default: off, as "
+                                       "run_glue.py)"),
+        device=Parameter("device", default="cpu", option="--device",
+                         help="cpu, cuda, cuda:1, ... (default: the profile's, else cpu)"),
+        results_path=Parameter("str", none=True, option="--results",
+                               help="JSON-lines results file; runs already in it are skipped "
+                                    "(with --profile, default: the profile's results_path)"),
+        outputs_dir=Parameter("str", none=True, option="--outputs-dir",
+                              help="save per-example outputs (for RQ5 ensembles) here (with "
+                                   "--profile, default: the profile's outputs_dir)"),
+        run_missing=Parameter("bool", default=True),
+        profile=Parameter("str", default="smoke")),
+    "rq4": dict(results_paths=Parameter("names", check=_files_exist), baseline=Parameter("str"),
+                study_profile=_STUDY, pilot_paths=Parameter("names", none=True, check=_files_exist),
+                profile=_PROFILE),
+    "rq5": dict(results_paths=Parameter("names", none=True, check=_files_exist),
+                outputs_dirs=Parameter("names", none=True), baseline=Parameter("str"),
+                ensemble_size=Parameter("int", none=True, minimum=1), study_profile=_STUDY,
+                smoke_sweeps=Parameter("mappings"), tables_dir=_FOLDER, profile=_PROFILE),
+    "emergence": dict(tables_dir=Parameter("str"),
+                      threshold=Parameter("float", above=0.0, maximum=1.0)),
+    "glance": dict(tables_dir=Parameter("str"), results_paths=Parameter("names"),
+                   study_profile=_STUDY,
+                   pilot_paths=Parameter("names", none=True, check=_files_exist), profile=_PROFILE),
+}
+"""The parameters of each chapter notebook (``notebooks/<name>.ipynb``) and how each is read."""
+
+
+# Which notebooks load models with their MLM head (RQ1, RQ2) or any encoder (RQ3).
+_MODEL_NOTEBOOKS = {"rq1": True, "rq2": True, "rq3": False}
+
+
+_EXAMPLES = {
+    "names": ("-p {name} a,b", "-p {name} '[\"a\", \"b\"]'", "-y '{name}: [a, b]'"),
+    "names_per_model": ("-p {name} a,b", "-y '{name}: [a, b]'", "-y '{name}: {{MODEL: [a, b]}}'"),
+    "ints": ("-p {name} 0,1,2", "-p {name} '[0, 1, 2]'", "-y '{name}: [0, 1, 2]'"),
+    "ints_per_model_task": ("-p {name} 0,1,2", "-p {name} '[0, 1, 2]'", "-y '{name}: [0, 1, 2]'",
+                            "-y '{name}: {{snli: [0, 1], squad2: {{MODEL: [0]}}}}'"),
+    "per_task_int": ("-p {name} 32", "-y '{name}: {{snli: 32, sst2: 64}}'"),
+    "per_model_task": ("-p {name} VALUE", "-y '{name}: {{snli: VALUE}}'",
+                       "-y '{name}: {{snli: {{MODEL: VALUE}}}}'"),
+    "orders": ("-y '{name}: {{LABEL: [0, 0, 1, 2]}}'",),
+    "int": ("-p {name} 8",),
+    "float": ("-p {name} 0.5",),
+    "bool": ("-p {name} True", "-p {name} False"),
+    "device": ("-p {name} cpu", "-p {name} cuda:0"),
+    "str": ("-p {name} VALUE",),
+    "mappings": ("-y '{name}: [{{KEY: VALUE}}, ...]'", "-f FILE.yaml"),
+}
+
+
+class _Bad(Exception):
+    """A parameter value that cannot be used (internal: collected into one ParameterError)."""
+
+
+def _is_none(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() in ("", "None", "none", "null"))
+
+
+def _structured(value: str) -> Any:
+    """A string typed as a list or mapping (``'["a", "b"]'``, ``'[a, b]'``, ``'{snli: 32}'``)."""
+    import yaml
+
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError as error:
+        raise _Bad(f"{value!r} is neither JSON nor YAML ({str(error).splitlines()[0]})") from None
+
+
+def _names(value: Any, distinct: bool = True) -> list[str]:
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            value = _structured(text)
+        else:
+            names = [part.strip() for part in text.split(",") if part.strip()]
+            return _distinct(names) if distinct else names
+    if isinstance(value, (list, tuple)):
+        bad = [item for item in value if not isinstance(item, (str, int, float)) or isinstance(item, bool)]
+        if bad:
+            raise _Bad(f"{bad[0]!r} in the list is not a name")
+        names = [str(item).strip() for item in value]
+        if any(not name for name in names):
+            raise _Bad("the list holds an empty name")
+        return _distinct(names) if distinct else names
+    raise _Bad(f"{value!r} ({type(value).__name__}) is not a list of names")
+
+
+def _number(value: Any, cast: type, spec: Parameter) -> int | float | bool:
+    if cast is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in (*_TRUE, "0", "false", "no", "off"):
+            return value.strip().lower() in _TRUE
+        raise _Bad(f"{value!r} is not True or False")
+    if isinstance(value, bool):
+        raise _Bad(f"{value!r} is not a number")
+    try:
+        number = cast(value.strip()) if isinstance(value, str) else value
+        if cast is int and not float(number).is_integer():
+            raise ValueError
+        number = cast(number)
+    except (TypeError, ValueError):
+        raise _Bad(f"{value!r} is not {'an integer' if cast is int else 'a number'}") from None
+    if spec.minimum is not None and number < spec.minimum:
+        raise _Bad(f"{number!r} is below the smallest allowed value, {spec.minimum:g}")
+    if spec.maximum is not None and number > spec.maximum:
+        raise _Bad(f"{number!r} is above the largest allowed value, {spec.maximum:g}")
+    if spec.above is not None and number <= spec.above:
+        raise _Bad(f"{number!r} is not above {spec.above:g}")
+    if cast is float and not math.isfinite(number):
+        raise _Bad(f"{value!r} is not a finite number")
+    return number
+
+
+def _mapping(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().startswith("{"):
+        value = _structured(value.strip())
+    return value
+
+
+def _read(name: str, value: Any, spec: Parameter) -> Any:
+    if _is_none(value):
+        if spec.none:
+            return None
+        raise _Bad(f"{value!r} is not allowed (a value is needed)")
+    kind = spec.kind
+    if spec.choices and isinstance(value, str) and value.strip() in spec.choices:
+        return value.strip()
+    if kind == "str":
+        if not isinstance(value, str):
+            raise _Bad(f"{value!r} ({type(value).__name__}) is not a string")
+        if spec.choices:
+            raise _Bad(f"{value!r} is not one of {', '.join(map(repr, spec.choices))}"
+                       + (" or None" if spec.none else ""))
+        return value.strip()
+    if kind in ("int", "float", "bool"):
+        return _number(value, {"int": int, "float": float, "bool": bool}[kind], spec)
+    if kind == "device":
+        return check_device(value)
+    if kind == "names":
+        names = _names(value)
+        if not names:
+            raise _Bad("the list is empty")
+        if spec.choices and len(names) == 1 and names[0] in spec.choices:
+            return names[0]
+        return names
+    if kind == "ints":
+        return _ints(value, spec)
+    if kind == "names_per_model":
+        value = _mapping(value)
+        if not isinstance(value, Mapping):
+            return _read(name, value, dataclasses.replace(spec, kind="names"))
+        if not value:
+            raise _Bad("the mapping is empty")
+        return {str(model): _read(name, names, dataclasses.replace(spec, kind="names", none=False))
+                for model, names in value.items()}
+    if kind == "ints_per_model_task":
+        value = _mapping(value)
+        if not isinstance(value, Mapping):
+            return _ints(value, spec)
+        _task_keys(value)
+        return {task: ({str(m): _ints(v, spec) for m, v in inner.items()}
+                       if isinstance(inner, Mapping) else _ints(inner, spec))
+                for task, inner in value.items()}
+    if kind in ("per_task_int", "per_model_task"):
+        value = _mapping(value)
+        cast = int if kind == "per_task_int" else spec.cast
+        if not isinstance(value, Mapping):
+            return _number(value, cast, spec)
+        _task_keys(value)
+        out = {}
+        for task, inner in value.items():
+            if kind == "per_model_task" and isinstance(inner, Mapping):
+                out[task] = {str(m): None if _is_none(v) else _number(v, cast, spec)
+                             for m, v in inner.items()}
+            else:
+                out[task] = None if _is_none(inner) else _number(inner, cast, spec)
+        return out
+    if kind == "mappings":
+        value = _structured(value.strip()) if isinstance(value, str) else value
+        if not isinstance(value, (list, tuple)) or not value \
+                or not all(isinstance(item, Mapping) for item in value):
+            raise _Bad(f"{value!r} is not a list of mappings")
+        return list(value)
+    if kind == "orders":
+        value = _mapping(value)
+        if not isinstance(value, Mapping) or not value:
+            raise _Bad(f"{value!r} is not one of {', '.join(map(repr, spec.choices))}, None or a "
+                       f"mapping {{label: [block, ...]}}")
+        orders = {}
+        for label, order in value.items():
+            order = _names(order, distinct=False) if isinstance(order, str) else order
+            if not isinstance(order, (list, tuple)) or not order:
+                raise _Bad(f"the order of {label!r} is not a list of 0-based blocks: {order!r}")
+            orders[str(label)] = [_number(block, int, Parameter("int", minimum=0)) for block in order]
+        return orders
+    raise ValueError(f"unknown parameter kind {kind!r}")  # a defect in NOTEBOOK_PARAMETERS
+
+
+def _ints(value: Any, spec: Parameter) -> list[int]:
+    items = [value] if isinstance(value, int) and not isinstance(value, bool) \
+        else _names(value, distinct=False)
+    if not items:
+        raise _Bad("the list is empty")
+    return _distinct([_number(item, int, spec) for item in items])
+
+
+def _distinct(items: list) -> list:
+    repeated = [item for position, item in enumerate(items) if item in items[:position]]
+    if repeated:
+        raise _Bad(f"{repeated[0]!r} appears {items.count(repeated[0])} times; give each once")
+    return items
+
+
+def _task_keys(mapping: Mapping) -> None:
+    unknown = [str(task) for task in mapping if task not in TASK_NAMES]
+    if unknown:
+        raise _Bad(f"unknown task {', '.join(map(repr, unknown))} as a key; tasks are "
+                   f"{', '.join(TASK_NAMES)}")
+
+
+def _forms(name: str, spec: Parameter) -> str:
+    forms = [form.format(name=name) for form in _EXAMPLES[spec.kind]]
+    forms += [f"-p {name} {choice}" for choice in spec.choices]
+    if spec.none:
+        forms.append(f"-p {name} None")
+    return "; ".join(forms)
+
+
+def notebook_parameters(notebook: str | Mapping[str, Parameter], values: Mapping[str, Any],
+                        *, show: bool = True) -> dict[str, Any]:
+    """Every parameter of a chapter notebook, read in the forms papermill users type, checked.
+
+    Accepted forms (papermill ``-p`` parses ``True``/``False``/``None``/numbers and passes
+    anything else as a string; ``-y``/``-f`` give YAML values):
+
+    - lists (``models``, ``tasks``, ``seeds``, ``results_paths``, ...): a list, one name or a
+      comma-separated string (``-p tasks snli,sst2``), or a JSON/YAML list as a string
+      (``-p tasks '["snli", "sst2"]'``, ``-p seeds '[0, 1]'``);
+    - optional values: ``None``, the string ``"None"``, or ``""`` (``-p corpus ""``);
+    - mappings (``max_train_samples``, ``epochs``, ...; ``duplications`` of RQ1/RQ2): a YAML
+      mapping or a string holding one (``-p max_train_samples '{snli: 32}'``);
+    - numbers and booleans as papermill parses them, or as strings of them.
+
+    Then: the device (:func:`check_device`), the models (:func:`check_model`; with their MLM head
+    for RQ1 and RQ2; ``model``, when set, replaces ``models``), the corpus, the tasks, the results
+    files of RQ4/RQ5 (must exist) and, for RQ3, the duplication configurations of each model
+    (:func:`check_configurations`).
+
+    Args:
+        notebook: a key of :data:`NOTEBOOK_PARAMETERS` (``"rq1"`` ... ``"rq5"``, ``"glance"``)
+            or a ``{name: Parameter}`` mapping.
+        values: the notebook's variables (``globals()`` in the notebook).
+        show: print the parameters used, one per line.
+
+    Returns:
+        ``{name: value}`` for every parameter of the notebook, normalised (lists are lists,
+        ``""`` is ``None``, numbers are numbers); ``globals().update(...)`` puts them back.
+
+    Raises:
+        ParameterError: every bad parameter in one message, each with its value and the forms
+            that work. DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing,
+            ConfigurationNotAvailable: from the checks above, once the forms are right.
+    """
+    __tracebackhide__ = True  # IPython: the message, not this frame
+    key = notebook if isinstance(notebook, str) else None
+    if key is not None and key not in NOTEBOOK_PARAMETERS:
+        raise ValueError(f"unknown notebook {notebook!r}; notebooks are {list(NOTEBOOK_PARAMETERS)}")
+    spec = NOTEBOOK_PARAMETERS[key] if key is not None else notebook
+    missing = [name for name in spec if name not in values]
+    if missing:
+        raise ParameterError(f"the notebook does not define {missing}: its parameters cell and "
+                             f"dupbert.params.NOTEBOOK_PARAMETERS[{key!r}] disagree")
+    used, problems = {}, []
+    for name, parameter in spec.items():
+        try:
+            used[name] = _read(name, values[name], parameter)
+            if parameter.check is not None and used[name] is not None:
+                parameter.check(used[name])
+        except _Bad as error:  # the form: say which forms work
+            problems.append(f"  {name} = {values[name]!r}: {error}. Forms that work: "
+                            f"{_forms(name, parameter)}")
+        except (ParameterError, DeviceNotAvailable) as error:  # the value: the message says
+            problems.append(f"  {name} = {values[name]!r}: {error}")
+    if problems:
+        raise ParameterError(f"{len(problems)} parameter{'s' if len(problems) > 1 else ''} "
+                             f"cannot be used:\n" + "\n".join(problems))
+    if "models" in spec:
+        if used.get("model"):
+            used["models"] = [used["model"]]
+        for model in used["models"]:
+            check_model(model, mlm_head=_MODEL_NOTEBOOKS.get(key, False))
+    if key == "rq5" and used["outputs_dirs"] is not None and used["results_paths"] is not None \
+            and len(used["outputs_dirs"]) != len(used["results_paths"]):
+        raise ParameterError(
+            f"outputs_dirs = {values['outputs_dirs']!r} names {len(used['outputs_dirs'])} "
+            f"folders for {len(used['results_paths'])} results files: give one per file, or None")
+    if key == "rq3":
+        check_configurations(used["models"], used["duplications"])
+    if show:
+        print("parameters used:\n" + "\n".join(f"  {name} = {value!r}" for name, value in used.items()))
+    return used
+
+
+def profile_parameters(parameters: Mapping[str, Any], device: str | None = None) -> dict[str, Any]:
+    """An RQ3 parameter file (``dupbert finetune --profile``) checked as the RQ3 notebook checks
+    its parameters (:func:`notebook_parameters`); keys it leaves out take the command line's
+    defaults (each parameter's ``default``), ``device`` (``--device``) replaces the file's.
+
+    Returns:
+        The normalised parameters.
+
+    Raises:
+        As :func:`notebook_parameters`.
+    """
+    values = {**{name: parameter.default for name, parameter in NOTEBOOK_PARAMETERS["rq3"].items()},
+              **{key: value for key, value in parameters.items() if value is not None}}
+    if device:
+        values["device"] = device
+    if values.get("model") and not values.get("models"):
+        values["models"] = [values["model"]]
+    return notebook_parameters("rq3", values, show=False)
+
+
+def _papermill_parameters(path: str | os.PathLike) -> list[str]:
+    """The names assigned in the ``parameters`` cell of a notebook (for tests and tools)."""
+    import json
+
+    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    for cell in cells:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            source = "".join(cell["source"])
+            return re.findall(r"^([A-Za-z_]\w*)\s*=", source, flags=re.MULTILINE)
+    raise DupbertError(f"{path} has no cell tagged 'parameters'")
+
+
+def check_tasks(tasks: Sequence[str]) -> list[str]:
+    """``tasks`` as a list if every one is a task of ``dupbert.tasks.TASKS``.
+
+    Raises:
+        ParameterError: an unknown task; the message lists the tasks.
+    """
+    tasks = [tasks] if isinstance(tasks, str) else list(tasks)
+    _task_check(tasks)
+    return tasks
+
+
+def add_options(parser, notebook: str = "rq3") -> None:
+    """Add the command-line options of ``notebook``'s parameters that have one (``option``) to
+    an ``argparse`` parser, with their help texts: ``dupbert finetune`` takes the RQ3 parameters
+    from the same declaration as the notebook and ``--profile`` files. Lists are repeated
+    options (``--seed 0 --seed 1``); every option defaults to ``None`` (not given)."""
+    for parameter in NOTEBOOK_PARAMETERS[notebook].values():
+        if parameter.option is None:
+            continue
+        if parameter.kind in ("names", "names_per_model"):
+            kwargs = dict(action="append")
+        elif parameter.kind == "ints_per_model_task":
+            kwargs = dict(action="append", type=int)
+        elif parameter.kind == "per_task_int":
+            kwargs = dict(type=int)
+        elif parameter.cast is bool:
+            kwargs = dict(action="store_true")
+        elif parameter.kind == "per_model_task":
+            kwargs = dict(type=parameter.cast)
+        else:
+            kwargs = {}
+        parser.add_argument(parameter.option, default=None, help=parameter.help, **kwargs)
+
+
+def given_options(args, notebook: str = "rq3") -> dict[str, str]:
+    """``{parameter: option}`` of the options of ``notebook`` that ``args`` (parsed by a parser
+    that :func:`add_options` made) sets."""
+    return {name: parameter.option for name, parameter in NOTEBOOK_PARAMETERS[notebook].items()
+            if parameter.option is not None
+            and getattr(args, parameter.option.lstrip("-").replace("-", "_")) is not None}

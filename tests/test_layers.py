@@ -1,0 +1,55 @@
+"""The library's layering (issue 27): no import cycle, imports inside functions included, at most
+7 levels, and the import-linter layers contract of pyproject.toml kept."""
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _import_graph():
+    spec = importlib.util.spec_from_file_location("import_graph", REPO / "scripts/import_graph.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_cycle_and_at_most_seven_levels():
+    graph = _import_graph()
+    edges = graph.graph()
+    assert [c for c in graph.components(edges) if len(c) > 1] == []
+    levels = graph.levels(edges)
+    assert max(levels.values()) + 1 <= 7
+    assert levels["cli"] == max(levels.values())  # the entry point is the top
+    assert {m for m, level in levels.items() if level == 0} >= {"errors", "metrics"}
+
+
+def test_the_graph_sees_an_import_inside_a_function(tmp_path):
+    """The measure counts what the contract counts: a lazy import is an import."""
+    package = tmp_path / "dupbert"
+    package.mkdir()
+    (package / "low.py").write_text("def f():\n    from .high import g\n    return g\n")
+    (package / "high.py").write_text("from .low import f\n")
+    graph = _import_graph()
+    graph.PACKAGE[0] = package
+    try:
+        edges = graph.graph()
+    finally:
+        graph.PACKAGE[0] = REPO / "dupbert"
+    assert edges == {"low": {"high"}, "high": {"low"}}
+    assert [sorted(c) for c in graph.components(edges) if len(c) > 1] == [["high", "low"]]
+
+
+def test_the_layers_contract_is_kept():
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if lint is None:
+        pytest.fail("lint-imports is not installed: pip install -e '.[test]'")
+    done = subprocess.run([lint, "--config", str(REPO / "pyproject.toml")], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "1 kept, 0 broken" in done.stdout
