@@ -220,13 +220,15 @@ def test_probe_a_duplicated_order(tmp_path, fresh_results_cache, capsys):
 @pytest.fixture
 def nothing_loads(monkeypatch):
     """Any model config, data set or model loaded fails the test: the message must come first."""
-    from dupbert import checks, finetune, tasks
+    from dupbert import duplicate, finetune, params, profiles, tasks, zoo
 
     def never(*args, **kwargs):
         raise AssertionError("a model or data set was loaded before the bad option was named")
 
-    for module, name in ((checks, "check_model"), (checks, "check_configurations"),
-                         (tasks, "load_task"), (finetune, "build_model")):
+    for module, name in ((zoo, "check_model"), (params, "check_model"),
+                         (duplicate, "check_configurations"), (params, "check_configurations"),
+                         (profiles, "check_configurations"), (tasks, "load_task"),
+                         (finetune, "build_model")):
         monkeypatch.setattr(module, name, never)
 
 
