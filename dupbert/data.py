@@ -328,7 +328,7 @@ def is_corpus_name(spec: str) -> bool:
     return spec in CORPORA
 
 
-def parse_hub_spec(spec: str) -> tuple[str, str | None, str]:
+def _parse_hub_spec(spec: str) -> tuple[str, str | None, str]:
     """``hub:NAME[:CONFIG]:SPLIT`` -> ``(NAME, CONFIG or None, SPLIT)``.
 
     Raises:
@@ -356,7 +356,7 @@ def check_text_source(spec: str) -> str:
     if is_corpus_name(spec):
         return spec
     if spec.startswith(HUB_PREFIX):
-        parse_hub_spec(spec)
+        _parse_hub_spec(spec)
         return spec
     path = Path(spec).expanduser()
     if not path.exists():
@@ -510,7 +510,7 @@ def _saved_dataset_column(path: Path, text_column: str) -> list:
 
 
 def _hub_column(spec: str, text_column: str) -> list:
-    hub_path, config, split = parse_hub_spec(spec)
+    hub_path, config, split = _parse_hub_spec(spec)
     try:
         dataset = datasets.load_dataset(hub_path, config, split=split)
     except Exception as exc:  # offline, no Hub access, no such dataset/config/split

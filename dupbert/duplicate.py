@@ -42,7 +42,7 @@ _LAYER_LISTS = ("encoder.layer", "encoder.albert_layer_groups", "transformer.lay
 _PER_BLOCK_CONFIG = ("layer_types",)
 
 
-def get_submodule_or_none(module: torch.nn.Module, path: str):
+def _get_submodule_or_none(module: torch.nn.Module, path: str):
     """The submodule at dotted ``path`` (e.g. ``"encoder.layer"``), or ``None`` when any part is
     missing (``torch.nn.Module.get_submodule`` raises instead)."""
     for part in path.split("."):
@@ -52,9 +52,9 @@ def get_submodule_or_none(module: torch.nn.Module, path: str):
     return module
 
 
-def is_albert(model: transformers.PreTrainedModel) -> bool:
+def _is_albert(model: transformers.PreTrainedModel) -> bool:
     """True when the model's encoder is ALBERT's (shared layer groups)."""
-    return get_submodule_or_none(model.base_model, "encoder.albert_layer_groups") is not None
+    return _get_submodule_or_none(model.base_model, "encoder.albert_layer_groups") is not None
 
 
 def encoder_blocks(model: transformers.PreTrainedModel) -> tuple[str, torch.nn.ModuleList]:
@@ -67,7 +67,7 @@ def encoder_blocks(model: transformers.PreTrainedModel) -> tuple[str, torch.nn.M
             the model has, with its length.
     """
     for path in _LAYER_LISTS:
-        found = get_submodule_or_none(model.base_model, path)
+        found = _get_submodule_or_none(model.base_model, path)
         if isinstance(found, torch.nn.ModuleList):
             return path, found
     lists = ", ".join(f"{name or '<root>'}: {len(m)}" for name, m in model.base_model.named_modules()
@@ -191,7 +191,7 @@ def duplicate_layers(
     sources, copies = block_sources(model), block_is_copy(model)
     new_sources = [sources[i] for i in order]
     new_copies = [copies[i] or i in order[:position] for position, i in enumerate(order)]
-    if is_albert(new):
+    if _is_albert(new):
         num_groups = new.config.num_hidden_groups
         if num_groups != num_layers and not unshare:
             if num_groups != 1:
@@ -213,14 +213,14 @@ def duplicate_layers(
             if hasattr(module, "layer_idx"):
                 module.layer_idx = position
     parent_path, _, attribute = path.rpartition(".")
-    parent = get_submodule_or_none(new.base_model, parent_path) if parent_path else new.base_model
+    parent = _get_submodule_or_none(new.base_model, parent_path) if parent_path else new.base_model
     setattr(parent, attribute, torch.nn.ModuleList(blocks))
     for name in _PER_BLOCK_CONFIG:
         values = getattr(new.config, name, None)
         if isinstance(values, (list, tuple)) and len(values) == num_layers:
             setattr(new.config, name, [values[i] for i in order])
     new.config.num_hidden_layers = len(order)
-    if is_albert(new):
+    if _is_albert(new):
         new.config.num_hidden_groups = len(order)
     _record(new, new_sources, new_copies)
     return new
@@ -251,7 +251,7 @@ def unshare_albert(model: transformers.PreTrainedModel) -> transformers.PreTrain
     Raises:
         ValueError: ``model`` is not an ALBERT.
     """
-    if not is_albert(model):
+    if not _is_albert(model):
         raise ValueError(f"{type(model).__name__} is not an ALBERT model: nothing to unshare")
     return duplicate_layers(model, list(range(model.config.num_hidden_layers)), unshare=True)
 
@@ -267,7 +267,7 @@ def standard_duplications(model: transformers.PreTrainedModel) -> dict[str, list
     num_layers = model.config.num_hidden_layers
     identity = list(range(num_layers))
     variants = {"baseline": identity}
-    if is_albert(model) and model.config.num_hidden_groups == 1:
+    if _is_albert(model) and model.config.num_hidden_groups == 1:
         for extra in (1, 2, 3, 5, 8):
             variants[f"{num_layers + extra} repeats"] = identity + [num_layers - 1] * extra
         return variants
@@ -373,7 +373,7 @@ def finetune_variants(model: transformers.PreTrainedModel) -> dict[str, dict]:
     so no primary comparison): only the configurations that exist at its depth.
     """
     num_layers = model.config.num_hidden_layers
-    shared = is_albert(model) and model.config.num_hidden_groups == 1
+    shared = _is_albert(model) and model.config.num_hidden_groups == 1
     variants = {
         "baseline": {"order": list(range(num_layers))},
         **{f"copy first {k}": {"order": order_copy_after(range(k), num_layers)}

@@ -47,7 +47,7 @@ def read_record(tables_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return frames[0], frames[1]
 
 
-def first_decodable(record: pd.DataFrame, measure: str = RECONSTRUCTION,
+def _first_decodable(record: pd.DataFrame, measure: str = RECONSTRUCTION,
                     threshold: float = THRESHOLD) -> pd.DataFrame:
     """Per model and hidden state, the first evaluated step with ``top1 >= threshold``.
 
@@ -96,7 +96,7 @@ def emergence_summary(record: pd.DataFrame, threshold: float = THRESHOLD) -> pd.
     (reconstruction at the last step), ``verdict_layers`` and ``verdict_duplication``.
     """
     rows = []
-    firsts = first_decodable(record, RECONSTRUCTION, threshold)
+    firsts = _first_decodable(record, RECONSTRUCTION, threshold)
     for model, own in record.groupby("model", sort=False):
         steps = sorted(own["step"].unique().tolist())
         recon = own[own["measure"] == RECONSTRUCTION]

@@ -192,7 +192,7 @@ TRAIN_SUBSET_SEED = 0
 
 
 @torch.no_grad()
-def seed_task_head(model: transformers.PreTrainedModel, seed: int,
+def _seed_task_head(model: transformers.PreTrainedModel, seed: int,
                    fresh_modules: Sequence[str] = ()) -> list[str]:
     """Re-initialise the task head (every parameter outside the base model) and the modules
     ``fresh_modules`` (dotted names of modules that the checkpoint lacked, e.g. the pooler of an
@@ -230,7 +230,7 @@ def build_model(model_name: str, kind: str, num_labels: int, duplication: str, s
     ``dupbert.duplicate.finetune_variants``) and seed the head.
 
     Every weight the checkpoint does not hold (the task head, and e.g. the pooler of an MLM
-    checkpoint) is drawn from a generator seeded by ``seed`` (:func:`seed_task_head`), so the
+    checkpoint) is drawn from a generator seeded by ``seed`` (:func:`_seed_task_head`), so the
     result depends on the arguments alone, not on the global random state.
 
     Returns:
@@ -262,7 +262,7 @@ def build_model(model_name: str, kind: str, num_labels: int, duplication: str, s
         hf_logging.set_verbosity(verbosity)
     fresh = _fresh_base_modules(model, info.get("missing_keys", []))
     model = make_variant(model, duplication, seed=seed)
-    seed_task_head(model, seed, fresh_modules=fresh)
+    _seed_task_head(model, seed, fresh_modules=fresh)
     return model, tokenizer
 
 

@@ -275,7 +275,7 @@ def pretraining_documents(data_dir: str | os.PathLike, files: Sequence[str] = PR
 # Tokenizer and packed sequences.
 
 
-def train_tokenizer(documents: Sequence[Sequence[str]], vocab_size: int, out: str | os.PathLike):
+def _train_tokenizer(documents: Sequence[Sequence[str]], vocab_size: int, out: str | os.PathLike):
     """Train an uncased WordPiece vocabulary (BERT's normaliser and pre-tokeniser) on
     ``documents`` and save it to ``out`` so that ``AutoTokenizer.from_pretrained(out)`` loads it.
 
@@ -453,7 +453,7 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
             for name in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(published.with_name(name), tmp / name)
         else:
-            train_tokenizer(documents, config.vocab_size, tmp)
+            _train_tokenizer(documents, config.vocab_size, tmp)
         os.replace(tmp, tok_dir)
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
     rows = pack(tokenizer, documents, config.seq_length)
@@ -512,7 +512,7 @@ def _append(path: Path, rows: list[dict], columns: list[str]) -> None:
             os.fsync(handle.fileno())
 
 
-def emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: Sequence[str],
+def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: Sequence[str],
                    heldout) -> list[dict]:
     """The emergence record at one step: held-out MLM loss and masked top-1 at the last hidden
     state (``measure="mlm"``), and per hidden state the RQ1 reconstruction of unmasked tokens
@@ -630,7 +630,7 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
                disable=not progress, mininterval=30)
     while True:
         if step in eval_steps:
-            _append(emergence_path, emergence_rows(model, tokenizer, config, step, texts, heldout),
+            _append(emergence_path, _emergence_rows(model, tokenizer, config, step, texts, heldout),
                     EMERGENCE_COLUMNS)
         if step >= last:
             break

@@ -181,7 +181,7 @@ def _only_models(value: Any, models: Sequence[str]) -> Any:
                    if isinstance(inner, Mapping) else inner) for task, inner in value.items()}
 
 
-def default_tasks(model: str) -> list[str]:
+def _default_tasks(model: str) -> list[str]:
     """USPTO-50k for the zoo's SMILES models, the paper's three tasks for every other model."""
 
     entry = ZOO.get(model)
@@ -190,14 +190,14 @@ def default_tasks(model: str) -> list[str]:
 
 def model_tasks(tasks: str | Sequence[str] | Mapping[str, Sequence[str]] | None, model: str) -> list[str]:
     """The tasks of ``model`` from a profile's ``tasks``: a list (every model), ``{model: list}``
-    (a model not named gets its defaults) or ``None`` (:func:`default_tasks`).
+    (a model not named gets its defaults) or ``None`` (:func:`_default_tasks`).
 
     Raises:
         ParameterError: the tasks are neither a list nor a comma-separated string (:func:`names`).
     """
     if isinstance(tasks, Mapping):
         tasks = tasks.get(model)
-    return names(tasks, "tasks") or default_tasks(model)
+    return names(tasks, "tasks") or _default_tasks(model)
 
 
 def per_task(value: int | None | Mapping[str, int | None], task: str,
@@ -289,7 +289,7 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
         for task in check_list(f"tasks of {model}", model_tasks(parameters.get("tasks"), model),
                                what="task names"):
             task_spec(task)
-            overrides = hyperparameter_overrides(parameters, model, task)
+            overrides = _hyperparameter_overrides(parameters, model, task)
             _check_overrides(model, task, overrides)
             primary = tuple(d for d in chosen if specs[d]["role"] in ("reference", "primary"))
             seeds = per_model_task(parameters.get("seeds", [0]), model, task)
@@ -347,7 +347,7 @@ def _check_overrides(model: str, task: str, overrides: Mapping[str, Any]) -> Non
         raise ParameterError(f"{model} on {task}: {error}") from None
 
 
-def hyperparameter_overrides(parameters: Mapping[str, Any], model: str | None = None,
+def _hyperparameter_overrides(parameters: Mapping[str, Any], model: str | None = None,
                              task: str | None = None) -> dict[str, float | int]:
     """The parameters that override the run_glue/run_qa defaults for ``model`` on ``task``, the
     same for every configuration: ``epochs``, ``max_steps``, ``learning_rate``, ``batch_size``,

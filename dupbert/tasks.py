@@ -225,7 +225,7 @@ SQUAD_V2_FEATURES = datasets.Features({  # the Hugging Face `squad_v2` schema
 })
 
 
-def task_features(name: str) -> datasets.Features:
+def _task_features(name: str) -> datasets.Features:
     """The ``datasets.Features`` of :func:`load_task` for task ``name`` (see there for columns)."""
     spec = task_spec(name)
     labels = datasets.ClassLabel(names=list(spec.label_names))
@@ -288,7 +288,7 @@ def _squad_articles(path: Path) -> list[dict]:
         return json.load(handle)["data"]
 
 
-def squad2_article_split(train_articles: Sequence[dict], dev_articles: Sequence[dict],
+def _squad2_article_split(train_articles: Sequence[dict], dev_articles: Sequence[dict],
                          split: str) -> list[dict]:
     """The offline SQuAD 2.0 design (module docstring): ``"train"`` = the train articles, then
     the dev articles at odd positions (0-based file order); ``"eval"`` = the dev articles at
@@ -436,7 +436,7 @@ def load_task(name: str, split: str, max_samples: int | None = None, seed: int =
       train/validation (pairs without a gold label dropped).
     - ``squad2``: train = ``squad2/train-v2.0.first10articles.json.gz`` (4,719) + the odd-numbered
       articles of ``squad2/dev-v2.0.reconstructed.json.gz`` (5,952), 10,671 in all; eval = the
-      even-numbered dev articles (5,921) (:func:`squad2_article_split`). HF ``squad_v2`` schema: ``id``,
+      even-numbered dev articles (5,921) (:func:`_squad2_article_split`). HF ``squad_v2`` schema: ``id``,
       ``title``, ``context``, ``question``, ``answers`` ``{text: [str], answer_start: [int32]}``
       (empty lists = unanswerable). Hub fallback ``rajpurkar/squad_v2`` train/validation.
     - ``uspto50k``: train ``reactions/uspto50k_valid_unmapped.csv``, eval
@@ -479,7 +479,7 @@ def load_task(name: str, split: str, max_samples: int | None = None, seed: int =
         if name == "squad2":  # the article split of the offline design reads both files
             paths = [local_file(root, spec.file(s), data_dir, f"task {name!r} ({s})",
                                 _how_to_get(spec, s)) for s in SPLITS]
-            columns = squad_columns(squad2_article_split(*map(_squad_articles, paths), split))
+            columns = squad_columns(_squad2_article_split(*map(_squad_articles, paths), split))
             where = " and ".join(map(str, paths))
         else:
             path = local_file(root, spec.file(split), data_dir, f"task {name!r} ({split})",
@@ -487,7 +487,7 @@ def load_task(name: str, split: str, max_samples: int | None = None, seed: int =
             columns, where = _READERS[name](path), str(path)
     if not columns or not next(iter(columns.values())):
         raise ValueError(f"task {name!r} ({split}) has no rows ({where})")
-    dataset = datasets.Dataset.from_dict(columns, features=task_features(name))
+    dataset = datasets.Dataset.from_dict(columns, features=_task_features(name))
     if max_samples is not None and max_samples < len(dataset):
         dataset = dataset.select(stratified_indices(strata(name, dataset), max_samples, seed))
     return dataset

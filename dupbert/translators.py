@@ -42,7 +42,7 @@ RIDGE_GRID = (1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 FORMAT = "dupbert-linear-translator/1"
 
 
-def text_digest(text: str) -> str:
+def _text_digest(text: str) -> str:
     """sha256 of one text, 16 hex digits: how a translator remembers its fitting texts."""
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -62,7 +62,7 @@ class LinearTranslator:
         identity_mse: the same error of the identity map (``h_l`` taken for ``h_L``).
         n_tokens: fitting positions (non-special tokens of the fitting sequences).
         n_sequences: fitting sequences.
-        fit_digests: :func:`text_digest` of every fitting text (held-out check).
+        fit_digests: :func:`_text_digest` of every fitting text (held-out check).
     """
 
     weight: torch.Tensor
@@ -102,7 +102,7 @@ class LinearTranslator:
     def check_held_out(self, texts: Sequence[str]) -> None:
         """Raise ValueError if any of ``texts`` was a fitting text: evaluation must be on
         held-out sequences (:func:`split_texts`)."""
-        used = [i for i, text in enumerate(texts) if text_digest(text) in self.fit_digests]
+        used = [i for i, text in enumerate(texts) if _text_digest(text) in self.fit_digests]
         if used:
             raise ValueError(f"{len(used)} of {len(texts)} texts were used to fit the translator "
                              f"(the first is texts[{used[0]}]): evaluate it on held-out "
@@ -318,4 +318,4 @@ def fit_translators(
         identity_mse.append(max(0.0, _squared_error(identity, held_out, layer)) / n_values)
     return LinearTranslator(torch.stack(weights), torch.stack(biases), ridge, validation_mse,
                             identity_mse, everything.n_tokens, len(texts),
-                            frozenset(text_digest(text) for text in texts))
+                            frozenset(_text_digest(text) for text in texts))
