@@ -41,7 +41,8 @@ class Parameter:
 
     ``kind`` is one of ``str``, ``int``, ``float``, ``bool``, ``device``, ``names`` (a list of
     strings), ``ints`` (a list of integers), ``ints_per_model_task`` (such a list, or
-    ``{task: list}`` / ``{task: {model: list}}``), ``per_task_int`` (an int or ``{task: int}``),
+    ``{task: list}`` / ``{task: {model: list}}``), ``per_task_int`` (an int, ``{task: int}`` or
+    ``{task: {model: int}}``),
     ``per_model_task`` (a value, ``{task: value}`` or ``{task: {model: value}}``, each value cast
     by ``cast``), ``names_per_model`` (a list of strings, or ``{model: list}``), ``orders``
     (``{label: [block, ...]}``). ``none``: ``None`` (and ``""``, and the
@@ -220,7 +221,8 @@ _EXAMPLES = {
     "ints": ("-p {name} 0,1,2", "-p {name} '[0, 1, 2]'", "-y '{name}: [0, 1, 2]'"),
     "ints_per_model_task": ("-p {name} 0,1,2", "-p {name} '[0, 1, 2]'", "-y '{name}: [0, 1, 2]'",
                             "-y '{name}: {{snli: [0, 1], squad2: {{MODEL: [0]}}}}'"),
-    "per_task_int": ("-p {name} 32", "-y '{name}: {{snli: 32, sst2: 64}}'"),
+    "per_task_int": ("-p {name} 32", "-y '{name}: {{snli: 32, sst2: 64}}'",
+                     "-y '{name}: {{snli: {{MODEL: 32}}}}'"),
     "per_model_task": ("-p {name} VALUE", "-y '{name}: {{snli: VALUE}}'",
                        "-y '{name}: {{snli: {{MODEL: VALUE}}}}'"),
     "orders": ("-y '{name}: {{LABEL: [0, 0, 1, 2]}}'",),
@@ -355,7 +357,7 @@ def _read(name: str, value: Any, spec: Parameter) -> Any:
         _task_keys(value)
         out = {}
         for task, inner in value.items():
-            if kind == "per_model_task" and isinstance(inner, Mapping):
+            if isinstance(inner, Mapping):  # {task: {model: value}}
                 out[task] = {str(m): None if _is_none(v) else _number(v, cast, spec)
                              for m, v in inner.items()}
             else:

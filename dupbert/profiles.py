@@ -159,14 +159,15 @@ def restrict_models(parameters: Mapping[str, Any], models: Sequence[str]) -> dic
     tasks = parameters.get("tasks")
     if isinstance(tasks, Mapping):
         tasks = {m: t for m, t in tasks.items() if m in models}
-    per_model = {name: _only_models(parameters[name], models) for name in PER_MODEL_TASK
-                 if name in parameters}
+    per_model = {name: _only_models(parameters[name], models)
+                 for name in (*PER_TASK, *PER_MODEL_TASK) if name in parameters}
     return {**parameters, **per_model, "model": None, "models": [m for m in have if m in models],
             "tasks": tasks or None}
 
 
 PER_TASK = ("max_train_samples", "max_eval_samples")
-"""Parameters given as a value or ``{task: value}`` (:func:`per_task`)."""
+"""Subset sizes, given as a value, ``{task: value}`` or ``{task: {model: value}}``
+(:func:`per_task`)."""
 
 PER_MODEL_TASK = ("seeds", "epochs", "max_steps", "learning_rate", "batch_size", "group_by_length")
 """Parameters given as a value, ``{task: value}`` or ``{task: {model: value}}``
@@ -200,15 +201,16 @@ def model_tasks(tasks: str | Sequence[str] | Mapping[str, Sequence[str]] | None,
     return names(tasks, "tasks") or _default_tasks(model)
 
 
-def per_task(value: int | None | Mapping[str, int | None], task: str,
-             name: str = "max_train_samples") -> int | None:
-    """A subset size for ``task`` from an int, ``None`` or ``{task: int}`` (missing task = all).
+def per_task(value: int | None | Mapping[str, Any], task: str, name: str = "max_train_samples",
+             model: str | None = None) -> int | None:
+    """A subset size for ``model`` on ``task`` from an int, ``None``, ``{task: int}`` or
+    ``{task: {model: int}}`` (a missing task or model = all rows).
 
     Raises:
         ParameterError: the size is not a whole number >= 1 (``max_train_samples for snli must
             be None (all rows) or an integer >= 1, got 2.5``; it was cut to 2).
     """
-    size = value.get(task) if isinstance(value, Mapping) else value
+    size = per_model_task(value, model, task)
     if size is None:
         return None
     try:
@@ -299,9 +301,9 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
             seeds = seeds_list(seeds)
             plan.append(PlannedSweep(model, task, chosen,
                                      per_task(parameters.get("max_train_samples"), task,
-                                              "max_train_samples"),
+                                              "max_train_samples", model),
                                      per_task(parameters.get("max_eval_samples"), task,
-                                              "max_eval_samples"),
+                                              "max_eval_samples", model),
                                      tuple(sorted(overrides.items())), primary, tuple(seeds)))
     order = (names(given) if not isinstance(given, Mapping) else []) or list(TASK_PRIORITY)
     plan.sort(key=lambda entry: order.index(entry.task) if entry.task in order else len(order))
@@ -324,7 +326,7 @@ def _check_task_keys(parameters: Mapping[str, Any]) -> None:
 def _stranger_models(parameters: Mapping[str, Any], models: Sequence[str]) -> list[str]:
     """Notes for models that a ``{task: {model: value}}`` value names but ``models`` lacks."""
     notes = []
-    for name in PER_MODEL_TASK:
+    for name in (*PER_TASK, *PER_MODEL_TASK):
         value = parameters.get(name)
         if not isinstance(value, Mapping):
             continue

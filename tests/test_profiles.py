@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dupbert import profiles
+from dupbert import params, profiles
 from dupbert.cli import main
 from dupbert.errors import DupbertError, ParameterError
 from dupbert.tasks import UnknownTask
@@ -358,3 +358,27 @@ def test_study_summary_is_the_acceptance_table_of_a_hand_study():
     assert all(math.isnan(second[c]) for c in ("baseline_mean", "gain", "trivial", "train_min"))
     empty = profiles.study_summary(plan, rows.iloc[:0], pd.DataFrame())
     assert empty["verdict"].tolist() == ["pending (0/3 seeds)", "pending (0/2 seeds)"]
+
+
+def test_a_subset_size_may_be_given_per_model(zoo_env):
+    """A model that needs a larger training subset to learn (issue 29's pilots) gets its own size
+    under {task: {model: n}}; the other models keep the task's, and so their run keys."""
+    assert profiles.per_task({"sst2": {"m": 16000}}, "sst2", model="m") == 16000
+    assert profiles.per_task({"sst2": {"m": 16000}}, "sst2", model="other") is None
+    assert profiles.per_task({"sst2": 4000}, "sst2", model="m") == 4000
+    with pytest.raises(ParameterError, match=r"^max_train_samples for sst2 must be None \(all "
+                                             r"rows\) or an integer >= 1, got 0$"):
+        profiles.per_task({"sst2": {"m": 0}}, "sst2", model="m")
+    parameters = {"models": ["rxnmapper-albert", "rxnfp-bert"], "tasks": ["uspto50k"],
+                  "max_train_samples": {"uspto50k": {"rxnfp-bert": 300}}, "max_eval_samples": 50,
+                  "duplications": ["baseline"]}
+    plan, notes = profiles.plan_sweep(parameters)
+    assert [(e.model, e.max_train_samples, e.max_eval_samples) for e in plan] == [
+        ("rxnmapper-albert", None, 50), ("rxnfp-bert", 300, 50)]
+    assert notes == []
+    only = profiles.restrict_models(parameters, ["rxnmapper-albert"])
+    assert only["max_train_samples"] == {"uspto50k": {}}
+    read = params.notebook_parameters(
+        {"max_train_samples": params.NOTEBOOK_PARAMETERS["rq3"]["max_train_samples"]},
+        {"max_train_samples": "{snli: 3000, sst2: {bert-en-small: 16000}}"}, show=False)
+    assert read == {"max_train_samples": {"snli": 3000, "sst2": {"bert-en-small": 16000}}}
