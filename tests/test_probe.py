@@ -804,10 +804,12 @@ def _masked_frames():
     def rows(model, duplication, top1, n_tokens=17):
         return [dict(model=model, duplication=duplication, variant="pretrained", layer=layer,
                      top1=value, n_tokens=n_tokens) for layer, value in enumerate(top1)]
-    reconstruction = pd.DataFrame(rows("m", "baseline", [0.2, 0.85, 0.95, 0.99, 1.0])
+    reconstruction = pd.DataFrame(rows("m", "baseline", [0.2, 0.85, 0.9, 0.99, 1.0])
                                   + rows("m", "first 1 copied", [0.99] * 6))
-    # the duplicated variant's rows come last layer first: its last hidden state is read by layer
-    masked = pd.DataFrame(rows("m", "baseline", [0.05, 0.3, 0.6, 0.92, 0.95])
+    # reconstruction reaches 90% of its best (1.0) at hidden state 2 exactly, masked prediction 50%
+    # of its best (0.95) at hidden state 2 exactly; the duplicated variant's rows come last layer
+    # first: its last hidden state is read by layer
+    masked = pd.DataFrame(rows("m", "baseline", [0.05, 0.3, 0.475, 0.92, 0.95])
                           + rows("m", "first 1 copied", [0.05, 0.3, 0.6, 0.6, 0.9, 0.91])[::-1]
                           + rows("n", "baseline", [0.2, 0.6], n_tokens=9))
     return reconstruction, masked
@@ -827,7 +829,7 @@ def test_describe_masked_separates_copying_from_predicting():
     assert probe_module.describe_masked(reconstruction, masked, ["m"]) == (
         "- **m**: the head reconstructs unmasked tokens at 90% of its best from hidden state 2 on, "
         "but predicts masked tokens at 90% of its best (95.0%) only from hidden state 3 on; at "
-        "hidden state 2 it predicts 60.0% of the masked tokens against 95.0% reconstructed. From "
+        "hidden state 2 it predicts 47.5% of the masked tokens against 90.0% reconstructed. From "
         "the last hidden state it predicts 95.0% of the masked tokens; with `first 1 copied` the "
         "last hidden state predicts 4.0 points fewer.")
     half = probe_module.describe_masked(reconstruction, masked, ["m"], share=0.5)
