@@ -675,3 +675,220 @@ def translator_curves(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     shown = frame.assign(duplication=frame["translator"].map(
         {"identity": BASELINE, "linear": "linear translator"}), variant=PRETRAINED)
     return (shown[shown["measure"] == "reconstruction"], shown[shown["measure"] == "masked"])
+
+
+# --------------------------------------------------------------------------------------------------
+# The RQ1 chapter's tables and prose (notebooks/rq1.ipynb)
+
+
+def _fixed(value, digits: int = 3) -> str:
+    """``value`` with ``digits`` decimals, or ``""`` for NaN (a table cell)."""
+    return "" if pd.isna(value) else f"{value:.{digits}f}"
+
+
+def reconstruction_table(frame: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+    """RQ1's main table: one row per hidden state, one column per model.
+
+    Args:
+        frame: :func:`probe_models` output with ``include_control=True`` and no duplications
+            (columns ``model``, ``variant``, ``layer``, ``top1``, ``top5``).
+        models: the models, in the order of the columns.
+
+    Returns:
+        Strings: under each model ``"top-1 (top-5)"`` of the pretrained head (3 decimals), under
+        ``"<model> control"`` the random-init control's top-1; ``""`` where a model has no such
+        hidden state. Index ``hidden state`` (0 = embedding output). Source: paper section 3;
+        chapter RQ1, "Reconstruction accuracy per hidden state".
+    """
+    pretrained = frame[frame["variant"] == PRETRAINED].set_index(["model", "layer"])
+    control = frame[frame["variant"] == CONTROL].set_index(["model", "layer"])
+
+    def top1_top5(row):
+        return "" if pd.isna(row["top1"]) else f"{row['top1']:.3f} ({row['top5']:.3f})"
+
+    table = pretrained.apply(top1_top5, axis=1).unstack("model")
+    controls = control["top1"].unstack("model").map(_fixed)
+    table = table.join(controls.rename(columns=lambda name: f"{name} control"))
+    table = table.reindex(columns=[*models, *[f"{m} control" for m in models]]).fillna("")
+    table.index.name = "hidden state"
+    return table
+
+
+def _steady_from(top1: pd.Series, threshold: float):
+    """The first hidden state from which every hidden state has ``top1 >= threshold``, or None."""
+    above = top1 >= threshold
+    return next((layer for layer in top1.index if above.loc[layer:].all()), None)
+
+
+def _describe_one_reconstruction(ours: pd.DataFrame, ctrl: pd.DataFrame, name: str,
+                                 threshold: float) -> str:
+    last = int(ours.index.max())
+    inner = ours.loc[1 : last - 1]  # the hidden states the head was never trained on
+    steady = _steady_from(ours["top1"], threshold)
+    text = (
+        f"- **{name}** ({int(ours['n_sequences'].iloc[0])} sequences, "
+        f"{int(ours['n_tokens'].iloc[0])} tokens): the pretrained head decodes "
+        f"{ours.loc[last, 'top1']:.1%} of the tokens (top-1) from the last hidden state, "
+        f"{last}, the one it was trained on. "
+    )
+    if len(inner) == 1:
+        text += (f"From the one intermediate hidden state, 1, it decodes {inner['top1'].iloc[0]:.1%} "
+                 f"(top-5 {inner['top5'].iloc[0]:.1%}), ")
+    else:
+        text += (f"From the intermediate hidden states 1 to {last - 1} it decodes between "
+                 f"{inner['top1'].min():.1%} (hidden state {inner['top1'].idxmin()}) and "
+                 f"{inner['top1'].max():.1%} (mean {inner['top1'].mean():.1%}; top-5 mean "
+                 f"{inner['top5'].mean():.1%}), ")
+    text += f"and {ours.loc[0, 'top1']:.1%} from the embedding output. "
+    if steady is None:
+        text += f"Even the last hidden state is decoded below {threshold:.0%}."
+    else:
+        text += f"From hidden state {steady} on, every hidden state is decoded at {threshold:.0%} or more."
+    return text + (
+        f" The random-init control decodes {ctrl['top1'].mean():.1%} on average over its "
+        f"hidden states (at most {ctrl['top1'].max():.1%})."
+    )
+
+
+def describe_reconstruction(frame: pd.DataFrame, models: Sequence[str],
+                            threshold: float = 0.9) -> str:
+    """What RQ1's reconstruction numbers say, one Markdown bullet per model.
+
+    Args:
+        frame: :func:`probe_models` output with ``include_control=True`` and no duplications
+            (columns ``model``, ``variant``, ``layer``, ``top1``, ``top5``, ``n_tokens``,
+            ``n_sequences``; every model needs hidden states 0 to its last and control rows).
+        models: the models described, in this order.
+        threshold: the top-1 accuracy (a fraction) a hidden state counts as decoded from.
+
+    Returns:
+        Lines joined by newlines: per model the top-1 of the last hidden state, the range and
+        mean over the intermediate ones (``1..L-1``), hidden state 0, the first hidden state from
+        which every one reaches ``threshold``, and the control's mean and maximum. Source: paper
+        section 3; chapter RQ1, "What the numbers say".
+    """
+    pretrained = frame[frame["variant"] == PRETRAINED].set_index(["model", "layer"])
+    control = frame[frame["variant"] == CONTROL].set_index(["model", "layer"])
+    return "\n".join(_describe_one_reconstruction(pretrained.loc[name], control.loc[name], name,
+                                                  threshold) for name in models)
+
+
+def duplication_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """:func:`duplication_summary` as RQ1 shows it: index ``(model, duplication)``, readable
+    column names, accuracies with 4 decimals (``""`` for NaN) and the change of the last hidden
+    state signed (``+0.0100`` = one point). Source: chapter RQ1, "Reconstruction through
+    duplicated models"."""
+    shown = summary.set_index(["model", "duplication"]).rename(columns={
+        "n_blocks": "blocks", "n_copies": "copies", "at_copies": "top-1 at copies",
+        "before_first_copy": "top-1 before 1st copy", "min_after_first_copy": "min top-1 after",
+        "last": "top-1 last", "last_change": "change of last"})
+    for column in ["top-1 at copies", "top-1 before 1st copy", "min top-1 after", "top-1 last"]:
+        shown[column] = shown[column].map(lambda v: _fixed(v, 4))
+    shown["change of last"] = shown["change of last"].map(lambda v: f"{v:+.4f}")
+    return shown
+
+
+def describe_duplication(summary: pd.DataFrame, models: Sequence[str]) -> str:
+    """What duplication does to reconstruction, one Markdown bullet per model.
+
+    Args:
+        summary: :func:`duplication_summary` output; every model needs at least one variant
+            besides ``baseline``.
+        models: the models described, in this order.
+
+    Returns:
+        Per model: the number of duplicated variants, the range of ``at_copies`` (top-1 at the
+        hidden states copies produce), the range of ``last_change`` and the variant with the
+        largest drop. Source: paper section 5 (RQ3's surgery); chapter RQ1.
+    """
+    lines = []
+    for name in models:
+        rows = summary[(summary["model"] == name) & (summary["duplication"] != BASELINE)]
+        worst = rows.loc[rows["last_change"].idxmin()]
+        copies = rows["at_copies"]
+        lines.append(
+            f"- **{name}**: over {len(rows)} duplicated variants, the hidden states that copies produce "
+            f"are decoded at {copies.min():.1%} to {copies.max():.1%} top-1; the last hidden state "
+            f"changes by {rows['last_change'].min():+.1%} to {rows['last_change'].max():+.1%} against "
+            f"the baseline (largest drop: {worst['duplication']})."
+        )
+    return "\n".join(lines)
+
+
+def masked_table(masked: pd.DataFrame, models: Sequence[str]) -> tuple[str, pd.DataFrame]:
+    """RQ1's masked-prediction table of each model as loaded.
+
+    Args:
+        masked: :func:`probe_models` output with ``masking`` set (columns ``model``,
+            ``duplication``, ``layer``, ``top1``, ``n_tokens``; ``baseline`` rows are shown).
+        models: the models, in the order of the columns.
+
+    Returns:
+        ``(caption, table)``: a Markdown caption naming each model's number of masked tokens,
+        and the top-1 accuracy at the masked positions (3 decimals, ``""`` where a model has no
+        such hidden state), one row per hidden state, one column per model. Source: chapter RQ1,
+        "Masked prediction through every layer".
+    """
+    table = masked[masked["duplication"] == BASELINE].pivot(index="layer", columns="model",
+                                                            values="top1")
+    table = table.reindex(columns=models).map(_fixed)
+    table.index.name = "hidden state"
+    n_masked = masked.groupby("model")["n_tokens"].first()
+    counts = ", ".join(f"{name}: {n_masked[name]} masked tokens" for name in models)
+    return f"Masked-token top-1 accuracy per hidden state, each model as loaded ({counts}):", table
+
+
+def _describe_one_masked(reconstruction: pd.DataFrame, masked: pd.DataFrame, name: str,
+                         share: float) -> str:
+    base_r = reconstruction[(reconstruction["model"] == name)
+                            & (reconstruction["duplication"] == BASELINE)].set_index("layer")
+    rows = masked[masked["model"] == name]
+    base_m = rows[rows["duplication"] == BASELINE].set_index("layer")
+    last = int(base_m.index.max())
+    best = base_m["top1"].max()
+    copy_at = next(layer for layer in base_r.index
+                   if base_r.loc[layer, "top1"] >= share * base_r["top1"].max())
+    predict_at = next(layer for layer in base_m.index if base_m.loc[layer, "top1"] >= share * best)
+    other = rows[rows["duplication"] != BASELINE]
+    label = other["duplication"].iloc[0]
+    change = other.sort_values("layer")["top1"].iloc[-1] - base_m.loc[last, "top1"]
+    return (
+        f"- **{name}**: the head reconstructs unmasked tokens at {share:.0%} of its best from hidden "
+        f"state {copy_at} on, but predicts masked tokens at {share:.0%} of its best "
+        f"({best:.1%}) only from hidden state {predict_at} on; at hidden state {copy_at} it predicts "
+        f"{base_m.loc[copy_at, 'top1']:.1%} of the masked tokens against {base_r.loc[copy_at, 'top1']:.1%} "
+        f"reconstructed. From the last hidden state it predicts {base_m.loc[last, 'top1']:.1%} of the "
+        f"masked tokens; with `{label}` the last hidden state predicts {abs(change) * 100:.1f} "
+        f"points {'more' if change >= 0 else 'fewer'}."
+    )
+
+
+def describe_masked(reconstruction: pd.DataFrame, masked: pd.DataFrame, models: Sequence[str],
+                    share: float = 0.9) -> str:
+    """Copying against predicting, one Markdown bullet per model (RQ1, beyond the paper).
+
+    Args:
+        reconstruction: :func:`probe_models` output on unmasked sequences, with ``baseline``
+            rows (columns ``model``, ``duplication``, ``layer``, ``top1``).
+        masked: the same sequences with ``masking`` set, with ``baseline`` rows and rows of one
+            duplicated variant per model (e.g. ``duplications="paper"``).
+        models: the models described, in this order.
+        share: the fraction of its best top-1 a curve must reach.
+
+    Returns:
+        Per model: the first hidden state whose reconstruction top-1 reaches ``share`` of the
+        best reconstruction top-1 ("copies from"), the first whose masked top-1 reaches
+        ``share`` of the best masked top-1 ("predicts from"), both accuracies at the first, the
+        masked top-1 of the last hidden state, and how the duplicated variant's last hidden
+        state changes it (points, more or fewer). Source: chapter RQ1, "Masked prediction
+        through every layer".
+    """
+    return "\n".join(_describe_one_masked(reconstruction, masked, name, share) for name in models)
+
+
+def translator_table(comparison: pd.DataFrame) -> pd.DataFrame:
+    """:func:`translator_comparison` as RQ1 shows it: top-1 (3 decimals, ``""`` for NaN), one
+    row per hidden state, columns ``(model, measure, translator)``. Source: chapter RQ1, "A
+    learned translator" (Din et al. 2023)."""
+    return comparison.pivot(index="layer", columns=["model", "measure", "translator"],
+                            values="top1").map(_fixed)

@@ -715,3 +715,141 @@ def test_translator_comparison_keeps_the_baseline_of_each_lens():
     reconstruction, masked = translator_curves(table)
     assert set(reconstruction["duplication"]) == {"baseline", "linear translator"}
     assert (masked["measure"] == "masked").all()
+
+
+# --------------------------------------------------------------------------------------------------
+# The RQ1 chapter's tables and prose, on hand-made frames (expected text computed by hand)
+
+
+def _reconstruction_frame():
+    """Model ``m``: hidden states 0..4; model ``n``: 0..2; each with a random-init control."""
+    rows = []
+    for model, top1, top5, control, n_sequences, n_tokens in (
+            ("m", [0.10, 0.80, 0.95, 0.85, 0.97], [0.30, 0.90, 0.99, 0.95, 0.99],
+             [0.01, 0.02, 0.03, 0.0, 0.04], 8, 120),
+            ("n", [0.2, 0.5, 0.9], [0.4, 0.7, 0.95], [0.0, 0.001, 0.02], 2, 30)):
+        for variant, values, fives in (("pretrained", top1, top5),
+                                       ("random-init control", control, control)):
+            rows += [dict(model=model, variant=variant, duplication="baseline", layer=layer,
+                          top1=value, top5=five, n_sequences=n_sequences, n_tokens=n_tokens)
+                     for layer, (value, five) in enumerate(zip(values, fives))]
+    return pd.DataFrame(rows)
+
+
+def test_reconstruction_table_puts_top1_top5_then_the_controls_per_model():
+    table = probe_module.reconstruction_table(_reconstruction_frame(), ["n", "m"])
+    assert list(table.columns) == ["n", "m", "n control", "m control"]
+    assert table.index.name == "hidden state" and table.index.tolist() == [0, 1, 2, 3, 4]
+    assert table.loc[0, "m"] == "0.100 (0.300)" and table.loc[4, "m"] == "0.970 (0.990)"
+    assert table.loc[1, "n"] == "0.500 (0.700)" and table.loc[1, "n control"] == "0.001"
+    assert table.loc[3, "n"] == "" and table.loc[3, "n control"] == ""  # n has 3 hidden states
+    assert table.loc[4, "m control"] == "0.040"
+
+
+M_RECONSTRUCTION = (
+    "- **m** (8 sequences, 120 tokens): the pretrained head decodes 97.0% of the tokens (top-1) "
+    "from the last hidden state, 4, the one it was trained on. From the intermediate hidden "
+    "states 1 to 3 it decodes between 80.0% (hidden state 1) and 95.0% (mean 86.7%; top-5 mean "
+    "94.7%), and 10.0% from the embedding output. From hidden state 4 on, every hidden state is "
+    "decoded at 90% or more. The random-init control decodes 2.0% on average over its hidden "
+    "states (at most 4.0%).")
+N_RECONSTRUCTION = (
+    "- **n** (2 sequences, 30 tokens): the pretrained head decodes 90.0% of the tokens (top-1) "
+    "from the last hidden state, 2, the one it was trained on. From the one intermediate hidden "
+    "state, 1, it decodes 50.0% (top-5 70.0%), and 20.0% from the embedding output. From hidden "
+    "state 2 on, every hidden state is decoded at 90% or more. The random-init control decodes "
+    "0.7% on average over its hidden states (at most 2.0%).")
+
+
+def test_describe_reconstruction_in_words():
+    frame = _reconstruction_frame()
+    text = probe_module.describe_reconstruction(frame, ["m", "n"])
+    assert text == M_RECONSTRUCTION + "\n" + N_RECONSTRUCTION
+    # hidden state 3 (85%) breaks the run above 90%; at 80% the run starts at hidden state 1
+    lower = probe_module.describe_reconstruction(frame, ["m"], threshold=0.8)
+    assert "From hidden state 1 on, every hidden state is decoded at 80% or more." in lower
+    higher = probe_module.describe_reconstruction(frame, ["m"], threshold=0.98)
+    assert "Even the last hidden state is decoded below 98%. The random-init" in higher
+
+
+def _summary():
+    columns = ["model", "duplication", "n_blocks", "n_copies", "at_copies", "before_first_copy",
+               "min_after_first_copy", "last", "last_change"]
+    return pd.DataFrame([("m", "baseline", 4, 0, np.nan, np.nan, np.nan, 0.9, 0.0),
+                         ("m", "block 1 copied", 5, 1, 0.85, 0.8, 0.7, 0.88, -0.02),
+                         ("m", "first 2 copied", 6, 2, 0.75, 0.8, 0.6, 0.93, 0.03)],
+                        columns=columns)
+
+
+def test_duplication_table_names_the_columns_and_signs_the_change():
+    table = probe_module.duplication_table(_summary())
+    assert table.index.names == ["model", "duplication"]
+    assert list(table.columns) == ["blocks", "copies", "top-1 at copies", "top-1 before 1st copy",
+                                   "min top-1 after", "top-1 last", "change of last"]
+    base, one, two = (table.loc[("m", d)] for d in ("baseline", "block 1 copied", "first 2 copied"))
+    assert (base["top-1 at copies"], base["top-1 last"], base["change of last"]) == ("", "0.9000",
+                                                                                     "+0.0000")
+    assert (one["blocks"], one["min top-1 after"], one["change of last"]) == (5, "0.7000", "-0.0200")
+    assert two["change of last"] == "+0.0300"
+
+
+def test_describe_duplication_gives_ranges_and_the_largest_drop():
+    assert probe_module.describe_duplication(_summary(), ["m"]) == (
+        "- **m**: over 2 duplicated variants, the hidden states that copies produce are decoded "
+        "at 75.0% to 85.0% top-1; the last hidden state changes by -2.0% to +3.0% against the "
+        "baseline (largest drop: block 1 copied).")
+
+
+def _masked_frames():
+    def rows(model, duplication, top1, n_tokens=17):
+        return [dict(model=model, duplication=duplication, variant="pretrained", layer=layer,
+                     top1=value, n_tokens=n_tokens) for layer, value in enumerate(top1)]
+    reconstruction = pd.DataFrame(rows("m", "baseline", [0.2, 0.85, 0.9, 0.99, 1.0])
+                                  + rows("m", "first 1 copied", [0.99] * 6))
+    # reconstruction reaches 90% of its best (1.0) at hidden state 2 exactly, masked prediction 50%
+    # of its best (0.95) at hidden state 2 exactly; the duplicated variant's rows come last layer
+    # first: its last hidden state is read by layer
+    masked = pd.DataFrame(rows("m", "baseline", [0.05, 0.3, 0.475, 0.92, 0.95])
+                          + rows("m", "first 1 copied", [0.05, 0.3, 0.6, 0.6, 0.9, 0.91])[::-1]
+                          + rows("n", "baseline", [0.2, 0.6], n_tokens=9))
+    return reconstruction, masked
+
+
+def test_masked_table_shows_the_models_as_loaded():
+    caption, table = probe_module.masked_table(_masked_frames()[1], ["m", "n"])
+    assert caption == ("Masked-token top-1 accuracy per hidden state, each model as loaded "
+                       "(m: 17 masked tokens, n: 9 masked tokens):")
+    assert list(table.columns) == ["m", "n"] and table.index.name == "hidden state"
+    assert table.index.tolist() == [0, 1, 2, 3, 4]  # not the duplicated variant's hidden state 5
+    assert table.loc[1, "m"] == "0.300" and table.loc[1, "n"] == "0.600" and table.loc[2, "n"] == ""
+
+
+def test_describe_masked_separates_copying_from_predicting():
+    reconstruction, masked = _masked_frames()
+    assert probe_module.describe_masked(reconstruction, masked, ["m"]) == (
+        "- **m**: the head reconstructs unmasked tokens at 90% of its best from hidden state 2 on, "
+        "but predicts masked tokens at 90% of its best (95.0%) only from hidden state 3 on; at "
+        "hidden state 2 it predicts 47.5% of the masked tokens against 90.0% reconstructed. From "
+        "the last hidden state it predicts 95.0% of the masked tokens; with `first 1 copied` the "
+        "last hidden state predicts 4.0 points fewer.")
+    half = probe_module.describe_masked(reconstruction, masked, ["m"], share=0.5)
+    assert half.startswith("- **m**: the head reconstructs unmasked tokens at 50% of its best from "
+                           "hidden state 1 on, but predicts masked tokens at 50% of its best "
+                           "(95.0%) only from hidden state 2 on; at hidden state 1 it predicts "
+                           "30.0% of the masked tokens against 85.0% reconstructed.")
+    better = masked.assign(top1=masked["top1"].where(masked["top1"] != 0.91, 0.97))
+    assert probe_module.describe_masked(reconstruction, better, ["m"]).endswith(
+        "with `first 1 copied` the last hidden state predicts 2.0 points more.")
+
+
+def test_translator_table_is_top1_per_hidden_state_and_lens():
+    comparison = pd.DataFrame([dict(model="m", measure=measure, translator=translator, layer=layer,
+                                    top1=np.nan if (layer, translator) == (1, "linear") else value)
+                               for layer, value in ((0, 0.1234), (1, 0.5))
+                               for measure in ("reconstruction", "masked")
+                               for translator in ("identity", "linear")])
+    table = probe_module.translator_table(comparison)
+    assert table.index.tolist() == [0, 1]
+    assert table.loc[0, ("m", "masked", "identity")] == "0.123"
+    assert table.loc[1, ("m", "reconstruction", "identity")] == "0.500"
+    assert table.loc[1, ("m", "reconstruction", "linear")] == ""

@@ -454,3 +454,182 @@ def test_translator_gap_against_similarity_per_model():
     assert gaps["layer"].tolist() == [0, 1, 2, 3]  # the last hidden state is left out
     np.testing.assert_allclose(gaps["gap"], [0.9, 0.7, 0.5, 0.3])
     np.testing.assert_allclose(gaps["rho"], -1.0)  # the further from the last, the larger the gain
+
+
+# --------------------------------------------------------------------------------------------------
+# The RQ2 chapter's tables and prose, on hand-made frames (expected values computed by hand)
+
+
+def _chapter_layers():
+    """``m``: hidden states 0..5 (rho over 0..4 computable); ``n``: 0..2 (too few) and one
+    duplicated variant of ``n`` whose hidden state 2 a copy produces."""
+    def rows(model, duplication, n_tokens, **columns):
+        n = len(columns["top1"])
+        base = dict(model=model, duplication=duplication, n_tokens=n_tokens, norm_std=0.5,
+                    q01=-2.0, q50=0.001, q99=2.0, max_abs=123.456, kurtosis=1.23456,
+                    top_dim_var_frac=0.02, anisotropy=0.1)
+        copies = columns.pop("is_copy", [False] * n)
+        return [dict(base, layer=layer, is_copy=copies[layer],
+                     **{key: values[layer] for key, values in columns.items()})
+                for layer in range(n)]
+    m = rows("m", "baseline", 500,
+             top1=[0.10, 0.60, 0.50, 0.80, 0.90, 0.95],
+             cka_debiased_to_last=[0.40, 0.50, 0.70, 0.60, 0.92, 1.0],
+             cka_to_last=[0.45, 0.55, 0.65, 0.75, 0.93, 1.0],
+             cosine_to_last=[0.2, 0.1, 0.4, 0.3, 0.8, 1.0],
+             w1_standardised=[0.5, 0.4, 0.3, 0.2, 0.1, 0.0],
+             norm_mean=[10.0, 11.0, 12.0, 12.5, 15.0, 20.0],
+             std=[1.0, 1.1, 1.2, 1.3, 1.4, 1.6])
+    n = rows("n", "baseline", 300, top1=[0.2, 0.9, 0.99], cka_debiased_to_last=[0.3, 0.95, 1.0],
+             cka_to_last=[0.35, 0.96, 1.0], cosine_to_last=[0.2, 0.9, 1.0],
+             w1_standardised=[0.6, 0.05, 0.0], norm_mean=[8.0, 8.0, 8.8], std=[1.0, 1.0, 1.0])
+    n_copied = rows("n", "first 1 copied", 300, top1=[0.2, 0.9, 0.95, 0.985],
+                    cka_debiased_to_last=[0.3, 0.9, 0.95, 1.0], cka_to_last=[0.3, 0.9, 0.95, 1.0],
+                    cosine_to_last=[0.2, 0.9, 0.95, 1.0], w1_standardised=[0.6, 0.1, 0.05, 0.0],
+                    norm_mean=[8.0] * 4, std=[1.0] * 4, is_copy=[False, False, True, False])
+    return pd.DataFrame(m + n + n_copied)
+
+
+def _chapter_pairs():
+    def cka(model, duplication, values):
+        return [dict(model=model, duplication=duplication, layer=a, other_layer=b, cka=value)
+                for (a, b), value in values.items()]
+    return pd.DataFrame(
+        cka("n", "baseline", {(0, 1): 0.5, (1, 2): 0.9, (0, 2): 0.1, (1, 0): 0.5, (2, 1): 0.9})
+        + cka("n", "first 1 copied", {(0, 1): 0.5, (1, 2): 0.97, (2, 3): 0.8, (0, 2): 0.2,
+                                      (2, 1): 0.97, (3, 2): 0.8}))
+
+
+def _spearman_p(rho, n):
+    t = rho * np.sqrt((n - 2) / (1 - rho ** 2))
+    return 2 * scipy.stats.t.sf(abs(t), n - 2)
+
+
+def test_spearman_table_per_model_and_similarity():
+    from dupbert.stats import spearman_table
+
+    table = spearman_table(_chapter_layers(), ["m", "n"])
+    assert table.index.names == ["model", "similarity"]
+    assert table.index.tolist() == [(model, similarity) for model in ("m", "n") for similarity in
+                                    ("cka_debiased_to_last", "cka_to_last", "cosine_to_last",
+                                     "depth")]
+    m = table.loc["m"]
+    # hidden states 0..4: top-1 ranks 1 3 2 4 5; debiased CKA 1 2 4 3 5 (sum d^2 = 6), biased
+    # CKA and depth 1 2 3 4 5 (2), cosine 2 1 4 3 5 (10): rho = 1 - 6 sum d^2 / (5 * 24)
+    np.testing.assert_allclose(m["rho"], [0.7, 0.9, 0.5, 0.9])
+    np.testing.assert_allclose(m["p_value"], [_spearman_p(r, 5) for r in (0.7, 0.9, 0.5, 0.9)])
+    assert m["n_layers"].tolist() == [5, 5, 5, 5]
+    # partial on depth: (0.7 - 0.9 * 0.9) / (1 - 0.81); biased CKA and depth are depth itself
+    assert m.loc["cka_debiased_to_last", "rho_given_depth"] == pytest.approx(-0.11 / 0.19)
+    assert np.isnan(m.loc["cka_to_last", "rho_given_depth"])
+    n = table.loc["n"]
+    assert n["n_layers"].tolist() == [2, 2, 2, 2] and n["rho"].isna().all()
+    assert spearman_table(_chapter_layers()).index.equals(table.index)  # models in frame order
+
+
+def test_format_correlations_rounds_rho_and_p():
+    from dupbert.stats import format_correlations, spearman_table
+
+    shown = format_correlations(spearman_table(_chapter_layers())).loc["m"]
+    assert shown["rho"].tolist() == ["0.700", "0.900", "0.500", "0.900"]
+    assert shown.loc["cka_debiased_to_last", "p_value"] == f"{_spearman_p(0.7, 5):.2g}" == "0.19"
+    assert shown.loc["cka_debiased_to_last", "rho_given_depth"] == "-0.579"
+    assert shown.loc["cka_to_last", "p_value_given_depth"] == "nan"
+    assert shown["n_layers"].tolist() == [5, 5, 5, 5]
+
+
+def test_describe_similarity_in_words():
+    from dupbert.stats import describe_similarity, spearman_table
+
+    layers = _chapter_layers()
+    correlations = spearman_table(layers)
+    partial = -0.11 / 0.19
+    p_partial = 2 * scipy.stats.t.sf(abs(partial * np.sqrt(2 / (1 - partial ** 2))), 2)
+    m = ("- **m** (500 tokens): the debiased linear CKA of a hidden state with the last one ranges "
+         "from 0.400 (hidden state 0) to 0.920 (biased: 0.450 to 0.930); 1 of the 5 earlier "
+         "hidden states are within 0.1 of the last one's value 1 (CKA ≥ 0.9: 4). The same "
+         "token's cosine with its last-layer vector ranges from 0.10 to 0.80. The mean token norm "
+         "varies by a factor 2.00 across layers (10 to 20), the std of the values by a factor "
+         "1.60; after standardising, the distance of the value distributions to the last layer's "
+         "is at most 0.50 std. Top-1 accuracy and debiased CKA to the last layer have Spearman "
+         "rho = 0.70 (p = 0.19, 5 hidden states); for the cosine rho = 0.50, and for the depth "
+         f"itself 0.90. Controlling for depth, the partial rho is -0.58 (p = {p_partial:.2g}).")
+    n = ("- **n** (300 tokens): the debiased linear CKA of a hidden state with the last one ranges "
+         "from 0.300 (hidden state 0) to 0.950 (biased: 0.350 to 0.960); 1 of the 2 earlier "
+         "hidden states are within 0.1 of the last one's value 1 (CKA ≥ 0.9: 1). The same "
+         "token's cosine with its last-layer vector ranges from 0.20 to 0.90. The mean token norm "
+         "varies by a factor 1.10 across layers (8 to 8.8), the std of the values by a factor "
+         "1.00; after standardising, the distance of the value distributions to the last layer's "
+         "is at most 0.60 std. No rank correlation with top-1 accuracy is computed (2 hidden "
+         "states before the last, or a constant column).")
+    summary = ("**In short.** Within each model the mean token norm changes by a factor of at most "
+               "2.00 across hidden states (m), so the layers share their scale; their geometry is "
+               "another matter: debiased linear CKA with the last hidden state falls to 0.30 at "
+               "the lowest. Over the 1 model(s) with enough hidden states, Spearman's rho between "
+               "debiased CKA to the last layer and top-1 accuracy ranges from 0.70 to 0.70; "
+               "controlling for depth it stays positive with p < 0.05 for 0 of them.")
+    duplicated = ("- **n, first 1 copied**: the head decodes 98.50% of the tokens from the last "
+                  "hidden state (as loaded: 99.00%). A copied block applied to its original's "
+                  "output (hidden states 2) keeps the token cloud at CKA 0.970 to 0.970 with its "
+                  "input; one block of the model as loaded does 0.500 to 0.900.")
+    assert describe_similarity(layers, _chapter_pairs(), correlations) == (
+        f"{m}\n{n}\n\n{summary}\n\nWith the duplicated variants:\n\n{duplicated}")
+    wider = describe_similarity(layers, _chapter_pairs(), correlations, ["m"], within=0.5)
+    assert wider == (m.replace("1 of the 5 earlier hidden states are within 0.1",
+                               "4 of the 5 earlier hidden states are within 0.5")
+                     .replace("(CKA ≥ 0.9: 4)", "(CKA ≥ 0.5: 1, 2, 3, 4)")
+                     + f"\n\n{summary}\n\nWith the duplicated variants:\n\n{duplicated}")
+
+
+def test_describe_similarity_counts_a_model_whose_partial_rho_is_significant():
+    from dupbert.stats import _summarise_similarity
+
+    layers = _chapter_layers()
+    correlations = pd.DataFrame(
+        [dict(model=model, similarity=similarity, rho=rho, p_value=0.01, n_layers=8,
+              rho_given_depth=0.6, p_value_given_depth=p)
+         for model, rho, p in (("m", 0.8, 0.01), ("n", 0.4, 0.2))
+         for similarity in ("cka_debiased_to_last", "cka_to_last", "cosine_to_last", "depth")]
+    ).set_index(["model", "similarity"])
+    assert _summarise_similarity(layers, correlations).endswith(
+        "Over the 2 model(s) with enough hidden states, Spearman's rho between debiased CKA to the "
+        "last layer and top-1 accuracy ranges from 0.40 to 0.80; controlling for depth it stays "
+        "positive with p < 0.05 for 1 of them (m).")
+
+
+def test_statistics_table_shows_the_models_as_loaded():
+    from dupbert.stats import statistics_table
+
+    table = statistics_table(_chapter_layers())
+    assert table.index.names == ["model", "hidden state"] and len(table) == 6 + 3
+    assert list(table.columns) == ["norm", "norm std", "std", "q01", "q50", "q99", "max |x|",
+                                   "kurtosis", "top dim", "anisotropy"]
+    row = table.loc[("m", 5)]
+    assert (row["norm"], row["std"], row["max |x|"], row["kurtosis"], row["q50"]) == (
+        "20.000", "1.600", "123", "1.235", "0.001")
+
+
+def test_similarity_to_last_table_per_model_and_variant():
+    from dupbert.stats import similarity_to_last_table
+
+    table = similarity_to_last_table(_chapter_layers())
+    assert table.columns.names == ["model", "variant", "measure"]
+    assert table.columns.tolist()[:5] == [("m", "baseline", measure) for measure in
+                                          ("CKA", "CKA (debiased)", "cosine", "W1 (std.)", "top-1")]
+    assert table.columns.tolist()[5] == ("n", "baseline", "CKA")
+    assert table.columns.tolist()[-1] == ("n", "first 1 copied", "top-1")
+    assert table.index.name == "hidden state" and table.index.tolist() == [0, 1, 2, 3, 4, 5]
+    assert table.loc[0, ("m", "baseline", "CKA (debiased)")] == "0.400"
+    assert table.loc[3, ("n", "first 1 copied", "top-1")] == "0.985"
+    assert table.loc[3, ("n", "baseline", "top-1")] == ""  # n as loaded has hidden states 0..2
+
+
+def test_translator_gap_tables_per_model_and_per_hidden_state():
+    from dupbert.stats import translator_gap_tables
+
+    gaps = pd.DataFrame([dict(model="m", layer=layer, identity=0.1, linear=0.1 + gap, gap=gap,
+                              similarity=0.5 + layer / 10, rho=-0.87654, p_value=0.012345)
+                         for layer, gap in enumerate([0.4, 0.2, 0.1])])
+    per_model, per_layer = translator_gap_tables(gaps)
+    assert per_model.loc["m"].tolist() == [-0.877, 0.012, 3]
+    assert per_layer.loc[2, ("gap", "m")] == 0.1 and per_layer.loc[1, ("similarity", "m")] == 0.6
