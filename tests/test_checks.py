@@ -296,7 +296,7 @@ def test_every_rq3_profile_passes_the_checks_the_command_line_applies(zoo_env):
     `dupbert finetune --profile` through these checks: a check that refuses it stops the study."""
     from dupbert import profiles
 
-    for path in sorted((REPO / "notebooks" / "params").glob("*/rq3.yaml")):
+    for path in sorted((REPO / "notebooks" / "params").glob("*/rq3*.yaml")):
         used = params.profile_parameters(profiles.load_profile(path), device="cpu")
         assert used["seeds"], path
     cpu = params.profile_parameters(profiles.load_profile(REPO / "notebooks/params/cpu/rq3.yaml"))

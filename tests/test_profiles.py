@@ -80,7 +80,7 @@ def test_gpu_profile_runs_the_claimed_gains_first(zoo_env):
 
 
 def test_every_profile_parses_and_names_known_parameters(zoo_env):
-    for path in sorted(PARAMS.glob("*/rq3.yaml")):
+    for path in sorted(PARAMS.glob("*/rq3*.yaml")):
         parameters = profiles.load_profile(path)
         assert profiles.profile_models(parameters), path
         plan_seeds = [entry.seeds for entry in profiles.plan_sweep(parameters)[0]]
@@ -382,3 +382,20 @@ def test_a_subset_size_may_be_given_per_model(zoo_env):
         {"max_train_samples": params.NOTEBOOK_PARAMETERS["rq3"]["max_train_samples"]},
         {"max_train_samples": "{snli: 3000, sst2: {bert-en-small: 16000}}"}, show=False)
     assert read == {"max_train_samples": {"snli": 3000, "sst2": {"bert-en-small": 16000}}}
+
+
+def test_the_confirmatory_profile_repeats_the_study_cell_on_new_seeds(zoo_env):
+    """Issue 29, item 5: copy last vs baseline on MiniLM x SNLI, seeds 8-15 only, every other
+    setting as in the study's cell, so that only the seeds are new (and no run key is shared)."""
+    study, _ = profiles.plan_sweep(profiles.load_profile(PARAMS / "cpu" / "rq3.yaml"))
+    (cell,) = [e for e in study if (e.model, e.task) == ("all-MiniLM-L6-v2", "snli")]
+    (confirm,), notes = profiles.plan_sweep(profiles.load_profile(PARAMS / "cpu" / "rq3-confirm.yaml"))
+    assert notes == []
+    assert confirm.duplications == ("baseline", "copy last")
+    assert confirm.seeds == tuple(range(8, 16)) and cell.seeds == tuple(range(8))
+    assert (confirm.max_train_samples, confirm.max_eval_samples, confirm.overrides) == (
+        cell.max_train_samples, cell.max_eval_samples, cell.overrides) == (
+        3000, 5000, (("batch_size", 32), ("epochs", 3.0), ("group_by_length", False),
+                     ("learning_rate", 1e-4), ("max_steps", -1)))
+    assert profiles.planned_run_keys([confirm]).isdisjoint(profiles.planned_run_keys(study))
+    assert len(profiles.planned_run_keys([confirm])) == 16
