@@ -30,21 +30,24 @@ if [ -z "${DUPBERT_DATA_DIR:-}" ] && [ -d ../shared/data ]; then
   export DUPBERT_DATA_DIR
 fi
 
+# the results file and the per-example outputs folder (none when the profile's outputs_dir is null)
 read -r results outputs < <("${DUPBERT%/dupbert}/python" -c "
 import sys, yaml
 p = yaml.safe_load(open(sys.argv[1]))
-print(p['results_path'], p['outputs_dir'])" "$PROFILE")
+print(p['results_path'], p.get('outputs_dir') or '')" "$PROFILE")
 
 rows() { local n=0; [ -f "$results" ] && n=$(grep -c . "$results"); echo "${n:-0}"; }
 
 commit_new_rows() {
   [ "$COMMIT" = 1 ] || return 0
   local n; n=$(rows)
-  git add -- "$results" "$outputs" 2>/dev/null || return 0
-  git diff --cached --quiet -- "$results" "$outputs" && return 0
+  local paths=("$results")
+  [ -n "$outputs" ] && paths+=("$outputs")
+  git add -- "${paths[@]}" 2>/dev/null || return 0
+  git diff --cached --quiet -- "${paths[@]}" && return 0
   for _ in 1 2 3 4 5 6 7 8 9 10; do  # another git command may hold the index for a moment
     if git commit -q -m "CPU study: $n runs in $results (committed as they land)" \
-        -- "$results" "$outputs"; then
+        -- "${paths[@]}"; then
       echo "$(date -u +%FT%TZ) committed: $n runs"
       return 0
     fi
