@@ -3,8 +3,8 @@ paper's statement or number, ours with a 95% confidence interval, a verdict and 
 holds the evidence.
 
 Verdicts are ``reproduced``, ``refuted``, ``undecided``, ``did not learn`` or ``not testable
-here``. Each claim's rule
-is written in the function that decides it, fixed before the runs, and printed on the page:
+here``. Each claim's rule is written in the function that decides it, fixed before the runs, and
+described in prose in ``book/methods.md`` ("Results at a glance"), which the page links to:
 
 - RQ1 (:func:`rq1_rows`): top-1 reconstruction per hidden state against the random-init control,
   with Wilson 95% intervals over tokens.
@@ -39,7 +39,14 @@ NOT_PRETRAINED_HEADS = {"splade-tiny-en"}
 DECODES = 0.5  # RQ1: a hidden state is decoded when top-1 >= 0.5 ...
 ABOVE_CONTROL = 0.1  # ... and its Wilson interval lies this far above the control's best layer
 CHAPTERS = {1: "rq1", 2: "rq2", 3: "rq3", 4: "rq4", 5: "rq5"}
-COLUMNS = ["id", "rq", "claim", "paper", "ours", "verdict", "rule", "evidence"]
+# The section of the chapter that holds a claim's evidence (its HTML anchor); others: SECTION.
+SECTION = "what-the-numbers-say"
+SECTIONS = {"rq1-holds-with-duplicated-layers": "reconstruction-through-duplicated-models",
+            "rq5-ensemble-squad2-exact": "the-paper-beside-ours",
+            "rq5-ensemble-squad2-f1": "the-paper-beside-ours"}
+# Where the verdict rules are written out (book/methods.md, the "Results at a glance" section).
+RULES_PAGE = "methods.html#methods-glance-rules"
+COLUMNS = ["id", "rq", "claim", "paper", "ours", "verdict", "evidence", "section"]
 
 
 def wilson_interval(fraction: float, n: int) -> tuple[float, float]:
@@ -67,12 +74,13 @@ CLAIMED_TASKS = frozenset(c.task for c in paper.CLAIMS if c.task is not None)
 
 
 
-def _row(claim_id: str, ours: str, verdict: str, rule: str) -> dict:
+def _row(claim_id: str, ours: str, verdict: str) -> dict:
     if verdict not in VERDICTS:
         raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
     c = paper.claim(claim_id)
     return {"id": c.id, "rq": c.rq, "claim": c.statement, "paper": c.paper_value, "ours": ours,
-            "verdict": verdict, "rule": rule, "evidence": CHAPTERS[c.rq]}
+            "verdict": verdict, "evidence": CHAPTERS[c.rq],
+            "section": SECTIONS.get(c.id, SECTION)}
 
 
 def _worst_block_output(rows: pd.DataFrame, what: str) -> tuple[float, float, float, int]:
@@ -140,18 +148,13 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
                      f"(control at most {control_best[model]:.3f}; embedding output "
                      f"{float(embedding.iloc[0]):.3f})")
         checks.append((low, high, control_best[model]))
-    rule = ("worst hidden state 1..L per model: Wilson 95% lower bound >= 0.5 and >= 0.1 above "
-            "the random-init control -> reproduced; upper bound within 0.1 of the control -> refuted. "
-            "The claim is judged on the block outputs (hidden states 1..L) of the models with a "
-            "pretrained head; hidden state 0, the embedding output (for ALBERT after its E -> H "
-            "projection), is shown, not judged")
     rows = [_row("rq1-head-decodes-every-layer",
                  f"hidden states 1..L of {', '.join(judged)}; top-1 at the worst one: "
                  + "; ".join(texts),
-                 _rq1_verdict(checks), rule)]
+                 _rq1_verdict(checks))]
     if duplicated is None or duplicated.empty:
         rows.append(_row("rq1-holds-with-duplicated-layers", "no duplicated models probed",
-                         "undecided", rule))
+                         "undecided"))
         return rows
     texts, checks = [], []
     for model in [m for m in dict.fromkeys(duplicated["model"]) if m in control_best]:
@@ -170,7 +173,7 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
         checks.append((low, high, control_best[model]))
     rows.append(_row("rq1-holds-with-duplicated-layers",
                      "top-1 at the worst hidden state 1..L of any duplicated variant: " + "; ".join(texts),
-                     _rq1_verdict(checks), rule))
+                     _rq1_verdict(checks)))
     return rows
 
 
@@ -229,12 +232,7 @@ def rq2_row(spearman: pd.DataFrame, measure: str | None = None) -> dict:
         verdict = "reproduced"
     else:
         verdict = "undecided"
-    name = "debiased CKA" if measure == "cka_debiased_to_last" else "CKA"
-    statistic = "partial Spearman rho" if partial else "Spearman rho"
-    given = " | depth" if partial else ""
-    rule = (f"{statistic}({name} with the last hidden state, RQ1 top-1{given}) > 0 with p < 0.05 "
-            f"for every model -> reproduced; < 0 with p < 0.05 for some model -> refuted")
-    return _row("rq2-layers-distributed-similarly", "; ".join(texts) or "no correlations", verdict, rule)
+    return _row("rq2-layers-distributed-similarly", "; ".join(texts) or "no correlations", verdict)
 
 
 def _interval(mean: float, low: float, high: float) -> str:
@@ -432,10 +430,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
                 verdicts.append(paper.DID_NOT_LEARN)
         verdict = _combine(verdicts)
         per_claim[c.id] = verdict
-        rows.append(_row(c.id, "; ".join(texts) or "no runs", verdict,
-                         "the pre-registered primary comparison (paper's configuration vs baseline, "
-                         "paired seeds, dupbert.significance.verdict); a baseline below its floor "
-                         "decides nothing"))
+        rows.append(_row(c.id, "; ".join(texts) or "no runs", verdict))
     gains = [v for cid, v in per_claim.items()
              if paper.claim(cid).claimed_gain not in (None, 0.0) and v != "not testable here"]
     method = _over_learned(gains)
@@ -443,10 +438,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
     ours = "; ".join(f"{cid}: {v}" for cid, v in per_claim.items())
     if beyond:
         ours += "; beyond the paper's tasks (shown, not judged): " + "; ".join(beyond)
-    rows.insert(0, _row("rq3-method", ours,
-                        method, "over the claimed gains that could be tested and learned (a claim "
-                                "that did not learn is left out): reproduced when every one is; "
-                                "refuted when one is"))
+    rows.insert(0, _row("rq3-method", ours, method))
     tested = [v for v in per_claim.values() if v != "not testable here"]
     consistent = _over_learned(tested)
     models = sorted(set(results["model"])) if not results.empty else []
@@ -460,10 +452,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
         consistent = "not testable here"
     else:
         ours += "; per-claim verdicts as above"
-    rows.append(_row("rq4-consistent-across-models", ours, consistent,
-                     "reproduced when every model and task that learned reproduces its claim; "
-                     "refuted when one refutes it; reproduced or undecided only with two or more "
-                     "models that learned a task the paper makes a claim for"))
+    rows.append(_row("rq4-consistent-across-models", ours, consistent))
     return rows
 
 
@@ -515,8 +504,7 @@ def rq5_rows(summary: pd.DataFrame | None) -> list[dict]:
                 if shown:  # a model whose SQuAD means are all NaN shows nothing
                     parts.append(f"{model}: " + ", ".join(shown))
             text = "; ".join(parts) or text
-        rows.append(_row(claim_id, text, "not testable here",
-                         "the paper's ALBERT models and full SQuAD 2.0 training are not available offline"))
+        rows.append(_row(claim_id, text, "not testable here"))
     return rows
 
 
@@ -528,8 +516,9 @@ def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.Data
     """One row per claim of :data:`dupbert.paper.CLAIMS`, in that order.
 
     Returns:
-        Columns ``id, rq, claim, paper, ours, verdict, rule, evidence`` (``evidence`` = the
-        chapter's page name, e.g. ``rq3``). Claims whose inputs are ``None`` are
+        Columns ``id, rq, claim, paper, ours, verdict, evidence, section`` (``evidence`` = the
+        chapter's page name, e.g. ``rq3``; ``section`` = the anchor of the section in it that holds
+        the evidence, e.g. ``what-the-numbers-say``). Claims whose inputs are ``None`` are
         ``not testable here`` with "not run" as ours. ``planned_seeds``, ``pilots``: as
         :func:`rq3_rq4_rows`.
 
@@ -548,7 +537,7 @@ def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.Data
     for row in rows:
         assert row["id"] not in by_id, f"claim {row['id']} decided twice"
         by_id[row["id"]] = row
-    ordered = [by_id.get(c.id) or _row(c.id, "not run", "not testable here", "no evidence")
+    ordered = [by_id.get(c.id) or _row(c.id, "not run", "not testable here")
                for c in paper.CLAIMS]
     return pd.DataFrame(ordered, columns=COLUMNS)
 
@@ -564,3 +553,36 @@ def verdict_counts(table: pd.DataFrame) -> Mapping[str, int]:
     return {v: int(counts.get(v, 0)) for v in VERDICTS}
 
 
+
+
+def glance_html(table: pd.DataFrame) -> str:
+    """The results-at-a-glance table as one HTML ``<table>``, one compact row per claim: the claim
+    (its statement and id), the paper's number, ours, and the verdict with a link to the chapter
+    section that holds the evidence (``{evidence}.html#{section}``). Every text is HTML-escaped;
+    each row has the class ``verdict-<verdict, spaces as hyphens>`` that
+    ``book/_static/dupbert.css`` colours. The rules are not repeated per row: the header links to
+    :data:`RULES_PAGE`.
+
+    Args:
+        table: :func:`results_at_a_glance` rows (columns ``id, rq, claim, paper, ours, verdict,
+            evidence, section``).
+
+    Raises:
+        ParameterError (a ValueError): ``table`` without one of those columns.
+    """
+    import html
+
+    check_columns(table, ["id", "rq", "claim", "paper", "ours", "verdict", "evidence", "section"],
+                  "table", rows="")
+    e = html.escape
+    rows = "".join(
+        f'<tr class="verdict-{e(r.verdict.replace(" ", "-"))}">'
+        f"<td>{e(r.claim)}<br><code>{e(r.id)}</code></td>"
+        f"<td>{e(str(r.paper))}</td><td>{e(str(r.ours))}</td>"
+        f"<td><strong>{e(r.verdict)}</strong><br>"
+        f'<a href="{e(r.evidence)}.html#{e(r.section)}">RQ{int(r.rq)} evidence</a></td></tr>'
+        for r in table.itertuples())
+    header = ("<th>claim</th><th>paper</th><th>ours (95% CI)</th>"
+              f'<th>verdict (<a href="{RULES_PAGE}">rules</a>)</th>')
+    return (f'<table class="results-at-a-glance table"><thead><tr>{header}</tr></thead>'
+            f"<tbody>{rows}</tbody></table>")

@@ -210,13 +210,6 @@ def test_missing_evidence_is_not_testable_and_still_one_row_per_claim():
     assert set(empty["verdict"]) == {"not testable here"}
 
 
-RQ1_RULE = ("worst hidden state 1..L per model: Wilson 95% lower bound >= 0.5 and >= 0.1 above the "
-            "random-init control -> reproduced; upper bound within 0.1 of the control -> refuted. "
-            "The claim is judged on the block outputs (hidden states 1..L) of the models with a "
-            "pretrained head; hidden state 0, the embedding output (for ALBERT after its E -> H "
-            "projection), is shown, not judged")
-
-
 def _probe(model, variant, tops, n_tokens=400, column="variant"):
     return [{"model": model, column: variant, "layer": layer, "top1": top1, "n_tokens": n_tokens}
             for layer, top1 in enumerate(tops)]
@@ -241,11 +234,12 @@ def test_rq1_rows_name_each_models_worst_hidden_state_and_its_control():
         "claim": paper.claim("rq1-head-decodes-every-layer").statement, "paper": "not stated",
         "ours": "hidden states 1..L of m; top-1 at the worst one: m: 0.800 [0.758, 0.836] at "
                 "hidden state 2 (control at most 0.100; embedding output 0.300)",
-        "verdict": "reproduced", "rule": RQ1_RULE, "evidence": "rq1"}
+        "verdict": "reproduced", "evidence": "rq1", "section": "what-the-numbers-say"}
     assert with_copies["ours"] == ("top-1 at the worst hidden state 1..L of any duplicated variant: "
                                    "m: 0.600 [0.551, 0.647] (block 2 copied, hidden state 4; "
                                    "2 variants)")
-    assert (with_copies["verdict"], with_copies["rule"]) == ("reproduced", RQ1_RULE)
+    assert (with_copies["verdict"], with_copies["section"]) == (
+        "reproduced", "reconstruction-through-duplicated-models")
     (_, none) = glance.rq1_rows(reconstruction, duplicated.iloc[:0])
     assert (none["ours"], none["verdict"]) == ("no duplicated models probed", "undecided")
     assert glance.rq1_rows(reconstruction)[1]["ours"] == "no duplicated models probed"
@@ -282,15 +276,12 @@ def test_rq2_prefers_debiased_cka_and_the_partial_correlation():
     row = glance.rq2_row(SPEARMAN)  # splade's head is not judged; c has no correlation
     assert row["ours"] == "a: rho +0.80 (p 0.002, 12 hidden states), given depth +0.60 (p 0.03)"
     assert row["verdict"] == "reproduced"
-    assert row["rule"] == ("partial Spearman rho(debiased CKA with the last hidden state, RQ1 top-1 "
-                           "| depth) > 0 with p < 0.05 for every model -> reproduced; < 0 with "
-                           "p < 0.05 for some model -> refuted")
+    assert (row["evidence"], row["section"]) == ("rq2", "what-the-numbers-say")
     biased = glance.rq2_row(SPEARMAN, "cka_to_last")
     assert biased["ours"] == ("a: rho +0.90 (p 0.001, 12 hidden states), given depth +0.50 (p 0.04); "
                               "b (shared): rho +0.70 (p 0.01, 13 hidden states), given depth: none "
                               "(monotone in depth)")
     assert biased["verdict"] == "undecided"  # b's CKA cannot be told from depth
-    assert biased["rule"].startswith("partial Spearman rho(CKA with the last hidden state, ")
 
 
 def test_rq2_without_partial_correlations_or_any_correlation():
@@ -298,9 +289,6 @@ def test_rq2_without_partial_correlations_or_any_correlation():
     assert plain["ours"] == ("a: rho +0.90 (p 0.001, 12 hidden states); b (shared): rho +0.70 "
                              "(p 0.01, 13 hidden states)")
     assert plain["verdict"] == "reproduced"
-    assert plain["rule"] == ("Spearman rho(CKA with the last hidden state, RQ1 top-1) > 0 with "
-                             "p < 0.05 for every model -> reproduced; < 0 with p < 0.05 for some "
-                             "model -> refuted")
     weak = SPEARMAN.iloc[:1].assign(p_value_given_depth=0.05)  # p must be below 0.05
     assert glance.rq2_row(weak)["verdict"] == "undecided"
     none = glance.rq2_row(SPEARMAN.iloc[4:])
@@ -322,17 +310,12 @@ def test_rq5_rows_show_our_ensembles_beside_the_papers_numbers():
     assert (exact["id"], exact["ours"], exact["verdict"]) == (
         "rq5-ensemble-squad2-exact", shown, "not testable here")
     assert (f1["id"], f1["ours"]) == ("rq5-ensemble-squad2-f1", shown)
-    assert exact["rule"] == ("the paper's ALBERT models and full SQuAD 2.0 training are not "
-                             "available offline")
+    assert (exact["evidence"], exact["section"]) == ("rq5", "the-paper-beside-ours")
     assert [r["ours"] for r in glance.rq5_rows(None)] == ["no SQuAD 2.0 ensembles"] * 2
     assert [r["ours"] for r in glance.rq5_rows(summary.iloc[8:])] == ["no SQuAD 2.0 ensembles"] * 2
 
 
-RQ3_RULE = ("the pre-registered primary comparison (paper's configuration vs baseline, paired "
-            "seeds, dupbert.significance.verdict); a baseline below its floor decides nothing")
-
-
-def test_rq3_rq4_rows_texts_and_rules():
+def test_rq3_rq4_rows_texts_and_links():
     rows = _rq3(pd.concat([_runs("a", "snli", "accuracy", 0.70, +0.010),
                            _runs("b", "sst2", "accuracy", 0.85, +0.00001, trivial=0.51)]))
     assert list(rows) == ["rq3-method", "rq3-squad2-f1", "rq3-squad2-exact", "rq3-snli-accuracy",
@@ -340,23 +323,19 @@ def test_rq3_rq4_rows_texts_and_rules():
     assert rows["rq3-method"]["ours"] == (
         "rq3-squad2-f1: not testable here; rq3-squad2-exact: not testable here; "
         "rq3-snli-accuracy: reproduced; rq3-sst2-accuracy: reproduced")
-    assert rows["rq3-method"]["rule"] == ("over the claimed gains that could be tested and learned "
-                                          "(a claim that did not learn is left out): reproduced "
-                                          "when every one is; refuted when one is")
     assert (rows["rq3-squad2-f1"]["ours"], rows["rq3-squad2-f1"]["verdict"]) == (
         "no runs", "not testable here")
     assert rows["rq3-snli-accuracy"]["ours"] == (
         "a: copy first 3 +0.97 [+0.80, +1.14] points (p 2.82e-05, 6 seeds)")
     assert rows["rq3-sst2-accuracy"]["ours"] == (
         "b: copy first 3 -0.03 [-0.20, +0.14] points (p 0.648, 6 seeds)")
-    assert {rows[k]["rule"] for k in rows if k.startswith("rq3-") and k != "rq3-method"} == {RQ3_RULE}
+    assert {(row["evidence"], row["section"]) for row in rows.values()} == {
+        ("rq3", "what-the-numbers-say"), ("rq4", "what-the-numbers-say")}
     rq4 = rows["rq4-consistent-across-models"]
     assert (rq4["ours"], rq4["verdict"]) == (
         "2 models (a, b); judged on the paper's tasks (baseline learned; primary complete or "
         "pending): a (snli); b (sst2); per-claim verdicts as above", "reproduced")
-    assert rq4["rule"] == ("reproduced when every model and task that learned reproduces its claim; "
-                           "refuted when one refutes it; reproduced or undecided only with two or "
-                           "more models that learned a task the paper makes a claim for")
+    assert rq4["evidence"] == "rq4"
     empty = {row["id"]: row for row in glance.rq3_rq4_rows(pd.DataFrame())}
     assert (empty["rq4-consistent-across-models"]["ours"],
             empty["rq4-consistent-across-models"]["verdict"]) == (
@@ -397,12 +376,14 @@ def test_intervals_and_verdict_counts_and_unknown_verdicts():
     assert glance.verdict_counts(table) == {"reproduced": 0, "refuted": 2, "undecided": 1,
                                             "did not learn": 0, "not testable here": 0}
     with pytest.raises(ValueError, match=r"^verdict 'maybe' is not one of \('reproduced', "):
-        glance._row("rq3-method", "", "maybe", "")
+        glance._row("rq3-method", "", "maybe")
     table = glance.results_at_a_glance(None, None, None, None, None)
     assert list(table.columns) == glance.COLUMNS
     not_run = table[table["rq"] != 5]  # RQ5's rows are always written: not testable here
-    assert set(not_run["ours"]) == {"not run"} and set(not_run["rule"]) == {"no evidence"}
+    assert set(not_run["ours"]) == {"not run"}
     assert table["evidence"].tolist() == [f"rq{c.rq}" for c in paper.CLAIMS]
+    assert table["section"].tolist() == [glance.SECTIONS.get(c.id, "what-the-numbers-say")
+                                         for c in paper.CLAIMS]
 
 
 def test_rq1_texts_join_every_judged_model_and_pick_the_first_worst_variant():
@@ -423,7 +404,28 @@ def test_rq1_texts_join_every_judged_model_and_pick_the_first_worst_variant():
         "top-1 at the worst hidden state 1..L of any duplicated variant: m: 0.600 [0.551, 0.647] "
         "(z copied, hidden state 2; 2 variants)")
     (_, none) = glance.rq1_rows(reconstruction)
-    assert none["rule"] == RQ1_RULE
+    assert (none["ours"], none["verdict"]) == ("no duplicated models probed", "undecided")
+
+
+def test_glance_html_has_one_escaped_row_per_claim_linked_to_its_evidence():
+    table = glance.results_at_a_glance(None, None, None, None, None)
+    table.loc[0, "ours"] = "a <b> & c"
+    page = glance.glance_html(table)
+    assert page.startswith('<table class="results-at-a-glance table"><thead><tr><th>claim</th>'
+                           "<th>paper</th><th>ours (95% CI)</th>"
+                           '<th>verdict (<a href="methods.html#methods-glance-rules">rules</a>)'
+                           "</th></tr></thead><tbody>")
+    assert page.count("<tr class=") == len(paper.CLAIMS)
+    assert page.count('<tr class="verdict-not-testable-here">') == len(paper.CLAIMS)
+    assert "<td>a &lt;b&gt; &amp; c</td>" in page
+    first = paper.CLAIMS[0]
+    assert (f"<td>{first.statement}<br><code>{first.id}</code></td>"
+            f"<td>{first.paper_value}</td>") in page.replace("&#x27;", "'")
+    assert ('<a href="rq1.html#reconstruction-through-duplicated-models">RQ1 evidence</a>') in page
+    assert page.count('<a href="rq5.html#the-paper-beside-ours">RQ5 evidence</a>') == 2
+    assert page.endswith("</td></tr></tbody></table>")
+    with pytest.raises(ValueError, match="section"):
+        glance.glance_html(table.drop(columns=["section"]))
 
 
 def test_wilson_interval_bounds_of_its_inputs():
