@@ -51,7 +51,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT = REPO / "benchmarks" / "results" / "mutation.json"
-MODULES = ("significance", "finetune", "paper", "glance", "ensemble", "duplicate", "probe")
+MODULES = ("significance", "finetune", "paper", "glance", "ensemble", "rq5", "duplicate", "probe")
 # mutmut's names of the sweep and results-file functions of dupbert/finetune.py
 FINETUNE_SWEEP = ("x_run_key", "xǁResultsFileǁ", "x_parse_shard",
                   "x_sweep_configurations", "x_sweep", "x_merge_results", "x__without_timings")
