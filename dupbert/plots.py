@@ -1061,3 +1061,13 @@ def lens_html(frame: pd.DataFrame, title: str = "", value: str = "probability",
 
 
 __all__ += ["lens_html", "LensHTML"]
+
+
+def no_runs_figure(text: str = "no runs yet") -> Figure:
+    """A small empty figure that says ``text``: what a chapter shows where nothing has landed."""
+    fig = Figure(figsize=(4, 1))
+    ax = fig.subplots()
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    return fig
+
