@@ -1008,7 +1008,7 @@ def test_pilot_tables_read_their_files_and_are_empty_without_one(tmp_path):
     pilot = tmp_path / "pilot.jsonl"
     pilot.write_text(json.dumps({"model": "m", "task": "sst2", "n_train": 4000, "n_eval": 872,
                                  "learning_rate": 1e-4, "epochs": 2, "batch_size": 32, "wall_s": 90.0,
-                                 "curve": [[32, 0.5, 0.7], [64, 0.6125, 0.6]]}) + "\n")
+                                 "curve": [[32, 0.5, 0.7], [64, 0.612, 0.6]]}) + "\n")
     row = paper.pilot_table(pilot).reset_index().to_dict("records")[0]
     assert row["accuracy by step"] == "32: 50.0, 64: 61.2" and row["minutes"] == 1.5
     squad = tmp_path / "squad.jsonl"
