@@ -47,9 +47,9 @@ _LAZY = {
     "sweep": "profiles",
     "layer_similarity_report": "stats",
     "evaluate_ensemble": "ensemble",
-    "rq5_ensembles": "ensemble",
-    "rq5_summary": "ensemble",
-    "rq5_differences": "ensemble",
+    "rq5_ensembles": "rq5",
+    "rq5_summary": "rq5",
+    "rq5_differences": "rq5",
 }
 
 __all__ = ["ChecksumMismatch", "DupbertError", "MLMHeadMissing", "ModelNotAvailable", *_LAZY]

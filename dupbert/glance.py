@@ -475,7 +475,7 @@ def rq5_rows(summary: pd.DataFrame | None) -> list[dict]:
     """The two RQ5 claims (ALBERT ensembles on the full SQuAD 2.0 task: 85.50 EM, 88.59 F1).
 
     Args:
-        summary: :func:`dupbert.ensemble.rq5_summary` rows (``model, task, metric, kind, mean,
+        summary: :func:`dupbert.rq5.rq5_summary` rows (``model, task, metric, kind, mean,
             ci_low, ci_high`` ...), or ``None``.
 
     Rule: not testable here (no English ALBERT/BERT weights offline, a SQuAD training subset);

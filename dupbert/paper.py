@@ -684,3 +684,443 @@ def overall(table: pd.DataFrame,
         if column in table:
             table[column] = pd.Series([row[column] for row in rows], index=table.index, dtype=object)
     return table
+
+
+# ----------------------------------------------------------------------------- chapter tables
+# The tables and text of the RQ3 and RQ4 chapters, from the frames above; scores in points.
+
+
+def interval_text(mean, low, high, signed: bool = False) -> str:
+    """``"12.34 [11.00, 13.68]"`` (two decimals; ``signed``: ``"+0.50 [-0.10, +1.10]"``); the
+    mean alone where ``low`` is NaN, ``""`` where ``mean`` is NaN."""
+    if pd.isna(mean):
+        return ""
+    sign = "+" if signed else ""
+    text = f"{mean:{sign}.2f}"
+    return text if pd.isna(low) else f"{text} [{low:{sign}.2f}, {high:{sign}.2f}]"
+
+
+def p_text(p) -> str:
+    """A p-value to three decimals, ``"<0.001"`` below 0.001, ``""`` for NaN."""
+    return "" if pd.isna(p) else ("<0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def primary_metrics(frame: pd.DataFrame) -> dict[str, str]:
+    """``{task: primary metric}`` (:func:`task_metrics`, first) for the tasks of ``frame``'s
+    ``task`` column, in order of first appearance.
+
+    Raises:
+        ParameterError (a ValueError): a task dupbert does not know.
+    """
+    return {task: task_metrics(task)[0] for task in dict.fromkeys(frame["task"])}
+
+
+def primary_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a :func:`comparison` table on each task's primary metric."""
+    return table[table["metric"] == table["task"].map(primary_metrics(table))]
+
+
+def study_design(plan) -> pd.DataFrame:
+    """RQ3's design table, one row per planned model and task (index ``model, task``): the
+    primary comparison (``"copy first 3 vs baseline"``), the secondary configurations, subset
+    sizes, learning rate, epochs, batch size, number of seeds, the smallest gain the primary
+    paired t-test detects with 80% power in standard deviations of the per-seed differences
+    (:func:`dupbert.significance.minimum_detectable_gain`) and the learning floor.
+
+    Args:
+        plan: ``dupbert.profiles.PlannedSweep`` entries (``plan_sweep``): ``model, task,
+            primary, duplications, seeds, max_train_samples, max_eval_samples,
+            hyperparameters``.
+    """
+    from .significance import minimum_detectable_gain
+
+    return pd.DataFrame([{
+        "model": entry.model, "task": entry.task,
+        "primary": " vs ".join(reversed(entry.primary)) if len(entry.primary) == 2 else "none",
+        "secondary": ", ".join(d for d in entry.duplications if d not in entry.primary) or "none",
+        "train": entry.max_train_samples or "all", "eval": entry.max_eval_samples or "all",
+        "lr": f"{entry.hyperparameters.learning_rate:g}", "epochs": f"{entry.hyperparameters.epochs:g}",
+        "batch": entry.hyperparameters.batch_size, "seeds": len(entry.seeds),
+        "detectable (x sd)": round(minimum_detectable_gain(1.0, len(entry.seeds)), 2),
+        "floor": "{} >= {:g}".format(*learning_floor(entry.task)) if entry.task in LEARNING_FLOORS else "none",
+    } for entry in plan]).set_index(["model", "task"])
+
+
+def verdict_rule_text() -> str:
+    """The pre-registered verdict rule (:func:`dupbert.significance.verdict`'s docstring, as
+    printed in RQ3) and what the design table's ``detectable (x sd)`` column means."""
+    from .significance import ALPHA, verdict
+
+    return (verdict.__doc__.strip().replace("\n    ", "\n")
+            + "\n\nThe column 'detectable (x sd)' below: the smallest true gain the primary paired t-test "
+            f"at alpha = {ALPHA} detects with 80% power, in standard deviations of the per-seed "
+            "differences (exact, noncentral t); a secondary comparison in a Holm family of m needs "
+            "more (alpha / m).")
+
+
+def rq3_claims(tasks) -> pd.DataFrame:
+    """The paper's RQ3 claims on ``tasks`` (index ``id``; ``task, metric, paper_value,
+    claimed_gain``): no rows where it states none."""
+    claimed = claims()
+    claimed = claimed[(claimed["rq"] == 3) & claimed["task"].isin(set(tasks))]
+    return claimed[["id", "task", "metric", "paper_value", "claimed_gain"]].set_index("id")
+
+
+def pilot_table(path) -> pd.DataFrame:
+    """RQ3's classification pilots (``scripts/pilot_rq3.py`` rows in a JSON-lines file), one row
+    per model and task (index): sizes, hyper-parameters, ``accuracy by step`` (points, ``"32:
+    51.2, 64: 60.0"``) and wall-clock ``minutes``. No rows where ``path`` does not exist."""
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        return pd.DataFrame()
+    pilots = pd.read_json(path, lines=True)
+    pilots["accuracy by step"] = [", ".join(f"{step}: {100 * acc:.1f}" for step, acc, _ in curve)
+                                  for curve in pilots["curve"]]
+    pilots["minutes"] = (pilots["wall_s"] / 60).round(1)
+    return pilots[["model", "task", "n_train", "n_eval", "learning_rate", "epochs", "batch_size",
+                   "accuracy by step", "minutes"]].set_index(["model", "task"])
+
+
+def squad_pilot_table(path) -> pd.DataFrame:
+    """RQ3's SQuAD 2.0 pilots (finetune rows in a JSON-lines file), one row per pilot (index
+    ``model``): sizes, learning rate, epochs, steps, HasAns/NoAns/overall F1, threshold-tuned
+    F1, the all-empty F1 (points, one decimal), whether the floor was reached and the training
+    minutes. No rows where ``path`` does not exist."""
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        return pd.DataFrame()
+    pilots = pd.json_normalize(pd.read_json(path, lines=True).to_dict("records"))
+    floor_metric, floor = learning_floor("squad2")
+    return pd.DataFrame({
+        "model": pilots["model"], "n_train": pilots["n_train"], "n_eval": pilots["n_eval"],
+        "learning_rate": pilots["hyperparameters.learning_rate"],
+        "epochs": pilots["hyperparameters.epochs"], "steps": pilots["train_steps"],
+        "HasAns F1": pilots["metrics.HasAns_f1"].round(1),
+        "NoAns F1": pilots["metrics.NoAns_f1"].round(1),
+        "F1": pilots["metrics.f1"].round(1),
+        "best F1 (tuned threshold)": pilots["metrics.best_f1"].round(1),
+        "all-empty F1": pilots["baselines.f1"].round(1),
+        f"learned ({floor_metric} >= {floor:.0f})": pilots[f"metrics.{floor_metric}"] >= floor,
+        "train minutes": (pilots["train_time_s"] / 60).round(0).astype(int),
+    }).set_index("model")
+
+
+def _bonferroni_text(row) -> str:
+    """A secondary's simultaneous interval at 1 - 0.05/m, with its level."""
+    if pd.isna(row.bonferroni_ci_low):
+        return ""
+    return (f"[{row.bonferroni_ci_low:+.2f}, {row.bonferroni_ci_high:+.2f}] "
+            f"({100 * row.bonferroni_confidence:g}%)")
+
+
+def task_table(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
+    """RQ3's table of one task and metric (index ``model, configuration``): per model its
+    trivial baseline, then every configuration's mean [95% CI] over seeds, paired gain [95% CI]
+    over its reference (``vs``), a secondary's Bonferroni CI, the p-value, the deciding p (the
+    primary's own, Holm-adjusted for a secondary), the smallest detectable gain, the paper's
+    value and the verdict (``(secondary)`` appended to a secondary's). Strings, points.
+
+    Args:
+        table: :func:`comparison` output.
+    """
+    rows = []
+    for name in dict.fromkeys(table.loc[table["task"] == task, "model"]):
+        cell = table[(table["model"] == name) & (table["task"] == task) & (table["metric"] == metric)]
+        if cell.empty:
+            continue
+        rows.append({"model": name, "configuration": f"trivial: {cell['trivial_name'].iloc[0]}",
+                     "role": "", "seeds": "", f"{metric} [95% CI]": f"{cell['trivial'].iloc[0]:.2f}",
+                     "gain [95% CI]": "", "Bonferroni CI": "", "vs": "", "p": "", "deciding p": "",
+                     "smallest detectable gain": "", "paper": "", "verdict": ""})
+        for row in cell.itertuples():
+            compared = pd.notna(row.n_pairs)
+            rows.append({
+                "model": name, "configuration": row.duplication,
+                "role": row.role if compared else "reference", "seeds": str(row.n),
+                f"{metric} [95% CI]": interval_text(row.mean, row.ci_low, row.ci_high),
+                "gain [95% CI]": interval_text(row.gain, row.gain_ci_low, row.gain_ci_high, signed=True),
+                "Bonferroni CI": _bonferroni_text(row) if compared and row.role == "secondary" else "",
+                "vs": row.reference if compared else "",
+                "p": p_text(row.p_value), "deciding p": p_text(row.p_adjusted),
+                "smallest detectable gain": "" if pd.isna(row.min_detectable_gain) else f"{row.min_detectable_gain:.2f}",
+                "paper": row.paper_value if compared and row.duplication not in CONTROLS else "",
+                "verdict": (f"{row.verdict} (secondary)" if row.role == "secondary"
+                            and row.verdict in ("reproduced", "refuted", "undecided") else row.verdict),
+            })
+    return pd.DataFrame(rows).set_index(["model", "configuration"])
+
+
+def study_table(study: pd.DataFrame, timed: bool = True) -> pd.DataFrame:
+    """RQ3's one row per model and task (index) from ``dupbert.profiles.study_summary``: runs
+    landed of planned, baseline [95% CI], trivial baseline, minutes per run (train + eval; left
+    out unless ``timed``), the primary's gain [95% CI], p, smallest detectable gain, verdict."""
+    shown = pd.DataFrame({
+        "model": study["model"], "task": study["task"], "metric": study["metric"], "seeds": study["seeds"],
+        "runs (primary; secondary)": study["runs_primary"] + "; " + study["runs_secondary"],
+        "baseline [95% CI]": [interval_text(*v) for v in zip(study["baseline_mean"], study["baseline_ci_low"],
+                                                             study["baseline_ci_high"])],
+        "trivial": [interval_text(v, np.nan, np.nan) for v in study["trivial"]],
+        "minutes per run (train + eval)": [f"{t:.0f} + {e:.1f}" if pd.notna(t) else ""
+                                           for t, e in zip(study["train_min"], study["eval_min"])],
+        "primary": study["primary"].fillna(""),
+        "gain [95% CI]": [interval_text(g, lo, hi, signed=True) for g, lo, hi in zip(
+            study["gain"], study["gain_ci_low"], study["gain_ci_high"])],
+        "p": [p_text(v) for v in study["p_value"]],
+        "smallest detectable gain": [interval_text(v, np.nan, np.nan) for v in study["min_detectable_gain"]],
+        "verdict": study["verdict"],
+    }).set_index(["model", "task"])
+    return shown if timed else shown.drop(columns="minutes per run (train + eval)")
+
+
+def _power_text(row, pairs: int) -> str:
+    """What the seeds can decide: the smallest detectable gain for a claimed gain; for a "no gain"
+    claim, whether the 95% CI can fit within the equivalence margin at all."""
+    from .significance import ALPHA, EQUIVALENCE_MARGIN, equivalence_sd_limit
+
+    if row.claimed_gain != 0:
+        return f"smallest detectable gain {row.min_detectable_gain:.2f}"
+    limit = equivalence_sd_limit(pairs)
+    return (f"\"no gain\" needs the whole 95% CI within ±{EQUIVALENCE_MARGIN:g}: its "
+            f"half-width is {row.gain_ci_high - row.gain:.2f}, and at {pairs} seeds it fits only when the "
+            f"paired differences' standard deviation is at most {limit:.2f}; by the pre-registered rule a "
+            "significant difference refutes \"no gain\" before equivalence is checked, even one inside "
+            f"±{EQUIVALENCE_MARGIN:g}" + (" (not the case here)" if row.p_value >= ALPHA else ""))
+
+
+def _secondary_text(row) -> str:
+    if row.n_secondary:
+        return (f"Secondary: {row.n_secondary_gains} of {row.n_secondary} configurations significantly better and "
+                f"{row.n_secondary_losses} significantly worse after Holm correction"
+                + (f" (largest gain: *{row.best_secondary}*, {row.best_secondary_gain:+.2f})" if row.best_secondary else "")
+                + (f"; {row.n_secondary_pending} more still short of {'their' if row.n_secondary_pending > 1 else 'its'} "
+                   "planned seeds" if row.n_secondary_pending else "")
+                + ". ")
+    if row.n_secondary_pending:
+        return (f"Secondary: {row.n_secondary_pending} configuration{'s' if row.n_secondary_pending > 1 else ''}, "
+                "still short of the planned seeds. ")
+    return ""
+
+
+def findings_text(summary: pd.DataFrame, table: pd.DataFrame, results: pd.DataFrame) -> str:
+    """RQ3's "what the numbers say", one Markdown bullet per model and task on the task's primary
+    metric: the baseline [95% CI] against the trivial baseline and its floor (below it: did not
+    learn, nothing decided), the primary comparison's gain, p and power, the secondary counts
+    after Holm, the paper's claim and the verdict. ``"No runs yet."`` without rows.
+
+    Args:
+        summary: :func:`overall` of ``table``.
+        table: :func:`comparison` of ``results``.
+        results: ``ResultsFile.frame()`` rows (for :func:`learning_status`).
+    """
+    lines = []
+    status = learning_status(results) if len(results) else pd.DataFrame()
+    for row in summary.itertuples():
+        if row.metric != task_metrics(row.task)[0]:
+            continue
+        base = table[(table["model"] == row.model) & (table["task"] == row.task)
+                     & (table["metric"] == row.metric) & (table["duplication"] == "baseline")]
+        text = f"- **{row.model} on {row.task}** ({row.metric}): "
+        if base.empty:
+            lines.append(text + "no baseline run yet, nothing to compare.")
+            continue
+        base = base.iloc[0]
+        seeds_text = f"{base['n']} seed{'s' if base['n'] != 1 else ''}"
+        text += (f"the baseline scores {interval_text(base['mean'], base['ci_low'], base['ci_high'])} over "
+                 f"{seeds_text} (trivial baseline {base['trivial']:.2f}). ")
+        floor = status[(status["model"] == row.model) & (status["task"] == row.task)].iloc[0]
+        if not floor["learned"]:
+            lines.append(text + f"Its {floor['floor_metric']} ({floor['baseline_mean']:.2f}) misses the "
+                         f"pre-registered floor of {floor['floor']:g}: **did not learn**, so nothing is decided.")
+            continue
+        if row.primary is None:
+            lines.append(text + "The primary configuration has no run yet: nothing is decided.")
+            continue
+        pairs = int(row.n_pairs)
+        text += (f"The primary comparison, *{row.primary}*, changes it by "
+                 f"{interval_text(row.gain, row.gain_ci_low, row.gain_ci_high, signed=True)} points over {pairs} "
+                 f"paired seed{'s' if pairs != 1 else ''}"
+                 + (f" (p {p_text(row.p_value)}; {_power_text(row, pairs)}). "
+                    if pairs >= 2 else " so far: no test is possible before a second seed has landed. "))
+        text += _secondary_text(row)
+        text += (f"The paper: {row.paper_value}; verdict: **{row.verdict}**." if row.claimed_gain is not None
+                 else "The paper states nothing for this task: no verdict.")
+        lines.append(text)
+    return "\n".join(lines) if lines else "No runs yet."
+
+
+def stalled_text(points: pd.DataFrame, n_runs: int) -> str:
+    """RQ3's exploratory list of the runs that stalled (:func:`stalled_runs`), as Markdown: per
+    model and task its configurations and seeds with their value (points); ``"None of the
+    {n_runs} runs did."`` when none did."""
+    stalled = stalled_runs(points)
+    lines = []
+    for (name, task), runs in stalled.groupby(["model", "task"], sort=False):
+        listed = "; ".join(
+            f"*{duplication}* at seed{'s' if len(group) > 1 else ''} "
+            + ", ".join(f"{int(r.seed)} ({r.value:.2f})" for r in group.itertuples())
+            for duplication, group in runs.groupby("duplication", sort=False))
+        lines.append(f"- {name} on {task} ({runs['metric'].iloc[0]}; trivial "
+                     f"{runs['trivial'].iloc[0]:.2f}, cutoff {runs['cutoff'].iloc[0]:.2f}): {listed}")
+    return ("**Stalled runs** (exploratory, not part of the rule): single runs that ended below the midpoint "
+            "of their trivial baseline and their task's floor (the cutoff), on the floor's metric. "
+            + ("They stay in every comparison above.\n\n" + "\n".join(lines)
+               if lines else f"None of the {n_runs} runs did."))
+
+
+def observed_seed_spread(points: pd.DataFrame) -> pd.DataFrame:
+    """Our seed spread per model and task (index), on the task's primary metric (points, two
+    decimals): the standard deviation over seeds of the baseline, and of the primary
+    configuration's paired differences with it (what the tests work with).
+
+    Args:
+        points: a :func:`points_frame` (``model, task, duplication, seed, metric, value, role``).
+    """
+    spread = []
+    on_primary = points[points["metric"] == points["task"].map(lambda t: task_metrics(t)[0])]
+    for (name, task), group in on_primary.groupby(["model", "task"], sort=False):
+        wide = group.pivot_table(index="seed", columns="duplication", values="value")
+        row = {"model": name, "task": task, "seeds": len(wide),
+               "baseline sd": round(float(wide["baseline"].std(ddof=1)), 2) if "baseline" in wide else None}
+        primary_name = next((d for d in group["duplication"].unique()
+                             if (group.loc[group["duplication"] == d, "role"] == "primary").any()), None)
+        if primary_name and "baseline" in wide:
+            row["primary"] = primary_name
+            row["sd of paired differences"] = round(float((wide[primary_name] - wide["baseline"]).std(ddof=1)), 2)
+        spread.append(row)
+    return pd.DataFrame(spread).set_index(["model", "task"])
+
+
+def replication_text() -> str:
+    """The replication's single-layer and RoBERTa numbers and ALBERT's pretrained depths
+    (:data:`REPLICATION_SINGLE_LAYERS`, :data:`REPLICATION_ROBERTA`, :data:`ALBERT_DEPTH`), in
+    two sentences (SQuAD 2.0 F1)."""
+    single, roberta = REPLICATION_SINGLE_LAYERS, REPLICATION_ROBERTA
+    return (f"Same replication: {single['configurations']} of {single['model']} gave F1 {single['f1_low']}-"
+            f"{single['f1_high']} against {single['baseline_f1']}; {roberta['model']}, {roberta['configuration']}: "
+            f"{roberta['f1']} against {roberta['baseline_f1']}.\n"
+            f"{ALBERT_PAPER}, ALBERT-large pretrained (not duplicated) with 12 / 24 / 48 applications of its "
+            f"shared layer: SQuAD 2.0 F1 " + " / ".join(str(r["squad2_f1"]) for r in ALBERT_DEPTH) + ".")
+
+
+def run_counts(results: pd.DataFrame) -> pd.DataFrame:
+    """Per model and task (index, first-appearance order): runs, seeds, configurations, and the
+    largest training/evaluation subset and steps per run."""
+    return results.groupby(["model", "task"], sort=False).agg(
+        runs=("run_key", "size"), seeds=("seed", "nunique"), configurations=("duplication", "nunique"),
+        train_examples=("n_train", "max"), eval_examples=("n_eval", "max"), steps_per_run=("train_steps", "max"))
+
+
+def _gain_cell(model, task, gain, low, high, level, p, role, verdict, status) -> str:
+    if verdict.startswith("pending"):
+        return f"{interval_text(gain, low, high, signed=True)} ({verdict})"
+    if not learned(status, model, task):
+        return DID_NOT_LEARN
+    return (interval_text(gain, low, high, signed=True) + (" *" if p < 0.05 else "")
+            + (" (primary)" if role == "primary" else f" ({100 * level:g}%)"))
+
+
+def gain_grid(main: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+    """RQ4's grid of gains: rows ``task, duplication, vs`` (the reference), one column per model;
+    each cell the paired gain [CI] (points; 95% for the primary, the Bonferroni interval at
+    1 - 0.05/m for a secondary of m, its level in brackets), ``*`` when significant (the
+    primary's p, a secondary's Holm-adjusted p, < 0.05), ``did not learn`` where the baseline
+    missed its floor, the pending verdict where seeds are missing; ``""`` where a model lacks
+    the configuration.
+
+    Args:
+        main: :func:`primary_rows` of a :func:`comparison` table.
+        status: :func:`learning_status` of the same runs.
+    """
+    gains = main[main["n_pairs"].notna()]
+    gains = gains.assign(
+        cell=[_gain_cell(*values, status=status) for values in zip(
+            gains["model"], gains["task"], gains["gain"], gains["bonferroni_ci_low"],
+            gains["bonferroni_ci_high"], gains["bonferroni_confidence"],
+            gains["p_adjusted"].fillna(1.0), gains["role"], gains["verdict"])],
+        vs=gains["reference"])
+    grid = gains.pivot_table(index=["task", "duplication", "vs"], columns="model", values="cell",
+                             aggfunc="first", sort=False).fillna("")
+    grid.columns.name = None
+    return grid
+
+
+def beside_table(summary: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+    """RQ4's paper-beside-ours table (index ``task, metric, paper, model``): whether the baseline
+    learned, the primary configuration and its gain [95% CI] (points), the secondary gains and
+    losses after Holm (pending ones counted) and the verdict.
+
+    Args:
+        summary: :func:`overall` of the primary-metric rows.
+        status: :func:`learning_status` of the same runs.
+    """
+    rows = []
+    for row in summary.itertuples():
+        rows.append({
+            "task": row.task, "metric": row.metric, "paper": row.paper_value, "model": row.model,
+            "baseline learned the task": "yes" if learned(status, row.model, row.task) else "no",
+            "primary configuration": row.primary or "",
+            "its gain [95% CI]": interval_text(row.gain, row.gain_ci_low, row.gain_ci_high, signed=True),
+            "secondary gains / losses": f"{row.n_secondary_gains} / {row.n_secondary_losses} of {row.n_secondary}"
+                                        + (f" ({row.n_secondary_pending} pending)" if row.n_secondary_pending else ""),
+            "verdict": row.verdict,
+        })
+    return pd.DataFrame(rows).set_index(["task", "metric", "paper", "model"])
+
+
+def consistency_text(summary: pd.DataFrame, main: pd.DataFrame, status: pd.DataFrame,
+                     claim_rows: Mapping[str, Mapping]) -> str:
+    """RQ4's "what the numbers say" as Markdown bullets: the cells whose baseline missed its
+    floor; of the others, how many primary comparisons (all planned seeds in) are significantly
+    better or worse; per configuration, in how many cells its gain is positive and significantly
+    so (Holm for secondaries); each claimed gain's verdict; and the RQ4 claim's verdict.
+
+    Args:
+        summary: :func:`overall` of ``main``.
+        main: :func:`primary_rows` of a :func:`comparison` table.
+        status: :func:`learning_status` of the same runs.
+        claim_rows: ``dupbert.glance.rq3_rq4_rows`` by ``id`` (``rq4-consistent-across-models``:
+            ``verdict``, ``rule``; ``rq3-method``: ``ours``).
+
+    Raises:
+        KeyError: ``claim_rows`` without those two ids.
+    """
+    lines = []
+    is_learned = [learned(status, m, t) for m, t in zip(summary["model"], summary["task"])]
+    skipped = [(m, t) for (m, t), ok in zip(zip(summary["model"], summary["task"]), is_learned) if not ok]
+    if skipped:
+        lines.append(
+            f"- In {len(skipped)} of {len(summary)} model × task cells the baseline misses its pre-registered floor "
+            f"({'; '.join(f'{m} on {t}' for m, t in skipped)}): it did not learn the task, and those runs say "
+            f"nothing about duplication.")
+    if any(is_learned):
+        cells = summary[is_learned]
+        # a comparison short of its planned seeds is shown in the grid, never counted here
+        waiting = cells["verdict"].astype(str).str.startswith("pending")
+        decided = cells[cells["primary"].notna() & ~waiting]
+        significant = decided["p_value"] < 0.05
+        lines.append(
+            f"- Of the {len(cells)} cells whose baseline learned, {len(decided)} have all their planned primary "
+            f"runs" + (f" ({int(waiting.sum())} pending)" if waiting.any() else "") + ": the paper's "
+            f"configuration is significantly better in {int((significant & (decided['gain'] > 0)).sum())} and "
+            f"significantly worse in {int((significant & (decided['gain'] < 0)).sum())}.")
+        gains = main[main["n_pairs"].notna()]
+        complete = gains[~gains["verdict"].astype(str).str.startswith("pending")]
+        informative = set(zip(cells["model"], cells["task"]))
+        mine = complete[[(m, t) in informative for m, t in zip(complete["model"], complete["task"])]]
+        for name, group in mine.groupby("duplication", sort=False):
+            lines.append(
+                f"- *{name}* ({', '.join(sorted(set(group['role'])))}): gain positive in {int((group['gain'] > 0).sum())} "
+                f"of {len(group)} cells, significantly in {int(((group['gain'] > 0) & (group['p_adjusted'] < 0.05)).sum())}, "
+                f"significantly negative in {int(((group['gain'] < 0) & (group['p_adjusted'] < 0.05)).sum())} "
+                "(comparisons with all their planned seeds).")
+        for row in cells[cells["claimed_gain"].notna()].itertuples():
+            lines.append(f"- {row.model} on {row.task}: the paper claims {row.paper_value}; verdict **{row.verdict}**.")
+    else:
+        lines.append("- No cell's baseline learned its task: the RQ4 claim can be neither supported nor refuted with these runs.")
+    rq4_row = claim_rows["rq4-consistent-across-models"]
+    lines.append(
+        f"- Consistency across models and tasks (the paper's RQ4 claim, which states no number): "
+        f"**{rq4_row['verdict']}** (rule: {rq4_row['rule']}; per claim: {claim_rows['rq3-method']['ours']}).")
+    return "\n".join(lines)

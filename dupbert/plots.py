@@ -1061,3 +1061,78 @@ def lens_html(frame: pd.DataFrame, title: str = "", value: str = "probability",
 
 
 __all__ += ["lens_html", "LensHTML"]
+
+
+def no_runs_figure(text: str = "no runs yet") -> Figure:
+    """A small empty figure that says ``text``: what a chapter shows where nothing has landed."""
+    fig = Figure(figsize=(4, 1))
+    ax = fig.subplots()
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    return fig
+
+
+_RQ5_KINDS = ["single", "best single", "cross-configuration", "same-configuration"]
+_RQ5_NAMES = ["single\nruns", "best\nsingle", "cross-\nconfiguration", "same-\nconfiguration"]
+_RQ5_COLOURS = ["C7", "C2", "C0", "C1"]
+
+
+def _rq5_panel(ax, data: pd.DataFrame, stats: pd.DataFrame) -> None:
+    """One model and task of :func:`plot_rq5_ensembles`: dots per kind, the mean and CI beside."""
+    import numpy as np
+
+    best = stats["configuration"].get("best single")
+    for x, (kind, colour) in enumerate(zip(_RQ5_KINDS, _RQ5_COLOURS)):
+        if kind == "best single":
+            values = data.loc[(data["kind"] == "single") & (data["configuration"] == best), "value"]
+        else:
+            values = data.loc[data["kind"] == kind, "value"]
+        if values.empty:
+            continue
+        jitter = np.linspace(-0.18, 0.18, len(values)) if len(values) > 1 else [0.0]
+        ax.scatter(x + np.asarray(jitter), values, s=14, alpha=0.6, color=colour)
+        row = stats.loc[kind]
+        if not pd.isna(row["ci_low"]):
+            ax.errorbar([x + 0.3], [row["mean"]], yerr=[[row["mean"] - row["ci_low"]],
+                        [row["ci_high"] - row["mean"]]], fmt="o", color="black", capsize=3,
+                        markersize=4)
+        else:
+            ax.plot([x + 0.3], [row["mean"]], "o", color="black", markersize=4)
+
+
+def plot_rq5_ensembles(points: pd.DataFrame, summary: pd.DataFrame, metrics: dict[str, str],
+                       trivial: dict | None = None) -> Figure:
+    """RQ5: one panel per model and task, on ``metrics[task]`` (points): every single run, the
+    best single configuration's runs, every cross- and same-configuration ensemble as dots, and
+    each kind's mean with its 95% CI in black; the trivial baseline dashed grey.
+
+    Args:
+        points: ``dupbert.rq5.ensemble_points`` of the distinct ensembles (``model, task, kind,
+            configuration, metric, value``).
+        summary: ``dupbert.rq5.rq5_summary`` (``model, task, metric, kind, configuration, mean,
+            ci_low, ci_high``).
+        metrics: ``{task: metric}`` drawn per task.
+        trivial: ``{(model, task, metric): points}``.
+    """
+    trivial = trivial or {}
+    points = points[points["metric"] == points["task"].map(metrics)]
+    panels = list(dict.fromkeys(zip(points["model"], points["task"])))
+    columns = min(3, len(panels))
+    rows_ = -(-len(panels) // columns)
+    fig = Figure(figsize=(4.4 * columns, 3.6 * rows_), dpi=100, layout="constrained")
+    axes = fig.subplots(rows_, columns, squeeze=False)
+    for index, (model, task) in enumerate(panels):
+        ax = axes[index // columns, index % columns]
+        metric = metrics[task]
+        stats = summary[(summary["model"] == model) & (summary["task"] == task)
+                        & (summary["metric"] == metric)].set_index("kind")
+        _rq5_panel(ax, points[(points["model"] == model) & (points["task"] == task)], stats)
+        if (model, task, metric) in trivial:
+            ax.axhline(trivial[model, task, metric], color="grey", linestyle="--", linewidth=1)
+        ax.set_xticks(range(len(_RQ5_KINDS)), _RQ5_NAMES, fontsize="small")
+        ax.set_title(f"{model} on {task}", fontsize="medium")
+        ax.set_ylabel(f"{metric} (points)")
+        ax.grid(True, axis="y", alpha=0.3)
+    for index in range(len(panels), rows_ * columns):
+        axes[index // columns, index % columns].set_axis_off()
+    return fig

@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from dupbert import ensemble as E
+from dupbert import rq5 as R
 from dupbert import qa
 from dupbert.ensemble import OutputsMismatch, OutputsNotFound
 from dupbert.errors import DupbertError
@@ -29,7 +30,7 @@ def study_runs(tiny_study):
 @pytest.fixture(scope="module")
 def evaluator(shared_data_dir, zoo_cache):
     """One evaluator for the module: the SQuAD evaluation set is re-derived once."""
-    return E._Evaluator(data_dir=shared_data_dir)
+    return E.Evaluator(data_dir=shared_data_dir)
 
 
 def _row(run_key, task="sst2", **fields):
@@ -246,7 +247,7 @@ def test_a_squad_run_with_other_example_ids_is_refused(study_runs, evaluator, tm
     stored = dict(np.load(Path(row["outputs_dir"]) / f"{row['run_key']}.npz"))
     stored["example_id"] = stored["example_id"][::-1]
     doctored = _save(tmp_path, row, **stored)
-    fresh = E._Evaluator(data_dir=evaluator.data_dir)
+    fresh = E.Evaluator(data_dir=evaluator.data_dir)
     fresh._eval_sets = evaluator._eval_sets  # the same evaluation set, not the cached outputs
     with pytest.raises(OutputsMismatch, match=f"run {row['run_key']}: stored example ids differ"):
         fresh([doctored])
@@ -299,7 +300,7 @@ BASE, LAST = "baseline", "copy last"
 
 
 def test_the_membership_rule_of_three_seeds_and_two_configurations():
-    pairs = E.matched_ensembles([BASE, LAST], [2, 0, 1], k=2)
+    pairs = R.matched_ensembles([BASE, LAST], [2, 0, 1], k=2)
     # every offset, both assignments of its two seeds (rotations 0 and 1)
     assert [p["cross"] for p in pairs] == [
         [(BASE, 0), (LAST, 1)], [(BASE, 1), (LAST, 0)], [(BASE, 1), (LAST, 2)],
@@ -321,7 +322,7 @@ def test_every_configuration_takes_every_seed_of_its_block_once():
     always took a block's lower seed, so a seed effect could pass for diversity. The rotations
     form a Latin square: within a block each configuration sits at each of its seeds once."""
     configurations, seeds = ["a", "b", "c"], [0, 1, 2, 3, 4, 5]
-    pairs = E.matched_ensembles(configurations, seeds, k=3)
+    pairs = R.matched_ensembles(configurations, seeds, k=3)
     assert len(pairs) == 6 * 1 * 3
     for offset in (0, 3):  # the disjoint blocks
         block = [p for p in pairs if p["offset"] == offset]
@@ -330,13 +331,13 @@ def test_every_configuration_takes_every_seed_of_its_block_once():
         assert sorted(members) == sorted((c, s) for c in configurations
                                          for s in seeds[offset:offset + 3])
     # two seeds, k = 2: the second offset's ensembles are the first's, swapped; kept once
-    two = E.matched_ensembles([BASE, LAST], [0, 1], k=2)
+    two = R.matched_ensembles([BASE, LAST], [0, 1], k=2)
     assert [p["cross"] for p in two] == [[(BASE, 0), (LAST, 1)], [(BASE, 1), (LAST, 0)]]
     assert [(p["offset"], p["rotation"], p["disjoint"]) for p in two] == [(0, 0, True), (0, 1, True)]
 
 
 def test_three_configurations_at_k_two_use_every_subset_at_every_offset():
-    pairs = E.matched_ensembles(["a", "b", "c"], [0, 1, 2, 3], k=2)
+    pairs = R.matched_ensembles(["a", "b", "c"], [0, 1, 2, 3], k=2)
     assert len(pairs) == 4 * 3 * 2
     assert [p["cross"] for p in pairs[6:12]] == [
         [("a", 1), ("b", 2)], [("a", 2), ("b", 1)], [("a", 1), ("c", 2)], [("a", 2), ("c", 1)],
@@ -353,12 +354,12 @@ def test_three_configurations_at_k_two_use_every_subset_at_every_offset():
 @pytest.mark.parametrize("k", [1, 3])
 def test_k_must_leave_every_member_its_own_seed_and_configuration(k):
     with pytest.raises(ValueError, match="k <= min"):
-        E.matched_ensembles([BASE, LAST, "copy first 3"], [0, 1], k)
+        R.matched_ensembles([BASE, LAST, "copy first 3"], [0, 1], k)
 
 
 def test_rq5_ensembles_have_the_hand_listed_members(tmp_path):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2))
-    ensembles = E.rq5_ensembles(runs)
+    ensembles = R.rq5_ensembles(runs)
     cross = ensembles[ensembles["kind"] == "cross-configuration"]
     same = ensembles[ensembles["kind"] == "same-configuration"]
     assert cross["run_keys"].tolist() == [_keys(m) for m in (
@@ -388,7 +389,7 @@ def test_rq5_ensembles_have_the_hand_listed_members(tmp_path):
     assert 100 * cross["metrics.accuracy"].iloc[4] == _score(runs, [(BASE, 2), (LAST, 0)])
     assert 100 * cross["metrics.accuracy"].iloc[1] == _score(runs, [(BASE, 1), (LAST, 0)])
     assert 100 * same["metrics.accuracy"].iloc[5] == _score(runs, [(LAST, 1), (LAST, 2)])
-    assert E.rq5_ensembles(runs).equals(ensembles)  # deterministic
+    assert R.rq5_ensembles(runs).equals(ensembles)  # deterministic
 
 
 @pytest.mark.parametrize("missing, offset", [
@@ -399,7 +400,7 @@ def test_rq5_ensembles_have_the_hand_listed_members(tmp_path):
     ((LAST, 0), 1)])
 def test_a_missing_run_drops_the_pairs_that_need_it_from_both_arms(tmp_path, missing, offset):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2), missing=[missing])
-    ensembles = E.rq5_ensembles(runs)
+    ensembles = R.rq5_ensembles(runs)
     s, t = offset, offset + 1  # both assignments of the block that stays
     assert ensembles.loc[ensembles["kind"] == "cross-configuration", "run_keys"].tolist() == [
         _keys([(BASE, s), (LAST, t)]), _keys([(BASE, t), (LAST, s)])]
@@ -413,7 +414,7 @@ def test_two_runs_of_one_configuration_and_seed_are_refused(tmp_path):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1))
     twice = pd.concat([runs, runs.iloc[[0]].assign(run_key="feedfacefeedface")])
     with pytest.raises(OutputsMismatch, match="two runs of 'baseline' at seed 0"):
-        E.rq5_ensembles(twice)
+        R.rq5_ensembles(twice)
 
 
 def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
@@ -422,7 +423,7 @@ def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
     (``start=1``) j = 1 (seeds 1, 2) and j = 3 (seeds 3, 0)."""
     a, b, c = "baseline", "copy first 3", "copy last"
     runs = _toy_grid(tmp_path, configurations=(a, b, c), seeds=(0, 1, 2, 3))
-    ensembles = E.rq5_ensembles(runs, k=2)
+    ensembles = R.rq5_ensembles(runs, k=2)
     assert ensembles["kind"].value_counts().to_dict() == {
         "single": 12, "cross-configuration": 24, "same-configuration": 48}
     subsets = ((a, b), (a, c), (b, c))
@@ -435,7 +436,7 @@ def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
         return np.array(cross), np.array(control)
 
     (cross0, control0), (cross2, control2) = block(0, 1), block(2, 3)
-    summary = E.rq5_summary(ensembles, baseline=a)
+    summary = R.rq5_summary(ensembles, baseline=a)
     accuracy = summary[summary["metric"] == "accuracy"].set_index("kind")
     assert accuracy["n"].to_dict() == {"single": 12, "baseline": 4, "best single": 4,
                                        "cross-configuration": 2, "same-configuration": 2}
@@ -447,7 +448,7 @@ def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
     assert accuracy.loc["cross-configuration", "n_all"] == 24
     # each control ensemble once: 4 offsets x 3 configurations, though 48 rows pair them
     assert accuracy.loc["same-configuration", "n_all"] == 12
-    distinct = E.distinct_ensembles(ensembles)
+    distinct = R.distinct_ensembles(ensembles)
     assert distinct["kind"].value_counts().to_dict() == {
         "single": 12, "cross-configuration": 24, "same-configuration": 12}
     assert not distinct.duplicated(["kind", "run_keys"]).any()
@@ -461,7 +462,7 @@ def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
     assert accuracy.loc["baseline", "mean"] == pytest.approx(100 * means[a])
     assert accuracy.loc["single", "mean"] == pytest.approx(100 * single["metrics.accuracy"].mean())
 
-    differences = E.rq5_differences(ensembles)
+    differences = R.rq5_differences(ensembles)
     differences = differences[differences["metric"] == "accuracy"].set_index("comparison")
     matched = differences.loc["cross-configuration − same-configuration"]
     units = np.array([(cross0 - control0).mean(), (cross2 - control2).mean()])
@@ -477,36 +478,36 @@ def test_summary_and_differences_test_only_disjoint_seed_blocks(tmp_path):
     assert versus_best["difference"] == pytest.approx(np.mean(best_units))
     assert (versus_best["n_pairs"], versus_best["n_units"]) == (24, 2)
     # the other partition of the seeds into disjoint blocks: {1, 2} and {3, 0}, wrapping round
-    other = E.rq5_differences(ensembles, start=1).set_index(["metric", "comparison"]).loc[
+    other = R.rq5_differences(ensembles, start=1).set_index(["metric", "comparison"]).loc[
         ("accuracy", "cross-configuration − same-configuration")]
     (cross1, control1), (cross3, control3) = block(1, 2), block(3, 0)
     assert other["n_units"] == 2 and other["n_pairs"] == 24
     assert other["difference"] == pytest.approx(np.mean([(cross1 - control1).mean(),
                                                         (cross3 - control3).mean()]))
     with pytest.raises(ParameterError, match=r"^start must be below k = 2 of toy on sst2, got 2$"):
-        E.rq5_differences(ensembles, start=2)
+        R.rq5_differences(ensembles, start=2)
 
 
 def test_seed_partitions_are_every_way_to_cut_the_seeds_into_disjoint_blocks():
-    assert E.seed_partitions([3, 1, 2, 0], 2) == [((0, 1), (2, 3)), ((0, 2), (1, 3)),
+    assert R.seed_partitions([3, 1, 2, 0], 2) == [((0, 1), (2, 3)), ((0, 2), (1, 3)),
                                                   ((0, 3), (1, 2))]
-    eight = E.seed_partitions(list(range(8)), 2)
+    eight = R.seed_partitions(list(range(8)), 2)
     assert len(eight) == len(set(eight)) == 105  # 8! / (2^4 4!)
     assert all(sorted(s for block in p for s in block) == list(range(8)) for p in eight)
     assert eight[0] == ((0, 1), (2, 3), (4, 5), (6, 7))  # the planned partition first
-    assert len(E.seed_partitions(list(range(6)), 3)) == 10
-    assert len(E.seed_partitions(list(range(10)), 2)) == 945
-    assert E.seed_partitions([5], 1) == [((5,),)]
+    assert len(R.seed_partitions(list(range(6)), 3)) == 10
+    assert len(R.seed_partitions(list(range(10)), 2)) == 945
+    assert R.seed_partitions([5], 1) == [((5,),)]
     with pytest.raises(ValueError, match=r"^7 seeds cannot be cut into disjoint blocks of 2: "
                                          r"give a multiple of 2 seeds$"):
-        E.seed_partitions(list(range(7)), 2)
+        R.seed_partitions(list(range(7)), 2)
     for seeds, k, message in (([1, 1], 2, "seeds must be distinct seeds: 1 appears 2 times in "
                                           "[1, 1]"),
                               ([0.5], 1, "seeds[0] must be an integer, got 0.5"),
                               ([0, 1], 0, "k must be an integer >= 1, got 0")):
         with pytest.raises(ParameterError, match="^" + re.escape(message) + "$"):
-            E.seed_partitions(seeds, k)
-    assert type(E.count_partitions(8, 2)) is int  # an exact count, not a float
+            R.seed_partitions(seeds, k)
+    assert type(R.count_partitions(8, 2)) is int  # an exact count, not a float
 
 
 def test_every_partition_of_the_seeds_tests_the_blocks_it_is_made_of(tmp_path):
@@ -523,8 +524,8 @@ def test_every_partition_of_the_seeds_tests_the_blocks_it_is_made_of(tmp_path):
         return np.mean([_score(runs, members) - (alone[x] + alone[y]) / 2 for x, y in subsets
                         for members in ([(x, s), (y, t)], [(x, t), (y, s)])])
 
-    found = E.rq5_partition_differences(runs, k=2)
-    assert list(found.columns) == E.PARTITION_COLUMNS
+    found = R.rq5_partition_differences(runs, k=2)
+    assert list(found.columns) == R.PARTITION_COLUMNS
     assert set(found["model"]) == {"toy"} and set(found["task"]) == {"sst2"}
     assert set(found["metric"]) == {"accuracy"}  # the task's primary metric
     assert found["blocks"].tolist() == ["0 + 1 | 2 + 3", "0 + 2 | 1 + 3", "0 + 3 | 1 + 2"]
@@ -536,9 +537,9 @@ def test_every_partition_of_the_seeds_tests_the_blocks_it_is_made_of(tmp_path):
         assert (row.ci_low, row.ci_high) == pytest.approx(
             stats.t.interval(0.95, 1, units.mean(), stats.sem(units)))
         assert row.p_value == pytest.approx(float(stats.ttest_1samp(units, 0.0).pvalue))
-    ensembles = E.rq5_ensembles(runs, k=2)
+    ensembles = R.rq5_ensembles(runs, k=2)
     for start, partition in ((0, 0), (1, 2)):
-        cyclic = E.rq5_differences(ensembles, start=start).set_index(["metric", "comparison"]).loc[
+        cyclic = R.rq5_differences(ensembles, start=start).set_index(["metric", "comparison"]).loc[
             ("accuracy", "cross-configuration − same-configuration")]
         assert found.loc[partition, "difference"] == pytest.approx(cyclic["difference"])
         assert found.loc[partition, "p_value"] == pytest.approx(cyclic["p_value"])
@@ -548,48 +549,48 @@ def test_every_partition_of_the_seeds_tests_the_blocks_it_is_made_of(tmp_path):
     alone = {x: _score(runs, [(x, 2), (x, 3)]) for x in (a, b)}
     unit23 = np.mean([_score(runs, m) - (alone[a] + alone[b]) / 2
                       for m in ([(a, 2), (b, 3)], [(a, 3), (b, 2)])])
-    first = E.rq5_partition_differences(partial, k=2).iloc[0]
+    first = R.rq5_partition_differences(partial, k=2).iloc[0]
     assert first["blocks"] == "0 + 1 | 2 + 3"
     assert first["difference"] == pytest.approx((unit(0, 1) + unit23) / 2)
     # every block with seed 3 then lacks every pair: no partition is whole
     two = _toy_grid(tmp_path / "two", configurations=(a, c), seeds=(0, 1, 2, 3),
                     missing={(c, 3)})
-    assert E.rq5_partition_differences(two, k=2).empty
+    assert R.rq5_partition_differences(two, k=2).empty
     # three seeds cannot be cut into pairs; two seeds make one partition, rq5_differences'
     # own; one configuration makes no cross ensemble
-    assert E.rq5_partition_differences(runs[runs["seed"] < 3], k=2).empty
-    assert E.rq5_partition_differences(runs[runs["seed"] < 2], k=2).empty
-    assert E.rq5_partition_differences(runs[runs["duplication"] == a]).empty
+    assert R.rq5_partition_differences(runs[runs["seed"] < 3], k=2).empty
+    assert R.rq5_partition_differences(runs[runs["seed"] < 2], k=2).empty
+    assert R.rq5_partition_differences(runs[runs["duplication"] == a]).empty
     with pytest.raises(ParameterError, match=r"^k must be an integer >= 2, got 1"):
-        E.rq5_partition_differences(runs, k=1)
+        R.rq5_partition_differences(runs, k=1)
     with pytest.raises(ParameterError, match="^" + re.escape(
             "toy on sst2: 4 seeds in blocks of 2 make 3 partitions, more than max_partitions=2 "
             "(each costs about half a millisecond, and every block its ensembles): raise "
             "max_partitions, or give fewer seeds") + "$"):
-        E.rq5_partition_differences(runs, k=2, max_partitions=2)
-    assert len(E.rq5_partition_differences(runs, k=2, max_partitions=3)) == 3  # at the cap
+        R.rq5_partition_differences(runs, k=2, max_partitions=2)
+    assert len(R.rq5_partition_differences(runs, k=2, max_partitions=3)) == 3  # at the cap
     with pytest.raises(ParameterError, match=r"^max_partitions must be an integer >= 1, got 0$"):
-        E.rq5_partition_differences(runs, k=2, max_partitions=0)
+        R.rq5_partition_differences(runs, k=2, max_partitions=0)
     other = runs.copy()
     other.loc[0, "max_eval_samples"] = 4
     with pytest.raises(OutputsMismatch, match="^" + re.escape(
             "toy on sst2: runs of 2 settings (hyper-parameters, subset sizes or seed, data "
             "source); keep one") + "$"):
-        E.rq5_partition_differences(other, k=2)
+        R.rq5_partition_differences(other, k=2)
     # a model and task that cannot be partitioned does not stop the next one
     first = runs[runs["seed"] < 2].assign(model="alone")  # two seeds: one partition only
     lone = runs[runs["duplication"] == a].assign(model="lone")  # one configuration
-    after = E.rq5_partition_differences(pd.concat([first, lone, runs.assign(model="zz"), runs]),
+    after = R.rq5_partition_differences(pd.concat([first, lone, runs.assign(model="zz"), runs]),
                                         k=2)
     assert after["model"].tolist() == ["zz"] * 3 + ["toy"] * 3  # in the order given
-    nothing = E.rq5_partition_differences(first, k=2)
-    assert nothing.empty and list(nothing.columns) == E.PARTITION_COLUMNS
+    nothing = R.rq5_partition_differences(first, k=2)
+    assert nothing.empty and list(nothing.columns) == R.PARTITION_COLUMNS
     with pytest.raises(ParameterError, match=r"^runs: missing columns "):
-        E.rq5_partition_differences(pd.DataFrame())
+        R.rq5_partition_differences(pd.DataFrame())
     # a partition with an empty block is left out, the later ones kept: without baseline at
     # seed 0 and copy first 3 at seed 1, block {0, 1} has no pair whose runs all exist
     holes = runs[~runs["run_key"].isin([_toy_key(a, 0), _toy_key(b, 1)])]
-    assert E.rq5_partition_differences(holes, k=2)["partition"].tolist() == [1, 2]
+    assert R.rq5_partition_differences(holes, k=2)["partition"].tolist() == [1, 2]
 
 
 # 4 toy examples: two blocks can differ by one ulp, which scipy's t-test warns about
@@ -599,22 +600,22 @@ def test_partitions_into_blocks_of_three_contain_the_cyclic_ones(tmp_path):
     {4 5 0}) and s2 ({2 3 4}, {5 0 1}) are partitions 9 and 3, and give rq5_differences'
     start 1 and 2."""
     runs = _toy_grid(tmp_path, seeds=(0, 1, 2, 3, 4, 5))
-    found = E.rq5_partition_differences(runs, k=3).set_index("partition")
-    assert len(found) == E.count_partitions(6, 3) == 10
+    found = R.rq5_partition_differences(runs, k=3).set_index("partition")
+    assert len(found) == R.count_partitions(6, 3) == 10
     assert (found.loc[9, "blocks"], found.loc[3, "blocks"]) == ("0 + 4 + 5 | 1 + 2 + 3",
                                                                 "0 + 1 + 5 | 2 + 3 + 4")
-    ensembles = E.rq5_ensembles(runs, k=3)
+    ensembles = R.rq5_ensembles(runs, k=3)
     for start, partition in ((0, 0), (1, 9), (2, 3)):
-        cyclic = E.rq5_differences(ensembles, start=start).set_index(["metric", "comparison"]).loc[
+        cyclic = R.rq5_differences(ensembles, start=start).set_index(["metric", "comparison"]).loc[
             ("accuracy", "cross-configuration − same-configuration")]
         assert found.loc[partition, "difference"] == pytest.approx(cyclic["difference"])
-    assert [E.count_partitions(n, k) for n, k in ((8, 2), (16, 2), (7, 2), (5, 5))] == [
+    assert [R.count_partitions(n, k) for n, k in ((8, 2), (16, 2), (7, 2), (5, 5))] == [
         105, 2027025, 0, 1]
 
 
 def test_one_disjoint_block_gives_no_test_but_every_pair_described(tmp_path):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2))
-    differences = E.rq5_differences(E.rq5_ensembles(runs)).set_index(["metric", "comparison"])
+    differences = R.rq5_differences(R.rq5_ensembles(runs)).set_index(["metric", "comparison"])
     matched = differences.loc[("accuracy", "cross-configuration − same-configuration")]
     pairs = [(cross, [(BASE, s), (BASE, t)], [(LAST, s), (LAST, t)])
              for s, t in ((0, 1), (1, 2), (2, 0))
@@ -627,10 +628,10 @@ def test_one_disjoint_block_gives_no_test_but_every_pair_described(tmp_path):
 
 
 def test_one_seed_gives_single_runs_only_and_k_below_2_is_refused(tmp_path):
-    ensembles = E.rq5_ensembles(_toy_grid(tmp_path, seeds=(0,)))
+    ensembles = R.rq5_ensembles(_toy_grid(tmp_path, seeds=(0,)))
     assert set(ensembles["kind"]) == {"single"}
     with pytest.raises(ValueError, match=r"^k must be an integer >= 2, got 1$"):
-        E.rq5_ensembles(_toy_grid(tmp_path), k=1)
+        R.rq5_ensembles(_toy_grid(tmp_path), k=1)
 
 
 def test_runs_of_two_settings_are_refused(tmp_path):
@@ -639,18 +640,18 @@ def test_runs_of_two_settings_are_refused(tmp_path):
     with pytest.raises(OutputsMismatch, match=r"^toy on sst2: runs of 2 settings "
                                               r"\(hyper-parameters, subset sizes or seed, "
                                               r"data source\); keep one$"):
-        E.rq5_ensembles(runs)
+        R.rq5_ensembles(runs)
 
 
 def test_rq5_ensembles_keep_the_models_in_their_order_and_no_runs_give_the_columns(tmp_path):
     grid = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1))
-    both = E.rq5_ensembles(pd.concat([grid.assign(model="zz"), grid.assign(model="aa")]))
+    both = R.rq5_ensembles(pd.concat([grid.assign(model="zz"), grid.assign(model="aa")]))
     assert both.drop_duplicates("model")["model"].tolist() == ["zz", "aa"]
-    one = E.rq5_ensembles(grid)
+    one = R.rq5_ensembles(grid)
     for model in ("zz", "aa"):  # each model's rows are the one-model result under its name
         part = both[both["model"] == model].reset_index(drop=True)
         pd.testing.assert_frame_equal(part, one.assign(model=model))
-    none = E.rq5_ensembles(grid.iloc[:0])
+    none = R.rq5_ensembles(grid.iloc[:0])
     assert none.empty and list(none.columns) == [
         "model", "task", "kind", "k", "pair", "offset", "rotation", "disjoint", "seed", "seeds",
         "configuration", "members", "run_keys"]
@@ -675,7 +676,7 @@ def test_rq5_on_the_tiny_study(tiny_study):
     def key(*run):
         return _study_key(tiny_study.sweeps, *run)
 
-    ensembles = E.rq5_ensembles(study_runs)
+    ensembles = R.rq5_ensembles(study_runs)
     counts = ensembles.groupby(["model", "task", "kind"], sort=False).size().to_dict()
     albert, minilm = ("rxnmapper-albert", "uspto50k"), ("all-MiniLM-L6-v2", "squad2")
     assert counts == {(*albert, "single"): 9, (*albert, "cross-configuration"): 3,
@@ -710,7 +711,7 @@ def test_rq5_on_the_tiny_study(tiny_study):
         rows = singles[f"metrics.{metric}"].dropna()
         assert rows.to_dict() == stored.loc[rows.index, f"metrics.{metric}"].to_dict()
 
-    summary = E.rq5_summary(ensembles, baseline="baseline")
+    summary = R.rq5_summary(ensembles, baseline="baseline")
     assert len(summary) == 2 * 5 + 4 * 5  # (USPTO 2 metrics + SQuAD 4) x 5 kinds
     cell = summary[(summary["task"] == "uspto50k") & (summary["metric"] == "accuracy")]
     cell = cell.set_index("kind")
@@ -722,7 +723,7 @@ def test_rq5_on_the_tiny_study(tiny_study):
     assert cell.loc["cross-configuration", "mean"] == pytest.approx(
         100 * block["metrics.accuracy"].mean())
     assert json.loads(summary.to_json())  # plain values
-    differences = E.rq5_differences(ensembles)
+    differences = R.rq5_differences(ensembles)
     assert set(differences["n_units"]) == {1} and differences["p_value"].isna().all()
     assert set(differences.loc[differences["task"] == "uspto50k", "n_pairs"]) == {3}
 
@@ -884,8 +885,8 @@ def test_runs_combine_only_on_one_evaluation_setting(tmp_path):
 
 def test_rq5_tables_have_their_documented_columns_sizes_and_configurations(tmp_path):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2))
-    ensembles = E.rq5_ensembles(runs)
-    summary = E.rq5_summary(ensembles, baseline=BASE)
+    ensembles = R.rq5_ensembles(runs)
+    summary = R.rq5_summary(ensembles, baseline=BASE)
     assert list(summary.columns) == ["model", "task", "metric", "kind", "k", "n", "mean", "std",
                                      "ci_low", "ci_high", "configuration", "n_all", "mean_all"]
     assert set(summary["model"]) == {"toy"} and set(summary["task"]) == {"sst2"}
@@ -900,8 +901,8 @@ def test_rq5_tables_have_their_documented_columns_sizes_and_configurations(tmp_p
     assert summary["metric"].tolist() == ["accuracy"] * 5 + ["macro_f1"] * 5
     one_unit = accuracy.set_index("kind").loc["cross-configuration"]
     assert np.isnan(one_unit["std"]) and np.isnan(one_unit["ci_low"]) and np.isnan(one_unit["ci_high"])
-    differences = E.rq5_differences(ensembles)
-    assert list(differences.columns) == E.DIFFERENCE_COLUMNS
+    differences = R.rq5_differences(ensembles)
+    assert list(differences.columns) == R.DIFFERENCE_COLUMNS
     assert differences[["model", "task", "metric"]].drop_duplicates().values.tolist() == [
         ["toy", "sst2", "accuracy"], ["toy", "sst2", "macro_f1"]]
     assert differences["n_units"].tolist() == [1] * 4
@@ -941,12 +942,12 @@ def test_runs_of_another_learning_rate_or_subset_seed_are_another_setting(tmp_pa
         other = runs.assign(**{column: runs.get(column)})
         other.loc[0, column] = value
         with pytest.raises(OutputsMismatch, match="^toy on sst2: runs of 2 settings "):
-            E.rq5_ensembles(other)
+            R.rq5_ensembles(other)
 
 
 def test_rq5_differences_give_the_t_interval_over_disjoint_blocks(tmp_path):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2, 3))
-    differences = E.rq5_differences(E.rq5_ensembles(runs, k=2)).set_index(["metric", "comparison"])
+    differences = R.rq5_differences(R.rq5_ensembles(runs, k=2)).set_index(["metric", "comparison"])
     matched = differences.loc[("accuracy", "cross-configuration − same-configuration")]
 
     def unit(s, t):  # block of seeds s, t: both cross ensembles minus their controls' mean
@@ -999,7 +1000,7 @@ def test_a_squad_ensemble_is_scored_on_the_rederived_evaluation_set(tmp_path, sh
 
     row = {**_row("s1", task="squad2"), "model": "all-MiniLM-L6-v2", "max_eval_samples": 4,
            "hyperparameters": {"max_length": 128, "doc_stride": 64}}
-    evaluator = E._Evaluator(data_dir=shared_data_dir, outputs_dir=tmp_path)
+    evaluator = E.Evaluator(data_dir=shared_data_dir, outputs_dir=tmp_path)
     examples, features = evaluator.eval_set(row)
     assert evaluator.eval_set({**row, "run_key": "s2"}) is evaluator._eval_sets[E._setting(row)]
     n = len(features["example_id"])
@@ -1064,10 +1065,10 @@ def test_best_single_is_chosen_on_the_primary_metric_over_single_runs_only():
         ("z", "single", "z-first", 0, 0.6, 0.9), ("z", "single", "a-second", 0, 0.6, 0.5),
         ("z", "single", "mid", 0, 0.5, 0.99), ("z", "cross-configuration", "x", 0, 0.99, 0.99),
         ("a", "single", "only", 0, 0.1, 0.1)])
-    best = E.best_single(ensembles)
+    best = R.best_single(ensembles)
     # accuracy decides (not macro-F1); a tie keeps the first configuration; ensembles never count
     assert best.values.tolist() == [["z", "sst2", "z-first"], ["a", "sst2", "only"]]
-    none = E.best_single(ensembles[ensembles["kind"] != "single"])
+    none = R.best_single(ensembles[ensembles["kind"] != "single"])
     assert none.empty and list(none.columns) == ["model", "task", "configuration"]
 
 
@@ -1078,27 +1079,27 @@ def test_best_single_is_a_configuration_with_every_seed():
         ("m", "single", "baseline", 2, 0.81, 0.8), ("m", "single", "copy last", 0, 0.90, 0.9),
         ("m", "single", "copy first 3", 0, 0.79, 0.8), ("m", "single", "copy first 3", 1, 0.85, 0.8),
         ("m", "single", "copy first 3", 2, 0.83, 0.8)])
-    assert E.best_single(ensembles).values.tolist() == [["m", "sst2", "copy first 3"]]
+    assert R.best_single(ensembles).values.tolist() == [["m", "sst2", "copy first 3"]]
     alone = ensembles[ensembles["configuration"] == "copy last"]
-    assert E.best_single(alone).values.tolist() == [["m", "sst2", "copy last"]]
+    assert R.best_single(alone).values.tolist() == [["m", "sst2", "copy last"]]
 
 
 def test_ensemble_points_are_one_row_per_run_and_metric_in_points():
     ensembles = _ensembles([("z", "single", "c", 0, 0.5, 0.25), ("a", "single", "c", 1, 1.0, 0.75)])
-    points = E.ensemble_points(ensembles)
+    points = R.ensemble_points(ensembles)
     assert list(points.columns) == ["model", "task", "kind", "k", "pair", "offset", "disjoint",
                                     "seed", "seeds", "configuration", "members", "metric", "value"]
     assert list(points.index) == [0, 1, 2, 3]
     assert points[["model", "metric", "value"]].values.tolist() == [
         ["z", "accuracy", 50.0], ["z", "macro_f1", 25.0], ["a", "accuracy", 100.0],
         ["a", "macro_f1", 75.0]]
-    only_f1 = E.ensemble_points(ensembles.drop(columns=["metrics.accuracy"]))
+    only_f1 = R.ensemble_points(ensembles.drop(columns=["metrics.accuracy"]))
     assert only_f1["metric"].tolist() == ["macro_f1", "macro_f1"]
 
 
 def test_rq5_summary_without_a_baseline_keeps_the_other_kinds(tmp_path):
     runs = _toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1, 2))
-    summary = E.rq5_summary(E.rq5_ensembles(runs))
+    summary = R.rq5_summary(R.rq5_ensembles(runs))
     assert summary.loc[summary["metric"] == "accuracy", "kind"].tolist() == [
         "single", "best single", "cross-configuration", "same-configuration"]
 
@@ -1109,9 +1110,9 @@ def test_members_need_distinct_configurations_and_seeds_and_single_runs_name_the
                                  "appears 2 times in ['a', 'a']"),
             (["a", "b"], [1, 1], "seeds must be distinct seeds: 1 appears 2 times in [1, 1]")):
         with pytest.raises(ValueError) as refused:
-            E.matched_ensembles(configurations, seeds, k=2)
+            R.matched_ensembles(configurations, seeds, k=2)
         assert str(refused.value) == message
-    ensembles = E.rq5_ensembles(_toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1)))
+    ensembles = R.rq5_ensembles(_toy_grid(tmp_path, configurations=(BASE, LAST), seeds=(0, 1)))
     single = ensembles[ensembles["kind"] == "single"]
     assert (single["seeds"] == single["seed"].astype(str)).all()
 
@@ -1155,7 +1156,7 @@ def _hand_study():
 
 
 def test_rq5_summary_of_several_models_keeps_their_order_and_empty_kinds():
-    summary = E.rq5_summary(_hand_study(), baseline="baseline")
+    summary = R.rq5_summary(_hand_study(), baseline="baseline")
     assert list(summary.columns) == ["model", "task", "metric", "kind", "k", "n", "mean", "std",
                                      "ci_low", "ci_high", "configuration", "n_all", "mean_all"]
     assert summary.drop_duplicates("model")["model"].tolist() == ["zz", "b", "a"]
@@ -1177,7 +1178,7 @@ def test_rq5_summary_of_several_models_keeps_their_order_and_empty_kinds():
 
 
 def test_rq5_differences_of_several_models_pair_each_with_its_own_best_single():
-    differences = E.rq5_differences(_hand_study())
+    differences = R.rq5_differences(_hand_study())
     assert differences[["model", "metric"]].drop_duplicates().values.tolist() == [
         ["b", "accuracy"], ["b", "macro_f1"], ["a", "accuracy"], ["a", "macro_f1"]]
     table = differences.set_index(["model", "metric", "comparison"])
@@ -1197,8 +1198,8 @@ def test_rq5_differences_of_several_models_pair_each_with_its_own_best_single():
     empty = table.loc[("b", "accuracy", best)]
     assert (empty["n_pairs"], empty["n_units"]) == (0, 0)
     assert empty[["mean_all", "difference", "ci_low", "ci_high", "p_value"]].isna().all()
-    none = E.rq5_differences(_hand_study().query("model == 'zz'"))
-    assert none.empty and list(none.columns) == E.DIFFERENCE_COLUMNS
+    none = R.rq5_differences(_hand_study().query("model == 'zz'"))
+    assert none.empty and list(none.columns) == R.DIFFERENCE_COLUMNS
 
 
 def test_ranked_union_breaks_ties_by_token_index_on_wide_features():
@@ -1226,13 +1227,13 @@ def test_rq5_keeps_only_configurations_whose_planned_seeds_have_all_landed():
            {"model": "r", "task": "uspto50k", "duplication": "baseline", "seed": 0},
            {"model": "m", "task": "snli", "duplication": "baseline", "seed": 9},  # complete, unplanned seed
            {"model": "x", "task": "sst2", "duplication": "baseline", "seed": 0}])  # not planned
-    kept, waiting = E.complete_configurations(runs, plan)
+    kept, waiting = R.complete_configurations(runs, plan)
     assert waiting.values.tolist() == [["m", "snli", "copy last", 2, 4], ["m", "snli", "depth control", 0, 4],
                                        ["r", "uspto50k", "baseline", 1, 2]]
-    assert list(waiting.columns) == E.WAITING_COLUMNS
+    assert list(waiting.columns) == R.WAITING_COLUMNS
     assert kept.index.tolist() == list(range(8)) + [13]  # m's complete two at their planned seeds, and x
-    same, none = E.complete_configurations(runs, None)
-    assert same is runs and none.empty and list(none.columns) == E.WAITING_COLUMNS
+    same, none = R.complete_configurations(runs, None)
+    assert same is runs and none.empty and list(none.columns) == R.WAITING_COLUMNS
 
 
 def test_a_complete_plan_leaves_nothing_waiting():
@@ -1242,8 +1243,8 @@ def test_a_complete_plan_leaves_nothing_waiting():
                          max_eval_samples=None, seeds=(0, 1))]
     runs = pd.DataFrame([{"model": "m", "task": "snli", "duplication": "baseline", "seed": s}
                          for s in (0, 1)])
-    kept, waiting = E.complete_configurations(runs, plan)
-    assert kept.equals(runs) and waiting.empty and list(waiting.columns) == E.WAITING_COLUMNS
+    kept, waiting = R.complete_configurations(runs, plan)
+    assert kept.equals(runs) and waiting.empty and list(waiting.columns) == R.WAITING_COLUMNS
 
 
 def test_a_control_without_the_metric_drops_its_pair_instead_of_half_a_control():
@@ -1252,7 +1253,7 @@ def test_a_control_without_the_metric_drops_its_pair_instead_of_half_a_control()
     # pair 0 of model a gets a second control, whose macro-F1 is known while the first one's is not
     extra = a[(a["kind"] == "same-configuration") & (a["pair"] == 0)].assign(
         **{"metrics.macro_f1": 0.70, "configuration": "copy last"})
-    differences = E.rq5_differences(pd.concat([a, extra], ignore_index=True)).set_index(
+    differences = R.rq5_differences(pd.concat([a, extra], ignore_index=True)).set_index(
         ["metric", "comparison"])
     matched = differences.loc[("macro_f1", "cross-configuration − same-configuration")]
     assert matched["n_pairs"] == 0  # every pair has a control without macro-F1
@@ -1329,16 +1330,16 @@ def test_read_runs_refuses_no_files_an_empty_file_and_a_file_that_is_not_rq3(tmp
 
 def test_rq5_tables_refuse_frames_without_their_columns_and_name_them():
     with pytest.raises(ParameterError) as refused:
-        E.rq5_ensembles(pd.DataFrame())
+        R.rq5_ensembles(pd.DataFrame())
     assert str(refused.value) == (
         "runs: missing columns ['run_key', 'model', 'task', 'duplication', 'seed'] (needed: "
         "['run_key', 'model', 'task', 'duplication', 'seed']); it has no columns (no runs)")
-    for call in (E.rq5_summary, E.rq5_differences, E.ensemble_points):
+    for call in (R.rq5_summary, R.rq5_differences, R.ensemble_points):
         with pytest.raises(ParameterError, match=r"^ensembles: missing columns \['model', 'task', "
                                                  r"'kind', .*; it has no columns \(no runs\)$"):
             call(pd.DataFrame())
     with pytest.raises(ParameterError) as refused:
-        E.distinct_ensembles(pd.DataFrame({"model": []}))
+        R.distinct_ensembles(pd.DataFrame({"model": []}))
     assert str(refused.value) == ("ensembles: missing columns ['task', 'kind', 'run_keys'] "
                                   "(needed: ['model', 'task', 'kind', 'run_keys']); its columns "
                                   "are ['model']")
@@ -1346,16 +1347,16 @@ def test_rq5_tables_refuse_frames_without_their_columns_and_name_them():
 
 def test_rq5_tables_of_no_ensembles_have_their_columns():
     none = _hand_study().iloc[:0]
-    summary = E.rq5_summary(none, baseline="baseline")
-    assert summary.empty and list(summary.columns) == E.SUMMARY_COLUMNS
-    assert list(E.rq5_summary(_hand_study()).columns) == E.SUMMARY_COLUMNS
-    differences = E.rq5_differences(none)
-    assert differences.empty and list(differences.columns) == E.DIFFERENCE_COLUMNS
-    points = E.ensemble_points(none)
+    summary = R.rq5_summary(none, baseline="baseline")
+    assert summary.empty and list(summary.columns) == R.SUMMARY_COLUMNS
+    assert list(R.rq5_summary(_hand_study()).columns) == R.SUMMARY_COLUMNS
+    differences = R.rq5_differences(none)
+    assert differences.empty and list(differences.columns) == R.DIFFERENCE_COLUMNS
+    points = R.ensemble_points(none)
     assert points.empty and list(points.columns) == [
         "model", "task", "kind", "k", "pair", "offset", "disjoint", "seed", "seeds",
         "configuration", "members", "metric", "value"]
-    no_metrics = E.ensemble_points(_hand_study().drop(columns=["metrics.accuracy",
+    no_metrics = R.ensemble_points(_hand_study().drop(columns=["metrics.accuracy",
                                                                "metrics.macro_f1"]))
     assert no_metrics.empty and list(no_metrics.columns) == list(points.columns)
 
@@ -1363,11 +1364,11 @@ def test_rq5_tables_of_no_ensembles_have_their_columns():
 def test_a_misspelt_baseline_and_a_best_single_without_its_metric_are_refused():
     study = _hand_study()
     with pytest.raises(ParameterError) as refused:
-        E.rq5_summary(study, baseline="basline")
+        R.rq5_summary(study, baseline="basline")
     assert str(refused.value) == ("baseline 'basline' is not a configuration of the single runs; "
                                   "they are ['baseline', 'zz-best', 'copy last']")
     with pytest.raises(ParameterError) as refused:
-        E.best_single(study.drop(columns=["metrics.accuracy"]))
+        R.best_single(study.drop(columns=["metrics.accuracy"]))
     assert str(refused.value) == ("zz on sst2: no metrics.accuracy column, the primary metric that "
                                   "picks the best single configuration; the metric columns are "
                                   "['metrics.macro_f1']")
@@ -1375,22 +1376,22 @@ def test_a_misspelt_baseline_and_a_best_single_without_its_metric_are_refused():
     nan.loc[(nan["model"] == "a") & (nan["kind"] == "single") & (nan["seed"] == 3)
             & (nan["configuration"] == "copy last"), "metrics.accuracy"] = np.nan
     with pytest.raises(ParameterError) as refused:
-        E.best_single(nan)
+        R.best_single(nan)
     assert str(refused.value) == ("a on sst2: the single run of 'copy last' at seed 3 has no "
                                   "metrics.accuracy (NaN): the best single configuration is chosen "
                                   "on the mean over every seed; re-run it or drop its row")
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: E.ensemble_size(3, -1), "n_seeds must be an integer >= 0, got -1"),
-    (lambda: E.ensemble_size(2.5, 3), "n_configurations must be an integer >= 0, got 2.5"),
-    (lambda: E.matched_ensembles("abc", [0, 1], 2),
+    (lambda: R.ensemble_size(3, -1), "n_seeds must be an integer >= 0, got -1"),
+    (lambda: R.ensemble_size(2.5, 3), "n_configurations must be an integer >= 0, got 2.5"),
+    (lambda: R.matched_ensembles("abc", [0, 1], 2),
      "configurations must be a list of configuration names, got the string 'abc'; write ['abc'] for one"),
-    (lambda: E.matched_ensembles(["a", "b"], "01", 2),
+    (lambda: R.matched_ensembles(["a", "b"], "01", 2),
      "seeds must be a list of seeds, got the string '01'; write ['01'] for one"),
-    (lambda: E.matched_ensembles(["a", "b"], [0, 1.5], 2), "seeds[1] must be an integer, got 1.5"),
-    (lambda: E.matched_ensembles(["a", "b"], [0, 1], "2"), "k must be an integer, got '2' (str)"),
-    (lambda: E.rq5_ensembles(pd.DataFrame(), k=2.5), "k must be an integer >= 2, got 2.5"),
+    (lambda: R.matched_ensembles(["a", "b"], [0, 1.5], 2), "seeds[1] must be an integer, got 1.5"),
+    (lambda: R.matched_ensembles(["a", "b"], [0, 1], "2"), "k must be an integer, got '2' (str)"),
+    (lambda: R.rq5_ensembles(pd.DataFrame(), k=2.5), "k must be an integer >= 2, got 2.5"),
 ])
 def test_sizes_and_lists_are_refused_with_their_value(call, message):
     with pytest.raises(ParameterError) as refused:
@@ -1408,7 +1409,7 @@ def test_ensemble_points_leave_out_a_squad_subset_metric_the_evaluation_set_lack
                                 "metrics.NoAns_f1": noans, "metrics.NoAns_total": n_noans})
             for m, f1, has, noans, n_noans in (("answers-only", 50.0, 4, np.nan, np.nan),
                                                ("mixed", 60.0, 2, 80.0, 2))]
-    points = E.ensemble_points(pd.DataFrame(rows))
+    points = R.ensemble_points(pd.DataFrame(rows))
     assert points[["model", "metric", "value"]].values.tolist() == [
         ["answers-only", "f1", 50.0], ["answers-only", "exact", 50.0],
         ["answers-only", "HasAns_f1", 50.0], ["mixed", "f1", 60.0], ["mixed", "exact", 60.0],

@@ -866,3 +866,168 @@ def test_a_planned_secondary_with_no_run_counts_as_pending_from_the_plan():
     assert more["n_secondary_pending"] == 0  # the plan never makes a landed one pending
     with pytest.raises(ParameterError, match=r"^family_sizes\[\('m', 'snli'\)\] must be"):
         paper.overall(table, family_sizes={("m", "snli"): -1})
+
+
+# ----------------------------------------------------------------------------- chapter tables (RQ3, RQ4)
+
+
+def test_intervals_and_p_values_are_written_as_the_chapters_show_them():
+    assert paper.interval_text(1.234, 0.5, 2.0) == "1.23 [0.50, 2.00]"
+    assert paper.interval_text(0.5, -0.1, 1.1, signed=True) == "+0.50 [-0.10, +1.10]"
+    assert paper.interval_text(3.0, np.nan, np.nan) == "3.00"
+    assert paper.interval_text(np.nan, 0.0, 1.0) == ""
+    assert [paper.p_text(p) for p in (0.0004, 0.001, 0.0123, np.nan)] == ["<0.001", "0.001", "0.012", ""]
+
+
+def _clear_snli_gain():
+    """SNLI, 5 seeds: copy first 3 gains 1.0 .. 1.2 points (mean 1.10, sd 0.079, 95% CI
+    [1.00, 1.20]); copy last equals the baseline (80.04 [79.90, 80.18])."""
+    base = [0.800, 0.802, 0.799, 0.801, 0.800]
+    better = [b + 0.010 + 0.0005 * i for i, b in enumerate(base)]
+    results = _results("snli", "accuracy", {"baseline": base, "copy first 3": better, "copy last": base})
+    return results, paper.comparison(results)
+
+
+def test_the_rq3_task_table_shows_the_trivial_row_then_each_configuration():
+    results, table = _clear_snli_gain()
+    shown = paper.task_table(table, "snli", "accuracy")
+    assert list(shown.index) == [("m", "trivial: majority class (positive)"), ("m", "baseline"),
+                                 ("m", "copy first 3"), ("m", "copy last")]
+    rows = shown.to_dict("records")
+    assert rows[0]["accuracy [95% CI]"] == "50.00" and rows[0]["verdict"] == ""
+    assert rows[1]["role"] == "reference" and rows[1]["accuracy [95% CI]"] == "80.04 [79.90, 80.18]"
+    assert rows[1]["gain [95% CI]"] == "" and rows[1]["vs"] == ""
+    assert rows[2]["gain [95% CI]"] == "+1.10 [+1.00, +1.20]" and rows[2]["p"] == "<0.001"
+    assert rows[2]["verdict"] == "reproduced" and rows[2]["Bonferroni CI"] == ""  # primary: none
+    assert rows[3]["verdict"] == "refuted (secondary)" and rows[3]["Bonferroni CI"] == "[+0.00, +0.00] (95%)"
+    assert rows[3]["deciding p"] == "1.000" and rows[3]["paper"] == "up to +0.6 accuracy"
+
+
+def test_rq3_findings_say_what_the_primary_decides_or_that_nothing_is_decided():
+    results, table = _clear_snli_gain()
+    text = paper.findings_text(paper.overall(table), table, results)
+    assert text.startswith("- **m on snli** (accuracy): the baseline scores 80.04 [79.90, 80.18] over 5 "
+                           "seeds (trivial baseline 50.00). The primary comparison, *copy first 3*, changes "
+                           "it by +1.10 [+1.00, +1.20] points over 5 paired seeds (p <0.001; smallest "
+                           "detectable gain 0.13). Secondary: 0 of 1 configurations")
+    assert text.endswith("(largest gain: *copy last*, +0.00). The paper: up to +0.6 accuracy; verdict: "
+                         "**reproduced**.")
+    low = _results("snli", "accuracy", {"baseline": [0.50, 0.51, 0.49, 0.50],
+                                         "copy first 3": [0.53, 0.54, 0.52, 0.53]}, trivial=0.34)
+    table = paper.comparison(low)
+    assert paper.findings_text(paper.overall(table), table, low).endswith(
+        "Its accuracy (50.00) misses the pre-registered floor of 55: **did not learn**, so nothing is decided.")
+    assert paper.findings_text(pd.DataFrame(), pd.DataFrame(), pd.DataFrame()) == "No runs yet."
+
+
+def test_stalled_runs_are_listed_by_model_task_and_configuration():
+    results = _results("uspto50k", "accuracy", {"baseline": [0.80, 0.81], "copy last": [0.82, 0.31]},
+                       trivial=0.30)
+    points = paper.points_frame(results)
+    text = paper.stalled_text(points, 4)
+    assert text.endswith("They stay in every comparison above.\n\n"
+                         "- m on uspto50k (accuracy; trivial 30.00, cutoff 55.00): *copy last* at seed 1 (31.00)")
+    fine = paper.points_frame(_results("uspto50k", "accuracy", {"baseline": [0.80, 0.81]}, trivial=0.30))
+    assert paper.stalled_text(fine, 2).endswith("None of the 2 runs did.")
+
+
+def test_our_seed_spread_is_the_baselines_and_the_primary_differences_sd():
+    points = paper.points_frame(_results("snli", "accuracy", {"baseline": [0.80, 0.81, 0.79],
+                                                              "copy first 3": [0.81, 0.83, 0.80]}))
+    spread = paper.observed_seed_spread(points).reset_index().to_dict("records")
+    # baseline 80, 81, 79: sd 1.0; differences 1, 2, 1: sd 0.577
+    assert spread == [{"model": "m", "task": "snli", "seeds": 3, "baseline sd": 1.0,
+                       "primary": "copy first 3", "sd of paired differences": 0.58}]
+
+
+def test_the_rq4_grid_beside_table_and_text_read_the_comparison():
+    results, table = _clear_snli_gain()
+    main = paper.primary_rows(table)
+    status = paper.learning_status(results)
+    grid = paper.gain_grid(main, status)
+    assert grid.to_dict() == {"m": {("snli", "copy first 3", "baseline"): "+1.10 [+1.00, +1.20] * (primary)",
+                                    ("snli", "copy last", "baseline"): "+0.00 [+0.00, +0.00] (95%)"}}
+    summary = paper.overall(main)
+    beside = paper.beside_table(summary, status).reset_index().to_dict("records")
+    assert beside == [{"task": "snli", "metric": "accuracy", "paper": "up to +0.6 accuracy", "model": "m",
+                       "baseline learned the task": "yes", "primary configuration": "copy first 3",
+                       "its gain [95% CI]": "+1.10 [+1.00, +1.20]", "secondary gains / losses": "0 / 0 of 1",
+                       "verdict": "reproduced"}]
+    claims = {"rq4-consistent-across-models": {"verdict": "V", "rule": "R"}, "rq3-method": {"ours": "O"}}
+    lines = paper.consistency_text(summary, main, status, claims).split("\n")
+    assert lines == [
+        "- Of the 1 cells whose baseline learned, 1 have all their planned primary runs: the paper's "
+        "configuration is significantly better in 1 and significantly worse in 0.",
+        "- *copy first 3* (primary): gain positive in 1 of 1 cells, significantly in 1, significantly "
+        "negative in 0 (comparisons with all their planned seeds).",
+        "- *copy last* (secondary): gain positive in 0 of 1 cells, significantly in 0, significantly "
+        "negative in 0 (comparisons with all their planned seeds).",
+        "- m on snli: the paper claims up to +0.6 accuracy; verdict **reproduced**.",
+        "- Consistency across models and tasks (the paper's RQ4 claim, which states no number): **V** "
+        "(rule: R; per claim: O)."]
+    # below the floor: every cell says so, and the text counts it as skipped
+    low = _results("snli", "accuracy", {"baseline": [0.50, 0.51, 0.49, 0.50],
+                                         "copy first 3": [0.53, 0.54, 0.52, 0.53]}, trivial=0.34)
+    main = paper.primary_rows(paper.comparison(low))
+    status = paper.learning_status(low)
+    assert paper.gain_grid(main, status).iloc[0, 0] == "did not learn"
+    text = paper.consistency_text(paper.overall(main), main, status, claims)
+    assert text.startswith("- In 1 of 1 model × task cells the baseline misses its pre-registered floor "
+                           "(m on snli)") and "- No cell's baseline learned its task" in text
+    # short of its planned seeds: the gain with its pending verdict
+    pending = paper.comparison(results, planned_seeds={("m", "snli"): 8})
+    cell = paper.gain_grid(paper.primary_rows(pending), paper.learning_status(results)).iloc[0, 0]
+    assert cell == "+1.10 [+1.00, +1.20] (pending (5/8 seeds))"
+
+
+def test_the_rq3_design_table_reads_the_plan():
+    from types import SimpleNamespace
+
+    from dupbert.significance import minimum_detectable_gain
+
+    entry = SimpleNamespace(model="m", task="snli", primary=("baseline", "copy first 3"),
+                            duplications=["baseline", "copy first 3", "copy last"], seeds=[0, 1, 2, 3, 4],
+                            max_train_samples=3000, max_eval_samples=None,
+                            hyperparameters=SimpleNamespace(learning_rate=1e-4, epochs=3.0, batch_size=32))
+    row = paper.study_design([entry]).reset_index().to_dict("records")[0]
+    assert row == {"model": "m", "task": "snli", "primary": "copy first 3 vs baseline",
+                   "secondary": "copy last", "train": 3000, "eval": "all",
+                   "lr": "0.0001", "epochs": "3", "batch": 32, "seeds": 5,
+                   "detectable (x sd)": round(minimum_detectable_gain(1.0, 5), 2), "floor": "accuracy >= 55"}
+    assert 1.0 < row["detectable (x sd)"] < 2.0
+    assert paper.rq3_claims(["snli"]).index.tolist() == ["rq3-snli-accuracy"]
+    assert paper.rq3_claims(["uspto50k"]).empty
+    text = paper.verdict_rule_text()
+    assert text.startswith("The verdict rule, fixed before any run") and "\n    " not in text
+    assert "alpha = 0.05 detects with 80% power" in text
+
+
+def test_pilot_tables_read_their_files_and_are_empty_without_one(tmp_path):
+    import json
+
+    pilot = tmp_path / "pilot.jsonl"
+    pilot.write_text(json.dumps({"model": "m", "task": "sst2", "n_train": 4000, "n_eval": 872,
+                                 "learning_rate": 1e-4, "epochs": 2, "batch_size": 32, "wall_s": 90.0,
+                                 "curve": [[32, 0.5, 0.7], [64, 0.612, 0.6]]}) + "\n")
+    row = paper.pilot_table(pilot).reset_index().to_dict("records")[0]
+    assert row["accuracy by step"] == "32: 50.0, 64: 61.2" and row["minutes"] == 1.5
+    squad = tmp_path / "squad.jsonl"
+    squad.write_text(json.dumps({"model": "m", "n_train": 2000, "n_eval": 2000, "train_steps": 334,
+                                 "train_time_s": 2460.0,
+                                 "hyperparameters": {"learning_rate": 3e-4, "epochs": 2.0},
+                                 "metrics": {"HasAns_f1": 23.44, "NoAns_f1": 65.1, "f1": 44.44, "best_f1": 49.06},
+                                 "baselines": {"f1": 48.61}}) + "\n")
+    row = paper.squad_pilot_table(squad).reset_index().to_dict("records")[0]
+    assert row["HasAns F1"] == 23.4 and row["F1"] == 44.4 and row["all-empty F1"] == 48.6
+    assert row["learned (HasAns_f1 >= 25)"] == False and row["train minutes"] == 41  # noqa: E712
+    assert paper.pilot_table(tmp_path / "none.jsonl").empty and paper.squad_pilot_table(tmp_path / "no").empty
+
+
+def test_run_counts_and_the_replication_text():
+    results = _results("snli", "accuracy", {"baseline": [0.8, 0.81], "copy last": [0.8, 0.8]})
+    results = results.assign(n_train=[32, 32, 16, 32], n_eval=64, train_steps=2)
+    counts = paper.run_counts(results).reset_index().to_dict("records")
+    assert counts == [{"model": "m", "task": "snli", "runs": 4, "seeds": 2, "configurations": 2,
+                       "train_examples": 32, "eval_examples": 64, "steps_per_run": 2}]
+    text = paper.replication_text()
+    assert text.startswith("Same replication: ") and text.endswith("SQuAD 2.0 F1 80.7 / 81.8 / 81.8.")
