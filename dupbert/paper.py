@@ -1122,5 +1122,6 @@ def consistency_text(summary: pd.DataFrame, main: pd.DataFrame, status: pd.DataF
     rq4_row = claim_rows["rq4-consistent-across-models"]
     lines.append(
         f"- Consistency across models and tasks (the paper's RQ4 claim, which states no number): "
-        f"**{rq4_row['verdict']}** (rule: {rq4_row['rule']}; per claim: {claim_rows['rq3-method']['ours']}).")
+        f"**{rq4_row['verdict']}** (the rule: Methods, Results at a glance; per claim: "
+        f"{claim_rows['rq3-method']['ours']}).")
     return "\n".join(lines)

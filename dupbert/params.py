@@ -9,6 +9,9 @@ cell::
 ``dupbert finetune --profile FILE`` reads an RQ3 parameter file through :func:`profile_parameters`,
 and its command-line options through the same declaration, so a notebook, a profile and the command
 line take the same values in the same forms.
+
+Importing this module imports neither torch nor transformers (the check of RQ3's configurations
+does, when it runs), so that a notebook's first cell fails fast and prints no library warnings.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .checks import check_device
-from .duplicate import check_configurations
 from .errors import DeviceNotAvailable, DupbertError, ParameterError
 from .zoo import check_model
 
@@ -483,6 +485,8 @@ def notebook_parameters(notebook: str | Mapping[str, Parameter], values: Mapping
             f"outputs_dirs = {values['outputs_dirs']!r} names {len(used['outputs_dirs'])} "
             f"folders for {len(used['results_paths'])} results files: give one per file, or None")
     if key == "rq3":
+        from .duplicate import check_configurations  # imports torch: only for RQ3
+
         check_configurations(used["models"], used["duplications"])
     if show:
         print("parameters used:\n" + "\n".join(f"  {name} = {value!r}" for name, value in used.items()))

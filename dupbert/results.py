@@ -18,8 +18,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
-import torch
-import transformers
 
 from .errors import DupbertError, ParameterError
 
@@ -321,6 +319,8 @@ def is_main_process() -> bool:
     Raises:
         ParameterError: ``RANK`` is not a whole number >= 0.
     """
+    import torch
+
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank() == 0
     return _environment_int("RANK", "0", 0) == 0
@@ -328,6 +328,8 @@ def is_main_process() -> bool:
 
 def wait_for_main_process() -> None:
     """Barrier of a data-parallel run (no-op alone), e.g. until rank 0 has written a row."""
+    import torch
+
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
 
@@ -370,6 +372,8 @@ def environment_fields(device: str) -> dict:
     kernels torch picks on this CPU (``torch.backends.cpu.get_cpu_capability()``: ``AVX2``,
     ``AVX512``, ...): CPU runs are bit-identical only where both, and the thread count, agree."""
     import datasets
+    import torch
+    import transformers
 
     from . import __version__
 

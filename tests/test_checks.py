@@ -210,7 +210,8 @@ def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():
         "uspto50k\n"
         "  max_train_samples = {'snl': 32}: unknown task 'snl' as a key; tasks are sst2, snli, "
         "squad2, uspto50k. Forms that work: -p max_train_samples 32; "
-        "-y 'max_train_samples: {snli: 32, sst2: 64}'; -p max_train_samples None")
+        "-y 'max_train_samples: {snli: 32, sst2: 64}'; "
+        "-y 'max_train_samples: {snli: {MODEL: 32}}'; -p max_train_samples None")
 
 
 @pytest.mark.parametrize("notebook, name, typed, used", [

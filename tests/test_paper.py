@@ -953,7 +953,7 @@ def test_the_rq4_grid_beside_table_and_text_read_the_comparison():
                        "baseline learned the task": "yes", "primary configuration": "copy first 3",
                        "its gain [95% CI]": "+1.10 [+1.00, +1.20]", "secondary gains / losses": "0 / 0 of 1",
                        "verdict": "reproduced"}]
-    claims = {"rq4-consistent-across-models": {"verdict": "V", "rule": "R"}, "rq3-method": {"ours": "O"}}
+    claims = {"rq4-consistent-across-models": {"verdict": "V"}, "rq3-method": {"ours": "O"}}
     lines = paper.consistency_text(summary, main, status, claims).split("\n")
     assert lines == [
         "- Of the 1 cells whose baseline learned, 1 have all their planned primary runs: the paper's "
@@ -964,7 +964,7 @@ def test_the_rq4_grid_beside_table_and_text_read_the_comparison():
         "negative in 0 (comparisons with all their planned seeds).",
         "- m on snli: the paper claims up to +0.6 accuracy; verdict **reproduced**.",
         "- Consistency across models and tasks (the paper's RQ4 claim, which states no number): **V** "
-        "(rule: R; per claim: O)."]
+        "(the rule: Methods, Results at a glance; per claim: O)."]
     # below the floor: every cell says so, and the text counts it as skipped
     low = _results("snli", "accuracy", {"baseline": [0.50, 0.51, 0.49, 0.50],
                                          "copy first 3": [0.53, 0.54, 0.52, 0.53]}, trivial=0.34)
