@@ -845,14 +845,9 @@ def _check_rerunnable(row) -> None:
     if not isinstance(row["hyperparameters"], Mapping):
         raise ResultsFileError(f"run {row['run_key']}: hyperparameters must be a mapping of "
                                f"fields, got {row['hyperparameters']!r}")
-    if not isinstance(row["task"], str) or row["task"] not in _task_names():
+    if not isinstance(row["task"], str) or row["task"] not in TASKS:
         raise ResultsFileError(f"run {row['run_key']} has task {row['task']!r}, not one of "
-                               f"{', '.join(_task_names())}")
-
-
-def _task_names() -> list[str]:
-
-    return list(TASKS)
+                               f"{', '.join(TASKS)}")
 
 
 def _compared_metrics(row: Mapping) -> list[str]:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from .errors import DupbertError, ParameterError
 
-from .zoo import cache_dir
+from .zoo import ZOO, cache_dir, sha256_of
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -86,8 +86,7 @@ def input_fingerprint(model_name: str, corpus_name: str,
     data directory the corpus is read from (``data_dir``, else ``$DUPBERT_DATA_DIR``, as
     ``dupbert.data.resolve_data_dir``; path, size, modification time; ``"hub"`` when read from
     the Hub). Returns ``{"model_weights": ..., "corpus_file": ...}`` (JSON-serialisable)."""
-    from .data import CORPORA, resolve_data_dir
-    from .zoo import ZOO
+    from .data import CORPORA, resolve_data_dir  # imports `datasets`: only when fingerprinting
 
     def stamp(path: Path) -> list:
         stat = path.stat()
@@ -392,14 +391,10 @@ def environment_fields(device: str) -> dict:
 
 
 def sha256_files(paths: Iterable[Path]) -> dict[str, str]:
-    from .zoo import sha256_of
-
     return {str(p.name): sha256_of(p) for p in paths if p.is_file()}
 
 
 def model_provenance(model_name: str) -> dict:
-    from .zoo import ZOO
-
     entry = ZOO.get(model_name)
     if entry is None:
         return {"model_source": model_name, "model_sha256": None}

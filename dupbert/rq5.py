@@ -51,8 +51,14 @@ import numpy as np
 import pandas as pd
 
 from .checks import check_columns, check_list, check_number
-from .ensemble import RUN_COLUMNS, Evaluator, OutputsMismatch
+from .ensemble import RUN_COLUMNS, Evaluator, OutputsMismatch, default_outputs_dir
 from .errors import ParameterError
+from .paper import (DID_NOT_LEARN, NOT_STATED, PAPER_SCORES, interval_text, learned,
+                    run_settings)
+from .profiles import sweep
+from .results import repository_path
+from .significance import mean_ci, paired_p_value
+from .tasks import empty_subset, in_points, task_metrics
 
 KINDS = ("single", "cross-configuration", "same-configuration")
 """The kinds of :func:`rq5_ensembles` rows."""
@@ -270,8 +276,6 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _check_one_setting(model: str, task: str, group: pd.DataFrame) -> None:
     """Ensembles combine runs of one setting (:func:`dupbert.paper.run_settings`)."""
-    from .paper import run_settings
-
     settings = set(run_settings(group))
     if len(settings) > 1:
         raise OutputsMismatch(f"{model} on {task}: runs of {len(settings)} settings "
@@ -365,8 +369,6 @@ def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
             :func:`rq5_ensembles` (named; ``pd.DataFrame()``: no runs); an unknown task
             (:func:`dupbert.tasks.task_metrics`).
     """
-    from .paper import empty_subset, in_points, task_metrics
-
     columns = [c for c in _ENSEMBLE_COLUMNS if c != "run_keys"]
     check_columns(ensembles, columns, "ensembles")
     if "rotation" in ensembles:  # rq5_ensembles' frames have it; hand-made ones may not
@@ -403,8 +405,6 @@ def best_single(ensembles: pd.DataFrame) -> pd.DataFrame:
             metric column, or with NaN in it (the message names the model, task, configuration
             and seed: a mean over fewer seeds would pick the best on other seeds).
     """
-    from .paper import task_metrics
-
     check_columns(ensembles, ["model", "task", "kind", "configuration", "seed"], "ensembles")
     rows = []
     singles = ensembles[ensembles["kind"] == "single"]
@@ -486,8 +486,6 @@ def rq5_summary(ensembles: pd.DataFrame, baseline: str | None = None) -> pd.Data
             :func:`rq5_ensembles` (``pd.DataFrame()``: no runs); ``baseline`` not a
             configuration of any single run (the message lists them); as :func:`best_single`.
     """
-    from .significance import mean_ci
-
     check_columns(ensembles, _ENSEMBLE_COLUMNS, "ensembles")
     configurations = list(dict.fromkeys(
         ensembles.loc[ensembles["kind"] == "single", "configuration"]))
@@ -602,8 +600,6 @@ def _at_seeds(seeds: pd.Series, runs: pd.DataFrame) -> pd.Series:
 def _paired_test(pairs: pd.DataFrame) -> dict:
     """``value - other`` per pair (rows with ``offset``, ``disjoint``), described over all pairs
     and tested over the disjoint seed blocks (:func:`rq5_differences`)."""
-    from .significance import mean_ci, paired_p_value
-
     pairs = pairs.assign(difference=pairs["value"] - pairs["other"]).dropna(subset=["difference"])
     blocks = (pairs[pairs["disjoint"].fillna(False).astype(bool)]
               .groupby("offset", sort=True)["difference"].mean().to_numpy(float))
@@ -713,9 +709,6 @@ def rq5_partition_differences(runs: pd.DataFrame, data_dir: str | os.PathLike | 
             ``max_partitions`` not an integer >= 1, or exceeded (the message gives the count);
             an unknown task (:func:`dupbert.tasks.task_metrics`).
     """
-    from .paper import in_points, task_metrics
-    from .significance import mean_ci, paired_p_value
-
     if k is not None:
         k = check_number("k", k, integer=True, minimum=2)
     max_partitions = check_number("max_partitions", max_partitions, integer=True, minimum=1)
@@ -795,8 +788,6 @@ def run_smoke_sweeps(sweeps: Sequence[Mapping]) -> tuple[Path, Path]:
 
     import torch
 
-    from .profiles import sweep
-
     folder = Path(tempfile.mkdtemp(prefix="dupbert-rq5-"))
     results, outputs = folder / "rq3.jsonl", folder / "rq3-outputs"
     threads = torch.get_num_threads()
@@ -826,9 +817,6 @@ def study_files(results_paths: str | Sequence[str],
     Raises:
         ValueError: not one outputs folder per results file.
     """
-    from .ensemble import default_outputs_dir
-    from .results import repository_path
-
     paths = [results_paths] if isinstance(results_paths, str) else list(results_paths)
     folders = [None] * len(paths) if outputs_dirs is None else (
         [outputs_dirs] if isinstance(outputs_dirs, str) else list(outputs_dirs))
@@ -876,8 +864,6 @@ def trivial_scores(runs: pd.DataFrame) -> dict[tuple[str, str, str], float]:
     """``{(model, task, metric): points}``: the trivial baseline (majority class; SQuAD 2.0 no
     answer to every question) of each model and task's evaluation set, the mean of the runs'
     ``baselines.<metric>``, for every metric of the task that the runs carry."""
-    from .paper import in_points, task_metrics
-
     trivial = {}
     for (model, task), group in runs.groupby(["model", "task"], sort=False):
         for metric in task_metrics(task):
@@ -890,8 +876,6 @@ def trivial_scores(runs: pd.DataFrame) -> dict[tuple[str, str, str], float]:
 def floor_text(status: pd.DataFrame, model: str, task: str) -> str:
     """``"accuracy 28.91 vs floor 80: did not learn"``: a model and task's baseline mean against
     its learning floor (:func:`dupbert.paper.learning_status`), ``"no baseline runs"`` without."""
-    from .paper import DID_NOT_LEARN
-
     cell = status[(status["model"] == model) & (status["task"] == task)]
     if cell.empty:
         return "no baseline runs"
@@ -901,8 +885,6 @@ def floor_text(status: pd.DataFrame, model: str, task: str) -> str:
 
 
 def _summary_cell(row: Mapping) -> str:
-    from .paper import interval_text
-
     text = interval_text(row["mean"], row["ci_low"], row["ci_high"])
     if row["kind"] == "best single":
         return f"{text} ({row['configuration']})"
@@ -950,8 +932,6 @@ def difference_table(differences: pd.DataFrame, status: pd.DataFrame) -> pd.Data
         differences: :func:`rq5_differences`.
         status: ``dupbert.paper.learning_status`` of the runs.
     """
-    from .paper import interval_text
-
     shown = differences.assign(
         cell=[interval_text(d, lo, hi, signed=True) for d, lo, hi in
               zip(differences["difference"], differences["ci_low"], differences["ci_high"])],
@@ -978,8 +958,6 @@ def cyclic_partitions(ensembles: pd.DataFrame, metrics: Mapping[str, str]) -> pd
     df: descriptive)"`` appended below 3 blocks), ``all pairs`` (``"<n>: <mean>"``). Strings,
     in :func:`rq5_differences` order; no rows without cross-configuration ensembles.
     """
-    from .paper import interval_text
-
     cross = ensembles[ensembles["kind"] == "cross-configuration"]
     first = set(zip(cross.loc[cross["rotation"] == 0, "model"], cross.loc[cross["rotation"] == 0, "task"],
                     cross.loc[cross["rotation"] == 0, "pair"]))
@@ -1080,8 +1058,6 @@ def paper_beside_table(summary: pd.DataFrame, ensembles: pd.DataFrame, trivial: 
         ensembles: :func:`rq5_ensembles`.
         trivial: :func:`trivial_scores`.
     """
-    from .paper import NOT_STATED, PAPER_SCORES
-
     rows = []
     for model, group in summary[summary["task"] == "squad2"].groupby("model", sort=False):
         stats = group.set_index(["kind", "metric"])
@@ -1112,8 +1088,6 @@ def paper_beside_table(summary: pd.DataFrame, ensembles: pd.DataFrame, trivial: 
 
 
 def _comparison_text(row: Mapping, name: str, pending: str) -> str:
-    from .paper import interval_text
-
     found = interval_text(row["difference"], row["ci_low"], row["ci_high"], signed=True)
     blocks = f"{row['n_units']} disjoint seed block{'s' if row['n_units'] != 1 else ''}"
     if pd.isna(row["p_value"]):
@@ -1150,8 +1124,6 @@ def findings_text(summary: pd.DataFrame, differences: pd.DataFrame, partitions: 
             :func:`rq5_partition_differences`; waiting: :func:`complete_configurations`' second
             frame; status: ``dupbert.paper.learning_status``.
     """
-    from .paper import DID_NOT_LEARN, learned
-
     lines = []
     for (model, task), group in summary.groupby(["model", "task"], sort=False):
         metric = metrics[task]
