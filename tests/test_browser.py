@@ -111,6 +111,26 @@ def browser():
     session.quit()
 
 
+def _open(browser, url: str) -> None:
+    """Navigate to url and wait until a new document (not the previous one) has loaded.
+
+    `browser.get` alone returned, on a loaded CI machine, while the previous page was still the
+    document: the RQ1 page had no MathJax and the glance page no table (CI, 2026-12-02). The old
+    document is marked, so a redirect (index.html to book/intro.html) still counts as loaded.
+    """
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.execute_script("window.__dupbertPrevious = true")
+    browser.get(url)
+    try:
+        WebDriverWait(browser, 60, poll_frequency=0.2).until(
+            lambda b: b.execute_script("return !window.__dupbertPrevious && document.readyState === 'complete'")
+        )
+    except TimeoutException:
+        pytest.fail(f"{url} did not load within 60 s: the browser still shows {browser.current_url}")
+
+
 @dataclass
 class Page:
     path: str
@@ -158,7 +178,7 @@ def site(browser, book_url, built_book) -> dict[str, Page]:
         page = pages[path] = Page(path)
         browser.get_log("browser")  # drop what the previous page logged late
         server.failures.clear()
-        browser.get(base + path)
+        _open(browser, base + path)
         page.images = browser.execute_async_script(_WAIT_FOR_IMAGES)
         found = browser.execute_script(_LINKS_AND_IDS)
         page.links = [tuple(link) for link in found["links"]]
@@ -192,11 +212,15 @@ def test_no_page_needs_the_internet(site):
 def test_mathematics_renders_offline(browser, book_url, built_book):
     """MathJax is served with the book (book/_static/mathjax): the RQ1 page's TeX is typeset."""
     base, _ = book_url
-    browser.get(base + "book/rq1.html")
+    _open(browser, base + "book/rq1.html")
     typeset = browser.execute_async_script(
         "const done = arguments[arguments.length - 1];"
-        "if (!window.MathJax || !MathJax.startup) { done(-1); return; }"
-        "MathJax.startup.promise.then(() => done(document.querySelectorAll('mjx-container').length));"
+        "const started = Date.now();"
+        "(function wait() {"  # the deferred script may still be starting on a loaded machine
+        "  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {"
+        "    MathJax.startup.promise.then(() => done(document.querySelectorAll('mjx-container').length));"
+        "  } else if (Date.now() - started > 30000) { done(-1); } else { setTimeout(wait, 100); }"
+        "})();"
     )
     assert typeset != -1, "MathJax did not load on book/rq1.html"
     assert typeset > 0, "MathJax loaded but typeset no formula on book/rq1.html"
@@ -252,7 +276,7 @@ def test_glance_table_has_one_row_per_claim(browser, book_url, built_book):
     base, _ = book_url
     if not (built_book / GLANCE_PAGE).is_file():
         pytest.fail(f"the book has no results-at-a-glance page {GLANCE_PAGE} (book/glance.md or .ipynb listed in _toc.yml)")
-    browser.get(base + GLANCE_PAGE)
+    _open(browser, base + GLANCE_PAGE)
     rows = browser.execute_script(
         'return [...document.querySelectorAll("table.results-at-a-glance")].map(t => t.querySelectorAll("tbody tr").length)'
     )
@@ -266,7 +290,7 @@ def test_rq1_page_full_screenshot(browser, book_url, built_book):
     base, _ = book_url
     assert (built_book / "book" / "rq1.html").is_file(), "the book has no RQ1 page book/rq1.html"
     browser.set_window_size(1280, 900)
-    browser.get(base + "book/rq1.html")
+    _open(browser, base + "book/rq1.html")
     browser.execute_async_script(_WAIT_FOR_IMAGES)
     # The viewport is made as tall as the page, then captured: Chromium's captureBeyondViewport
     # drew this theme's page shifted to the left, with empty code cells.
@@ -304,7 +328,7 @@ def test_lens_html_shows_each_cells_top_k_on_hover(browser, rxnmapper, tmp_path)
     figure = lens_html(frame, title="rxnmapper-albert")
     page.write_text(figure.document())
     assert "http" not in figure and "<script" not in figure  # nothing fetched, no script
-    browser.get(page.as_uri())
+    _open(browser, page.as_uri())
     headers = [h.text.replace("\n", " ") for h in
                browser.find_elements(By.CSS_SELECTOR, ".dupbert-lens thead th[data-position]")]
     real = frame[(frame["layer"] == 0) & (frame["guess"] == 1) & ~frame["special"]]
