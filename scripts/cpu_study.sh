@@ -5,7 +5,12 @@
 # lands in results/cpu/rq3.jsonl (with its per-example outputs), so a session that ends mid-run
 # loses at most the run in progress; the next `bash scripts/cpu_study.sh` resumes from the rows.
 #
-#   nohup bash scripts/cpu_study.sh > .cache/cpu-study.log 2>&1 &
+#   setsid nohup bash scripts/cpu_study.sh > .cache/cpu-study.log 2>&1 < /dev/null &
+#
+# With Linux's autogroup scheduling, `nice` only orders processes of one session: a niced worker
+# still took half the cores from a test run started in another shell. Started with `setsid`, the
+# script leads a session of its own and lowers that session's autogroup to NICE as well, so the
+# workers take only cores nothing else wants.
 #
 # Environment: PROFILE_FILE (notebooks/params/cpu/rq3.yaml), POLL_S (20), NICE (19),
 # COMMIT (1; 0 only runs), DUPBERT (.venv/bin/dupbert), THREADS (1: torch's intra-op threads; on
@@ -23,6 +28,9 @@ POLL_S="${POLL_S:-20}"
 NICE="${NICE:-19}"
 COMMIT="${COMMIT:-1}"
 DUPBERT="${DUPBERT:-.venv/bin/dupbert}"
+if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && [ -w /proc/self/autogroup ]; then
+  echo "$NICE" > /proc/self/autogroup 2>/dev/null || true  # this session only (see above)
+fi
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export OMP_NUM_THREADS="${THREADS:-1}" MKL_NUM_THREADS="${THREADS:-1}"
 if [ -z "${DUPBERT_DATA_DIR:-}" ] && [ -d ../shared/data ]; then
