@@ -677,12 +677,28 @@ __all__ += ["plot_paired_seeds", "plot_gain_grid"]
 # RQ1 beyond the paper: the per-sequence lens (dupbert.lens) and masked prediction per layer
 
 
+MISSING_GLYPH = "\u25a1"  # WHITE SQUARE, in DejaVu Sans: stands for a character the font lacks
+
+
+def _drawable(text: str) -> str:
+    """``text`` with each character that matplotlib's default font has no glyph for replaced by
+    ``MISSING_GLYPH``: tokens of any script reach the lens (an English WordPiece vocabulary holds
+    Devanagari and Katakana), and a missing glyph would draw an empty box and warn with a path.
+    The HTML lens (:func:`lens_html`) shows every token as it is."""
+    from matplotlib import font_manager
+
+    font = font_manager.get_font(font_manager.findfont(font_manager.FontProperties()))
+    return "".join(ch if ch.isspace() or font.get_char_index(ord(ch)) else MISSING_GLYPH
+                   for ch in text)
+
+
 def plot_lens(frame: pd.DataFrame, value: str = "probability", include_special: bool = False,
               max_positions: int | None = 48, title: str = "", ax=None) -> Figure:
     """The lens of one sequence as a heat map: hidden states (rows, 0 = embedding output at the
     bottom) x positions (columns, labelled with the input tokens), each cell the MLM head's
     top-1 token, coloured by its probability or by the input token's rank; a bold cell text
-    marks a top-1 token equal to the input token.
+    marks a top-1 token equal to the input token. A character the font cannot draw shows as
+    ``MISSING_GLYPH`` (the HTML lens, :func:`lens_html`, shows it as it is).
 
     Parameters
     ----------
@@ -750,10 +766,10 @@ def plot_lens(frame: pd.DataFrame, value: str = "probability", include_special: 
         label, bright = "rank of the input token (1 = top-1)", values <= np.sqrt(max(10, values.max()))
     for i in range(n_layers):
         for j in range(n_positions):
-            ax.text(j, i, str(tokens.iat[i, j]), ha="center", va="center", fontsize=6,
+            ax.text(j, i, _drawable(str(tokens.iat[i, j])), ha="center", va="center", fontsize=6,
                     fontweight="bold" if hits[i, j] else "normal",
                     color="black" if bright[i, j] else "white")
-    ax.set_xticks(range(n_positions), [str(inputs[p]) for p in tokens.columns], fontsize=6.5,
+    ax.set_xticks(range(n_positions), [_drawable(str(inputs[p])) for p in tokens.columns], fontsize=6.5,
                   rotation=90 if max(len(str(t)) for t in inputs) > 2 else 0)
     ax.set_yticks(range(n_layers), [str(layer) for layer in tokens.index], fontsize="small")
     ax.set_xlabel("input token (position)")

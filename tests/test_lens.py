@@ -107,6 +107,29 @@ def test_heat_map_writes_the_top1_token_in_every_cell(frame):
         plot_lens(frame, value="token")
 
 
+def test_heat_map_draws_a_square_for_a_character_the_font_lacks(frame):
+    """The English models' top-1 tokens include Devanagari and Katakana, which DejaVu Sans
+    lacks: each such character is drawn as MISSING_GLYPH, with no warning on rendering."""
+    import io
+    import warnings
+
+    from dupbert.plots import MISSING_GLYPH
+
+    odd = frame.copy()
+    first = (odd["layer"] == 0) & (odd["position"] == 1) & (odd["guess"] == 1)
+    odd.loc[first, "token"] = "\u0920a"  # DEVANAGARI LETTER TTHA, then a Latin letter
+    odd.loc[odd["position"] == 2, "input_token"] = "\u30e4"  # KATAKANA LETTER YA
+    figure = plot_lens(odd)
+    ax = figure.axes[0]
+    assert ax.texts[0].get_text() == MISSING_GLYPH + "a"
+    assert ax.get_xticklabels()[1].get_text() == MISSING_GLYPH
+    assert ax.texts[1].get_text() == odd[(odd["layer"] == 0) & (odd["position"] == 2)
+                                         & (odd["guess"] == 1)]["token"].iloc[0]  # drawable: kept
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figure.savefig(io.BytesIO(), format="png")
+
+
 def test_command_prints_the_grid(rxnmapper, capsys):
     assert main(["lens", "--model", "rxnmapper-albert", "--text", REACTION]) == 0
     lines = capsys.readouterr().out.splitlines()
