@@ -426,6 +426,73 @@ def probe_models(
     from .data import check_text_source, default_corpus, is_corpus_name, load_texts
     from .models import load_mlm
 
+    models = _check_probe_arguments(models, duplications, masking, n_sequences, batch_size,
+                                    max_length, seed, device, mask_rate)
+    _check_translator_options(models, n_sequences, include_control, duplications, translator,
+                              fit_sequences, translators)
+    n_texts = None if n_sequences is None else n_sequences + (fit_sequences or 0)
+    user_texts = None  # a user's corpus is read once, now: a bad file fails before any model
+    if corpus is not None:
+        check_text_source(corpus)
+        if not is_corpus_name(corpus):
+            user_texts = load_texts(corpus, n_texts, text_column=text_column)
+    settings = dict(seed=seed, masking=masking, mask_rate=mask_rate, batch_size=batch_size,
+                    max_length=max_length, device=device, progress=progress)
+    frames = []
+    code = source_fingerprint(*PROBE_CODE, *(["translators"] if translator == "linear" else []))
+    for name in models:
+        corpus_name = corpus or default_corpus(name)
+        texts = user_texts or (load_texts(corpus_name, n_texts, data_dir=data_dir,
+                                          text_column=text_column)
+                               if fit_sequences else None)
+        split = _evaluation_split(texts, n_sequences, fit_sequences)
+        corpus_key = corpus_cache_key(name, corpus_name, data_dir, text_column,
+                                      split.eval if user_texts else None)
+        fitted = translators[name] if translators else None
+        loaded: dict = {}
+
+        def load(name=name, corpus_name=corpus_name, loaded=loaded, split=split) -> dict:
+            """Model and texts, loaded only when a result is not cached."""
+            if not loaded:
+                loaded["model"], loaded["tokenizer"] = load_mlm(name, device=device)
+                loaded["texts"] = split.eval if split is not None else load_texts(
+                    corpus_name, n_sequences, data_dir=data_dir, text_column=text_column)
+            return loaded
+
+        for label, order in _orders(duplications, load).items():
+            if loaded and list(order or []) == list(range(loaded["model"].config.num_hidden_layers)):
+                order = None  # the model as loaded: share its cached result
+            variants = [PRETRAINED, CONTROL] if include_control and label == BASELINE else [PRETRAINED]
+            for variant in variants:
+                # keyed on what determines the result: the code, the inputs and the settings
+                fields = dict(model=name, duplication=label, order=order, variant=variant,
+                              n_sequences=n_sequences, max_length=max_length,
+                              seed=seed if variant == CONTROL else None, code=code, **corpus_key)
+                if masking is not None:  # reconstruction keeps its earlier cache keys
+                    fields.update(masking=masking, mask_rate=mask_rate, mask_seed=seed)
+                if translator == "linear":
+                    fields.update(translator=_translator_key(fit_sequences, split, fitted))
+
+                def run(order=order, variant=variant, load=load, split=split,
+                        fitted=fitted) -> pd.DataFrame:
+                    model, tokenizer, texts = (load()[k] for k in ("model", "tokenizer", "texts"))
+                    return _probe_variant(
+                        model, tokenizer, texts, order, variant,
+                        "identity" if translator == "identity" else fitted,
+                        fit_texts=split.fit if fit_sequences else None, **settings)
+
+                frame = cached_frame("probe", fields, run, enabled=cache)
+                frames.append(frame.assign(model=name, duplication=label, variant=variant,
+                                           corpus=str(corpus_name), translator=translator))
+    result = pd.concat(frames, ignore_index=True)
+    front = ["model", "duplication", "variant"] + (["translator"] if translator == "linear" else [])
+    return result[[*front, "corpus", *PROBE_COLUMNS]]
+
+
+def _check_probe_arguments(models, duplications, masking, n_sequences, batch_size, max_length,
+                           seed, device, mask_rate) -> list[str]:
+    """``probe_models``' arguments checked before any model is loaded or cached result read, so
+    a bad value fails whether or not it is cached; the model names as a list."""
     if isinstance(models, str):
         models = [models]
     models = check_list("models", models, what="models", allow_empty=True)
@@ -437,7 +504,6 @@ def probe_models(
                          f"{{label: [block, ...]}}, got {duplications!r}")
     if masking is not None and masking not in MASKING_RULES:
         raise ValueError(f"masking must be None or one of {list(MASKING_RULES)}, got {masking!r}")
-    # checked before any cached result is read, so a bad value fails whether or not it is cached
     if n_sequences is not None:
         check_number("n_sequences", n_sequences, integer=True, minimum=1)
     check_number("batch_size", batch_size, integer=True, minimum=1)
@@ -446,89 +512,42 @@ def probe_models(
     check_device(device)
     if masking is not None:
         _check_mask_rate(mask_rate)
-    _check_translator_options(models, n_sequences, include_control, duplications, translator,
-                              fit_sequences, translators)
-    n_texts = None if n_sequences is None else n_sequences + (fit_sequences or 0)
-    user_texts = None  # a user's corpus is read once, now: a bad file fails before any model
-    if corpus is not None:
-        check_text_source(corpus)
-        if not is_corpus_name(corpus):
-            user_texts = load_texts(corpus, n_texts, text_column=text_column)
-    frames = []
-    code = source_fingerprint(*PROBE_CODE, *(["translators"] if translator == "linear" else []))
-    for name in models:
-        corpus_name = corpus or default_corpus(name)
-        texts = user_texts or (load_texts(corpus_name, n_texts, data_dir=data_dir,
-                                          text_column=text_column)
-                               if fit_sequences else None)
-        split = _evaluation_split(texts, n_sequences, fit_sequences)
-        corpus_key = corpus_cache_key(name, corpus_name, data_dir, text_column,
-                                      split.eval if user_texts else None)
-        loaded: dict = {}
+    return models
 
-        def load(name=name, corpus_name=corpus_name, loaded=loaded, split=split) -> dict:
-            """Model and texts, loaded only when a result is not cached."""
-            if not loaded:
-                loaded["model"], loaded["tokenizer"] = load_mlm(name, device=device)
-                loaded["texts"] = split.eval if split is not None else load_texts(
-                    corpus_name, n_sequences, data_dir=data_dir, text_column=text_column)
-            return loaded
 
-        if duplications is None:
-            orders = {BASELINE: None}
-        elif duplications == "standard":
-            orders = standard_duplications(load()["model"])
-        elif duplications == "paper":
-            orders = paper_duplications(load()["model"])
-        else:
-            orders = dict(duplications)
-        for label, order in orders.items():
-            identity = loaded and list(order or []) == list(
-                range(loaded["model"].config.num_hidden_layers))
-            if identity:
-                order = None  # the model as loaded: share its cached result
-            variants = [PRETRAINED, CONTROL] if include_control and label == BASELINE else [PRETRAINED]
-            for variant in variants:
-                # keyed on what determines the result: the code, the inputs and the settings
-                fields = dict(model=name, duplication=label, order=order, variant=variant,
-                              n_sequences=n_sequences, max_length=max_length,
-                              seed=seed if variant == CONTROL else None, code=code, **corpus_key)
-                if masking is not None:  # reconstruction keeps its earlier cache keys
-                    fields.update(masking=masking, mask_rate=mask_rate, mask_seed=seed)
-                if translator == "linear":
-                    fields.update(translator=_translator_key(
-                        fit_sequences, split, translators and translators[name]))
+def _orders(duplications, load) -> dict:
+    """``{label: order}`` that ``probe_models`` probes for one model (``None``: as loaded);
+    ``load()`` gives the loaded model, read only for the standard and paper configurations."""
+    if duplications is None:
+        return {BASELINE: None}
+    if duplications == "standard":
+        return standard_duplications(load()["model"])
+    if duplications == "paper":
+        return paper_duplications(load()["model"])
+    return dict(duplications)
 
-                def run(order=order, variant=variant, load=load, split=split,
-                        name=name) -> pd.DataFrame:
-                    model, tokenizer, texts = (load()[k] for k in ("model", "tokenizer", "texts"))
-                    probed = model if order is None else duplicate_layers(model, order)
-                    if variant == CONTROL:
-                        probed = random_init_control(probed, seed=seed)
-                    mapper = None
-                    if translator == "linear":
-                        from .translators import fit_translators
 
-                        mapper = translators[name] if translators else fit_translators(
-                            probed, tokenizer, split.fit, batch_size=batch_size,
-                            max_length=max_length, device=device, progress=progress)
-                    if masking is not None:
-                        return masked_prediction_accuracy(
-                            probed, tokenizer, texts, mask_rate=mask_rate, rule=masking,
-                            seed=seed, batch_size=batch_size, device=device,
-                            max_length=max_length, progress=progress,
-                            translator=mapper or "identity")
-                    return reconstruction_accuracy(probed, tokenizer, texts, batch_size=batch_size,
-                                                   device=device, max_length=max_length,
-                                                   progress=progress,
-                                                   translator=mapper or "identity")
+def _probe_variant(model, tokenizer, texts, order, variant, translator, *, fit_texts, seed,
+                   masking, mask_rate, batch_size, max_length, device, progress) -> pd.DataFrame:
+    """One (duplication, variant) of a loaded model through the probe: ``order`` (``None``: as
+    loaded) duplicated, re-initialised for the control (seeded by ``seed``), then
+    reconstruction or, with ``masking``, masked prediction. ``translator`` is ``"identity"``, a
+    fitted translator, or ``None``: fit one for this probed model on ``fit_texts`` (Din et al.
+    2023)."""
+    probed = model if order is None else duplicate_layers(model, order)
+    if variant == CONTROL:
+        probed = random_init_control(probed, seed=seed)
+    if translator is None:
+        from .translators import fit_translators
 
-                frame = cached_frame("probe", fields, run, enabled=cache)
-                frames.append(frame.assign(model=name, duplication=label, variant=variant,
-                                           corpus=str(corpus_name), translator=translator))
-    result = pd.concat(frames, ignore_index=True)
-    front = ["model", "duplication", "variant"] + (["translator"] if translator == "linear" else [])
-    return result[[*front, "corpus", *PROBE_COLUMNS]]
+        translator = fit_translators(probed, tokenizer, fit_texts, batch_size=batch_size,
+                                     max_length=max_length, device=device, progress=progress)
+    common = dict(batch_size=batch_size, device=device, max_length=max_length, progress=progress,
+                  translator=translator)
+    if masking is not None:
+        return masked_prediction_accuracy(probed, tokenizer, texts, mask_rate=mask_rate,
+                                          rule=masking, seed=seed, **common)
+    return reconstruction_accuracy(probed, tokenizer, texts, **common)
 
 
 def _check_translator_options(models, n_sequences, include_control, duplications, translator,
