@@ -40,11 +40,13 @@ import torch
 import transformers
 from tqdm import tqdm
 
+from .checks import check_device, check_list, check_number
 from .duplicate import (block_is_copy, block_sources, duplicate_layers, paper_duplication,
                         standard_duplications)
 from .hidden import batch_hidden_states, length_batches, pad_batch, tokenize_for_probe
-from .probe import probe_models
+from .probe import check_max_length, corpus_cache_key, probe_models
 from .results import cached_frame, source_fingerprint
+from .zoo import check_model
 
 __all__ = [
     "collect_hidden_states", "layer_statistics", "cosine_across_layers", "linear_cka",
@@ -663,60 +665,29 @@ def layer_similarity_report(
             empty or lacks ``text_column``): before anything is loaded (``dupbert.checks``). Errors of
             ``load_mlm`` and ``dupbert.data``.
     """
-    from .data import default_corpus, is_corpus_name, load_texts
+    from .data import check_text_source, default_corpus, is_corpus_name, load_texts
     from .models import load_mlm
 
-    from .checks import check_device, check_list, check_number
-    from .data import check_text_source
-    from .zoo import check_model
-    from .probe import check_max_length, corpus_cache_key
-
-    if isinstance(model_names, str):
-        model_names = [model_names]
-    model_names = check_list("model_names", model_names, what="models", allow_empty=True)
-    if not model_names:
-        raise ValueError("model_names is empty: name at least one model, e.g. ['rxnmapper-albert']")
-    if not (duplications is None or isinstance(duplications, Mapping)
-            or (isinstance(duplications, str) and duplications in ("default", "standard"))):
-        raise ValueError(f"duplications must be None, 'default', 'standard' or a mapping "
-                         f"{{label: [block, ...]}}, got {duplications!r}")
-    if reconstruction not in (None, "sample", "probe"):
-        raise ValueError(
-            f"reconstruction must be None, 'sample' or 'probe', got {reconstruction!r}")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) \
-            or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-    if n_sequences is not None:  # None: every row of the corpus
-        check_number("n_sequences", n_sequences, integer=True, minimum=1)
-    check_number("batch_size", batch_size, integer=True, minimum=1)
-    check_number("seed", seed, integer=True, minimum=0)
-    check_max_length(max_length)
-
-    # every input before the first model is loaded: a bad last model fails in seconds, not after
-    # the others have run
-    check_device(device)
+    model_names = _check_report_arguments(model_names, duplications, reconstruction, max_tokens,
+                                          n_sequences, batch_size, seed, max_length, device)
     user_texts = None  # a user's corpus is read once, now: a bad file fails before any model
     if corpus:
         check_text_source(corpus)
         if not is_corpus_name(corpus):
             user_texts = load_texts(corpus, n_sequences, text_column=text_column)
-    for name in model_names:
+    for name in model_names:  # every input before the first model is loaded
         check_model(name, mlm_head=True)
+    settings = dict(max_tokens=max_tokens, seed=seed, batch_size=batch_size,
+                    max_length=max_length, progress=progress, device=device,
+                    reconstruction=reconstruction)
     layer_frames, pair_frames = [], []
     for name in model_names:
         corpus_name = corpus or default_corpus(name)
         model, tokenizer = load_mlm(name, device=device)
         texts = user_texts or load_texts(corpus_name, n_sequences, data_dir=data_dir,
                                          text_column=text_column)
+        orders = _report_orders(duplications, model)
         identity = list(range(model.config.num_hidden_layers))
-        if duplications is None:
-            orders = {"baseline": identity}
-        elif duplications == "default":
-            orders = {"baseline": identity, **paper_duplication(model)}
-        elif duplications == "standard":
-            orders = standard_duplications(model)
-        else:
-            orders = {"baseline": identity, **dict(duplications)}
         for label, order in orders.items():
             order = None if list(order) == identity else list(order)
             fields = dict(model=name, duplication=label, order=order,
@@ -725,30 +696,8 @@ def layer_similarity_report(
                           **corpus_cache_key(name, corpus_name, data_dir, text_column,
                                              user_texts),
                           sampled_reconstruction=reconstruction == "sample")
-            memo = {}
-
-            def computed(order=order, memo=memo):
-                if not memo:  # once per variant, shared by the two cached frames
-                    probed = model if order is None else duplicate_layers(model, order)
-                    states, token_ids = collect_hidden_states(
-                        probed, tokenizer, texts, max_tokens=max_tokens, seed=seed,
-                        batch_size=batch_size, max_length=max_length, progress=progress,
-                        device=device, return_token_ids=True)
-                    memo["args"] = (probed, states, cka_matrix(states),
-                                    cka_matrix(states, debiased=True),
-                                    cosine_across_layers(states))
-                    memo["accuracy"] = (sampled_reconstruction(probed, states, token_ids)
-                                        if reconstruction == "sample" else None)
-                return memo["args"]
-
-            def layer_rows(memo=memo, computed=computed):
-                frame = _layer_rows(*computed())
-                accuracy = memo["accuracy"]
-                return frame if accuracy is None else frame.merge(accuracy, on="layer")
-
-            layers = cached_frame("stats-layers", fields, layer_rows, enabled=cache)
-            pairs = cached_frame("stats-pairs", fields, lambda: _pair_rows(*computed()),
-                                 enabled=cache)
+            layers, pairs = _variant_frames(model, tokenizer, texts, order, fields, cache,
+                                            **settings)
             tags = dict(model=name, duplication=label, corpus=corpus_name)
             layer_frames.append(layers.assign(**tags))
             pair_frames.append(pairs.assign(**tags))
@@ -769,6 +718,76 @@ def layer_similarity_report(
         layers[front + [c for c in layers.columns if c not in front]],
         pairs[front + [c for c in pairs.columns if c not in front]],
     )
+
+
+def _check_report_arguments(model_names, duplications, reconstruction, max_tokens, n_sequences,
+                            batch_size, seed, max_length, device) -> list[str]:
+    """``layer_similarity_report``'s arguments checked before anything is loaded; the model
+    names as a list."""
+    if isinstance(model_names, str):
+        model_names = [model_names]
+    model_names = check_list("model_names", model_names, what="models", allow_empty=True)
+    if not model_names:
+        raise ValueError("model_names is empty: name at least one model, e.g. ['rxnmapper-albert']")
+    if not (duplications is None or isinstance(duplications, Mapping)
+            or (isinstance(duplications, str) and duplications in ("default", "standard"))):
+        raise ValueError(f"duplications must be None, 'default', 'standard' or a mapping "
+                         f"{{label: [block, ...]}}, got {duplications!r}")
+    if reconstruction not in (None, "sample", "probe"):
+        raise ValueError(
+            f"reconstruction must be None, 'sample' or 'probe', got {reconstruction!r}")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) \
+            or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    if n_sequences is not None:  # None: every row of the corpus
+        check_number("n_sequences", n_sequences, integer=True, minimum=1)
+    check_number("batch_size", batch_size, integer=True, minimum=1)
+    check_number("seed", seed, integer=True, minimum=0)
+    check_max_length(max_length)
+    check_device(device)
+    return model_names
+
+
+def _report_orders(duplications, model) -> dict:
+    """``{label: order}`` of ``layer_similarity_report`` for one loaded model, the baseline (as
+    loaded) first."""
+    identity = list(range(model.config.num_hidden_layers))
+    if duplications is None:
+        return {"baseline": identity}
+    if duplications == "default":
+        return {"baseline": identity, **paper_duplication(model)}
+    if duplications == "standard":
+        return standard_duplications(model)
+    return {"baseline": identity, **dict(duplications)}
+
+
+def _variant_frames(model, tokenizer, texts, order, fields, cache, *, max_tokens, seed,
+                    batch_size, max_length, progress, device, reconstruction):
+    """The cached ``(layers, pairs)`` frames of one variant (``order``: ``None`` as loaded): its
+    hidden states are collected once, and only when one of the two frames is not cached."""
+    memo = {}
+
+    def computed():
+        if not memo:  # once per variant, shared by the two cached frames
+            probed = model if order is None else duplicate_layers(model, order)
+            states, token_ids = collect_hidden_states(
+                probed, tokenizer, texts, max_tokens=max_tokens, seed=seed,
+                batch_size=batch_size, max_length=max_length, progress=progress,
+                device=device, return_token_ids=True)
+            memo["args"] = (probed, states, cka_matrix(states), cka_matrix(states, debiased=True),
+                            cosine_across_layers(states))
+            memo["accuracy"] = (sampled_reconstruction(probed, states, token_ids)
+                                if reconstruction == "sample" else None)
+        return memo["args"]
+
+    def layer_rows():
+        frame = _layer_rows(*computed())
+        accuracy = memo["accuracy"]
+        return frame if accuracy is None else frame.merge(accuracy, on="layer")
+
+    layers = cached_frame("stats-layers", fields, layer_rows, enabled=cache)
+    pairs = cached_frame("stats-pairs", fields, lambda: _pair_rows(*computed()), enabled=cache)
+    return layers, pairs
 
 
 def translator_gap_vs_similarity(translator: pd.DataFrame, layers: pd.DataFrame,
