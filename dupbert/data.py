@@ -38,7 +38,9 @@ class UnknownCorpus(DupbertError, ValueError):
 
 @dataclass(frozen=True)
 class Corpus:
-    """Where a corpus lives: ``path`` under the data directory, a Hub ``(path, config, split)``."""
+    """Where a corpus lives: ``path`` in the data directory; ``hub``: ``(path, config, split)``
+    or None.
+    """
 
     name: str
     path: str
