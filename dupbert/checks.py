@@ -1,15 +1,11 @@
-"""Generic input validators, the lowest layer: every entry point checks what it receives with
-these first, so that a bad input fails in seconds with one message that names the argument, its
-value and what is allowed.
+"""Generic input validators, the lowest layer: every entry point checks its inputs with these
+first, so a bad input fails in seconds with one message naming the argument, its value and
+what is allowed (:func:`check_device`, :func:`check_number`, :func:`check_list`,
+:func:`check_columns`).
 
-- :func:`check_device`: ``cuda`` on a machine without CUDA, ``cuda:3`` with two GPUs, a typo.
-- :func:`check_number` / :func:`check_list` / :func:`check_columns`: a number outside its range
-  (``batch_size=0``, a NaN learning rate), a list that is not a list of distinct items (seed 0
-  twice), a table without the columns a function needs.
-
-Models are checked in :mod:`dupbert.zoo` (``check_model``), duplication configurations in
-:mod:`dupbert.duplicate`, notebook and profile parameters in :mod:`dupbert.params`. This module
-imports only the standard library; ``torch`` only for a device other than ``cpu``.
+Models are checked in :mod:`dupbert.zoo`, duplication configurations in
+:mod:`dupbert.duplicate`, notebook and profile parameters in :mod:`dupbert.params`. Imports only
+the standard library (``torch`` only for a device other than ``cpu``).
 """
 
 from __future__ import annotations
@@ -43,23 +39,14 @@ def _available_devices() -> list[str]:
 
 
 def check_device(device: Any) -> str:
-    """The device string ``device`` if this machine's torch can use it.
+    """``str(device)`` (e.g. ``"cuda:1"``) if this machine's torch can use it.
 
-    ``"cpu"`` is accepted without importing torch. Anything else is parsed by ``torch.device``
-    and checked against what torch reports: ``torch.cuda.is_available()`` and
-    ``torch.cuda.device_count()`` for ``cuda``/``cuda:N``, ``torch.backends.mps.is_available()``
-    for ``mps``.
-
-    Args:
-        device: a device string (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``) or a
-            ``torch.device``.
-
-    Returns:
-        ``str(device)``, e.g. ``"cuda:1"``.
+    ``"cpu"`` is accepted without importing torch; ``cuda``/``cuda:N`` and ``mps`` are checked
+    against what torch reports.
 
     Raises:
-        DeviceNotAvailable: not a device torch knows, or one this machine does not have; the
-            message names the device, what torch reports and the available devices.
+        DeviceNotAvailable: not a device torch knows, or one this machine does not have (the
+            message lists the available devices).
     """
     if isinstance(device, str) and device.strip() == "cpu":
         return "cpu"
@@ -114,21 +101,16 @@ def check_device(device: Any) -> str:
 def check_number(name: str, value: Any, *, integer: bool = False, minimum: float | None = None,
                  maximum: float | None = None, above: float | None = None,
                  below: float | None = None) -> int | float:
-    """``value`` if it is a finite number in the allowed range (an ``int`` when ``integer``).
+    """``value`` as an ``int`` (``integer``) or ``float`` if it is a finite number in range.
 
     Args:
         name: the argument's name, for the message (``"batch_size"``, ``"--epochs"``).
         integer: only whole numbers (``32`` or ``32.0``; not ``2.7``, not ``True``).
-        minimum, maximum: the smallest and largest value allowed (inclusive).
-        above, below: bounds the value must lie strictly beyond (exclusive).
-
-    Returns:
-        The value as ``int`` (``integer``) or ``float``.
+        minimum, maximum: inclusive bounds; above, below: exclusive bounds.
 
     Raises:
-        ParameterError: not a number (a bool or a string counts as not a number), NaN or
-            infinite, not whole when ``integer``, or out of range; the message names ``name``,
-            the value and the allowed range, e.g. ``batch_size must be an integer >= 1, got 0``.
+        ParameterError: not a number (bools and strings are not), NaN or infinite, not whole when
+            ``integer``, or out of range, e.g. ``batch_size must be an integer >= 1, got 0``.
     """
     import math
     import numbers
@@ -151,16 +133,15 @@ def check_number(name: str, value: Any, *, integer: bool = False, minimum: float
 
 
 def check_columns(frame: Any, columns: Sequence[str], what: str, *, rows: str = "runs") -> None:
-    """Refuse ``frame`` unless it is a pandas DataFrame that has every one of ``columns``.
+    """Refuse ``frame`` unless it is a pandas DataFrame with every one of ``columns``.
 
     Args:
-        what: the frame's name, for the message (``"results"``, ``"spearman"``).
-        rows: what its rows are, said when it has no columns at all (``"runs"``: ``it has no
-            columns (no runs)``); ``""`` says nothing.
+        what: the frame's name, for the message (``"results"``).
+        rows: what its rows are, said when it has no columns (``"runs"``); ``""`` says nothing.
 
     Raises:
-        ParameterError: not a DataFrame; or, e.g., ``results: missing column ['task'] (needed:
-            ['model', 'task', 'duplication', 'seed']); its columns are [...]``.
+        ParameterError: not a DataFrame, or a column missing (the message names the missing,
+            needed and present columns).
     """
     import pandas as pd
 
@@ -175,8 +156,9 @@ def check_columns(frame: Any, columns: Sequence[str], what: str, *, rows: str = 
 
 
 def number_from_text(value: Any) -> Any:
-    """A number typed as a string (``"3e-5"``: PyYAML reads ``3e-5``, without a dot, as a
-    string) as a ``float``; anything else as it is, for :func:`check_number` to judge."""
+    """A number typed as a string (PyYAML reads ``3e-5`` as one) as a ``float``; anything else as it
+    is.
+    """
     if isinstance(value, str):
         try:
             return float(value.strip())
@@ -186,31 +168,25 @@ def number_from_text(value: Any) -> Any:
 
 
 def plain_value(value: Any) -> Any:
-    """A numpy scalar as the Python value it holds, a whole float as an int: ``2``, not
-    ``np.int64(2)`` or ``2.0``, when a message names a seed or a model read from a frame."""
+    """A numpy scalar as its Python value, a whole float as an int (``2``, not ``np.int64(2)`` or
+    ``2.0``), for messages.
+    """
     if type(value).__module__ == "numpy" and hasattr(value, "item"):
         value = value.item()
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def check_list(name: str, value: Any, *, what: str = "names", allow_empty: bool = False) -> list:
-    """``value`` as a list if it is a list (or tuple, or other iterable) of distinct items.
-
-    A string is refused, not split into its characters: ``models="rxnfp-bert"`` would otherwise
-    run models ``'r'``, ``'x'``, ... and ``seeds=[0, 0, 1]`` would plan three seeds of which two
-    can ever land, so a study waits for the third forever.
+    """``list(value)`` if ``value`` is a list (or tuple, or other iterable) of distinct items. A
+    string is refused, not split into characters.
 
     Args:
-        name: the argument's name, for the message.
-        what: what the items are (``"names"``, ``"seeds"``), for the message.
+        name, what: the argument's name and what its items are (``"seeds"``), for the message.
         allow_empty: an empty list is allowed.
-
-    Returns:
-        ``list(value)``, in its order.
 
     Raises:
         ParameterError: a string, a mapping or anything not iterable; an empty list (unless
-            ``allow_empty``); an item that appears twice (the message names it).
+            ``allow_empty``); an item that appears twice (named).
     """
     if isinstance(value, (str, bytes)):
         raise ParameterError(f"{name} must be a list of {what}, got the string {value!r}; "

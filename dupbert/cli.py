@@ -39,10 +39,8 @@ def _zoo(args: argparse.Namespace) -> int:
 
 
 def _order(text: str) -> list[int]:
-    """The blocks of ``--order`` (``0,0,1,2``), each a 0-based block index.
-
-    Raises:
-        ValueError: empty, not comma-separated integers, or a negative block.
+    """The 0-based blocks of ``--order`` (``0,0,1,2``); ValueError if empty, not comma-separated
+    integers, or negative.
     """
     usage = (f"--order must be comma-separated 0-based block indices, e.g. 0,0,1,2,3 (block 0 "
              f"twice), got {text!r}")
@@ -103,12 +101,8 @@ def _probe(args: argparse.Namespace) -> int:
 
 
 def _translator_options(args: argparse.Namespace):
-    """The translator of ``--translators FILE`` (loaded), or None; checks that ``--translator``,
-    ``--translators`` and ``--fit-sequences`` agree.
-
-    Raises:
-        ValueError: ``--translators`` or ``--fit-sequences`` without ``--translator linear``,
-            both given, or a bad number.
+    """The translator of ``--translators FILE`` (loaded), or None; ValueError unless
+    ``--translator``, ``--translators`` and ``--fit-sequences`` agree.
     """
     if args.translator == "identity":
         given = [flag for flag, value in (("--translators", args.translators),
@@ -199,8 +193,9 @@ def _lens(args: argparse.Namespace) -> int:
 
 
 def _fit_for_lens(args: argparse.Namespace, model, tokenizer, text: str):
-    """A linear translator fitted on ``--fit-sequences`` (default 200) texts of
-    ``--fit-corpus`` (default: the model's domain corpus), the lens text left out."""
+    """A linear translator fitted on ``--fit-sequences`` texts of ``--fit-corpus`` (default: the
+    model's domain corpus), the lens text left out.
+    """
     from .data import default_corpus, load_texts
     from .translators import fit_translators
 
@@ -246,14 +241,11 @@ def _finetune(args: argparse.Namespace) -> int:
 
 
 def _check_sweep_options(args: argparse.Namespace, hyperparameters: dict) -> None:
-    """The options of ``dupbert finetune --model ...`` that need no model or data: repeated
-    options distinct, seeds, subset sizes, hyper-parameters, where results and outputs go.
+    """The options of ``dupbert finetune --model ...`` that need no model or data, checked.
 
     Raises:
-        ParameterError: e.g. ``batch_size must be an integer >= 1, got 0``, ``seeds must be
-            distinct seeds: 0 appears 2 times in [0, 0]``.
-        ResultsFileError: ``--results`` is a directory or lies under a file (one that cannot
-            be written is refused by the sweep, before it trains anything).
+        ParameterError: a bad option (named in the message).
+        ResultsFileError: ``--results`` is a directory or lies under a file.
         ValueError: a bad ``--shard``.
     """
     from . import finetune, profiles, results
@@ -502,12 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line.
-
-    Errors of dupbert (a model that cannot be loaded, a device that is not there, a bad
-    parameter, a missing corpus, ...), files that cannot be read (``OSError``) and bad values
-    (``ValueError``) print one message, ``dupbert: error: ...``, with no traceback, and exit with
-    status 2. ``DUPBERT_DEBUG=1`` shows the traceback instead.
+    """Run the command line. dupbert errors, ``OSError`` and ``ValueError`` print one line
+    ``dupbert: error: ...`` and exit with status 2 (``DUPBERT_DEBUG=1``: the traceback instead).
     """
     args = build_parser().parse_args(argv)
     try:

@@ -1,12 +1,11 @@
 """Corpora for the RQ1 reconstruction probe (and the later tasks) as ``datasets.Dataset``.
 
-Rule: local files first, Hugging Face Hub datasets second. A data directory is the ``data_dir``
-argument, else the environment variable ``DUPBERT_DATA_DIR``; its layout is the project's shared data
-folder (see ``SOURCES.md`` and ``SOURCES-domain.md`` there). The Hub is tried only when no data
-directory is configured, and only for corpora that have a Hub copy (WikiText-2, SST-2). The antibody
-and reaction corpora have none: ``dupbert data download --to DIR`` fetches them (:mod:`dupbert.sources`).
+Local files first (``data_dir``, else ``$DUPBERT_DATA_DIR``; layout in the data folder's
+``SOURCES.md`` and ``SOURCES-domain.md``), the Hub only when no data directory is configured
+and the corpus has a Hub copy (WikiText-2, SST-2). ``dupbert data download --to DIR`` fetches
+the antibody and reaction corpora (:mod:`dupbert.sources`).
 
-Every corpus has a ``text`` column (str) plus metadata columns; rows keep file order, so
+Every corpus has a ``text`` column (str) plus metadata; rows keep file order, so
 ``n_sequences=500`` always means the same first 500 rows.
 """
 
@@ -29,7 +28,8 @@ DATA_DIR_ENV = "DUPBERT_DATA_DIR"
 
 
 class CorpusNotFound(DupbertError, FileNotFoundError):
-    """A corpus file is missing from the data directory, or no source for the corpus is available."""
+    """A corpus file is missing from the data directory, or no source for the corpus is available.
+    """
 
 
 class UnknownCorpus(DupbertError, ValueError):
@@ -38,7 +38,9 @@ class UnknownCorpus(DupbertError, ValueError):
 
 @dataclass(frozen=True)
 class Corpus:
-    """Where a corpus lives: ``path`` under the data directory, optional Hub copy ``(path, config, split)``."""
+    """Where a corpus lives: ``path`` in the data directory; ``hub``: ``(path, config, split)``
+    or None.
+    """
 
     name: str
     path: str
@@ -80,10 +82,8 @@ _HEADING = re.compile(r"^=( =)* .* =( =)*$")  # " = Title = ", " = = Section = =
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
-    """Return the data directory: ``data_dir`` if given, else ``$DUPBERT_DATA_DIR``, else ``None``.
-
-    ``~`` is expanded; an empty ``DUPBERT_DATA_DIR`` counts as unset. The folder is not checked here:
-    :func:`load_corpus` names the missing file instead. ``None`` means "no local data: use the Hub".
+    """``data_dir``, else ``$DUPBERT_DATA_DIR`` (``~`` expanded; empty counts as unset), else
+    ``None`` (use the Hub). Not checked for existence.
     """
     if data_dir is None:
         data_dir = os.environ.get(DATA_DIR_ENV) or None
@@ -91,10 +91,8 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
 
 
 def default_corpus(model_name: str) -> str:
-    """Return the probe corpus matching a model's domain.
-
-    ``antiberty`` -> ``therasabdab``; ``rxnfp-bert``, ``rxnmapper-albert`` -> ``uspto50k-test``;
-    any other model (English BERT/ALBERT) -> ``wikitext2``.
+    """The probe corpus of a model's domain: ``antiberty`` -> ``therasabdab``; ``rxnfp-bert``,
+    ``rxnmapper-albert`` -> ``uspto50k-test``; any other -> ``wikitext2``.
     """
     return _MODEL_CORPUS.get(model_name, "wikitext2")
 
@@ -187,11 +185,8 @@ def _how_to_get(corpus: Corpus) -> str:
 
 
 def local_file(root: Path, relative: str, data_dir, what: str, how_to_get: str) -> Path:
-    """``root / relative``, which must exist.
-
-    Raises:
-        CorpusNotFound: it does not; the message names the full path, where ``root`` came from
-            (the ``data_dir`` argument or ``DUPBERT_DATA_DIR``) and how to get the file.
+    """``root / relative``; CorpusNotFound if missing (names the path, where ``root`` came from, and
+    how to get the file).
     """
     path = root / relative
     if not path.is_file():
@@ -204,11 +199,8 @@ def local_file(root: Path, relative: str, data_dir, what: str, how_to_get: str) 
 
 def load_from_hub(what: str, hub_path: str, config: str | None, split: str, local_path: str,
                   how_to_get: str) -> datasets.Dataset:
-    """A Hugging Face Hub dataset, used only when no data directory is configured.
-
-    Raises:
-        CorpusNotFound: it cannot be loaded (offline, no Hub access, renamed); the message says to
-            set ``DUPBERT_DATA_DIR`` to a folder holding ``local_path``.
+    """A Hub dataset, used only without a data directory; CorpusNotFound if it cannot be loaded (the
+    message says to set ``DUPBERT_DATA_DIR`` to a folder holding ``local_path``).
     """
     try:
         return datasets.load_dataset(hub_path, config, split=split)
@@ -233,34 +225,31 @@ def _columns_from_hub(corpus: Corpus) -> dict[str, list]:
 
 def load_corpus(name: str, n_sequences: int | None = None,
                 data_dir: str | os.PathLike | None = None) -> datasets.Dataset:
-    """Load a probe corpus as a ``datasets.Dataset``: the first ``n_sequences`` rows in file order.
+    """A probe corpus as a ``datasets.Dataset``: the first ``n_sequences`` rows in file order
+    (``None``, or more than there are: all rows).
 
-    Names and columns (``text`` is always the model input, str):
+    Names and columns (``text`` is always the model input):
 
     - ``therasabdab``: ``antibody/therasabdab_chains_long.tsv`` (SOURCES-domain.md A2), rows with
-      ``first_occurrence == True`` (2,211 unique V-domain amino-acid sequences). Columns ``id``
-      (``<therapeutic>_<chain><fv>``, e.g. ``Abagovomab_H1``), ``text``, ``therapeutic``, ``chain``
-      (``H``/``L``), ``fv`` (1, or 2 for a bispecific's second Fv), ``format``, ``light_type``,
-      ``highest_clin_trial``, ``genetics``, ``length`` (residues).
+      ``first_occurrence == True`` (2,211 unique V-domain sequences): ``id``
+      (``<therapeutic>_<chain><fv>``), ``text``, ``therapeutic``, ``chain`` (``H``/``L``), ``fv``
+      (1, or 2 for a bispecific's second Fv), ``format``, ``light_type``, ``highest_clin_trial``,
+      ``genetics``, ``length`` (residues).
     - ``uspto50k-test``, ``uspto50k-valid``: ``reactions/uspto50k_{test,valid}_unmapped.csv``
-      (B3/B4; 5,001 rows each): ``id`` (patent number, str), ``text`` (reaction SMILES without atom
-      maps, ``reactants>>product``), ``class`` (int, USPTO-50k reaction class 1..10).
-    - ``rxnmapper-examples``: ``reactions/rxnmapper_example_rxns.csv`` (B5; 996 rows): ``id``, ``text``.
-    - ``wikitext2``: ``wikitext2/wiki.test.raw`` (SOURCES.md): non-empty lines that are not section
-      headings (`` = Title = ``), stripped; ``line`` (0-based line number in the file), ``text``.
-      Hub fallback ``Salesforce/wikitext`` ``wikitext-2-raw-v1`` test.
-    - ``sst2``: ``sst2/dev.tsv`` (SOURCES.md; 872 rows): ``idx`` (0-based row), ``text`` (the
-      ``sentence``, unchanged), ``label`` (ClassLabel negative/positive). Hub fallback
-      ``nyu-mll/glue`` ``sst2`` validation.
+      (5,001 rows each): ``id`` (patent, str), ``text`` (reaction SMILES ``reactants>>product``,
+      no atom maps), ``class`` (int, 1..10).
+    - ``rxnmapper-examples``: ``reactions/rxnmapper_example_rxns.csv`` (996 rows): ``id``,
+      ``text``.
+    - ``wikitext2``: ``wikitext2/wiki.test.raw``, non-empty non-heading lines, stripped: ``line``
+      (0-based line number), ``text``. Hub: ``Salesforce/wikitext`` ``wikitext-2-raw-v1`` test.
+    - ``sst2``: ``sst2/dev.tsv`` (872 rows): ``idx`` (0-based row), ``text``, ``label``
+      (ClassLabel negative/positive). Hub: ``nyu-mll/glue`` ``sst2`` validation.
 
-    ``data_dir`` overrides ``$DUPBERT_DATA_DIR``. With a data directory, only local files are read;
-    without one, corpora with a Hub copy are loaded from the Hub. ``n_sequences=None`` returns all rows;
-    a value above the corpus size returns all rows.
-
-    Raises :class:`UnknownCorpus` (listing the allowed names), :class:`CorpusNotFound` (a missing file,
-    naming its full path and ``DUPBERT_DATA_DIR`` and how to get it; or no data dir and no reachable Hub
-    copy), ``ValueError`` if ``n_sequences`` is not a whole number >= 1 (``2.5``, ``True``, ``0``) or the
-    corpus has no rows after filtering.
+    Raises:
+        UnknownCorpus: an unknown name (lists the names).
+        CorpusNotFound: a missing file (names its path and how to get it), or no data directory
+            and no reachable Hub copy.
+        ValueError: ``n_sequences`` not a whole number >= 1, or no rows after filtering.
     """
     corpus = _corpus(name)
     if n_sequences is not None:
@@ -286,13 +275,12 @@ def load_corpus(name: str, n_sequences: int | None = None,
 
 def load_texts(name: str, n_sequences: int | None = None,
                data_dir: str | os.PathLike | None = None, text_column: str = "text") -> list[str]:
-    """The sequences of a corpus as a list of str: a built-in corpus name (the ``text_column``
-    of :func:`load_corpus`, same rows, same errors) or any text the user has
-    (:func:`read_texts`: a file, a saved dataset folder or ``hub:NAME[:CONFIG]:SPLIT``).
+    """The sequences of a corpus as a list of str: a built-in corpus (the ``text_column`` of
+    :func:`load_corpus`) or a user's source (:func:`read_texts`).
 
     Raises:
-        As :func:`load_corpus` and :func:`read_texts`; :class:`CorpusUnreadable` when a built-in
-        corpus has no column ``text_column`` (the message lists its columns).
+        As :func:`load_corpus` and :func:`read_texts`; CorpusUnreadable when a built-in corpus
+        lacks ``text_column``.
     """
     if name not in CORPORA:
         return read_texts(name, n_sequences, text_column=text_column)
@@ -308,8 +296,9 @@ def load_texts(name: str, n_sequences: int | None = None,
 
 
 class CorpusUnreadable(DupbertError, ValueError):
-    """A text source that exists but gives no texts: an empty file, a column that is not there,
-    a value that is not a string, a file that is not UTF-8 text."""
+    """A text source that exists but gives no texts (empty, a missing column, a non-string value,
+    not UTF-8).
+    """
 
 
 HUB_PREFIX = "hub:"
@@ -329,10 +318,7 @@ def is_corpus_name(spec: str) -> bool:
 
 
 def _parse_hub_spec(spec: str) -> tuple[str, str | None, str]:
-    """``hub:NAME[:CONFIG]:SPLIT`` -> ``(NAME, CONFIG or None, SPLIT)``.
-
-    Raises:
-        UnknownCorpus: not two or three non-empty parts after ``hub:``.
+    """``hub:NAME[:CONFIG]:SPLIT`` -> ``(NAME, CONFIG or None, SPLIT)``; UnknownCorpus if malformed.
     """
     parts = spec[len(HUB_PREFIX):].split(":")
     if len(parts) not in (2, 3) or not all(parts):
@@ -343,12 +329,11 @@ def _parse_hub_spec(spec: str) -> tuple[str, str | None, str]:
 
 def check_text_source(spec: str) -> str:
     """``spec`` if it can name texts: a built-in corpus, an existing file or folder, or a
-    well-formed Hub spec (the file's content is read, and checked, by :func:`read_texts`).
+    well-formed Hub spec (content is checked by :func:`read_texts`).
 
     Raises:
-        CorpusNotFound: none of these; the message names the value, the path it was looked for
-            at and every form a corpus may take.
-        UnknownCorpus: a malformed ``hub:`` spec, or ``spec`` is not a non-empty string.
+        CorpusNotFound: none of these (the message lists every form a corpus may take).
+        UnknownCorpus: a malformed ``hub:`` spec, or not a non-empty string.
     """
     if not isinstance(spec, (str, os.PathLike)) or not str(spec).strip():
         raise UnknownCorpus(f"a corpus must be {_forms()}; got {spec!r}")
@@ -367,30 +352,24 @@ def check_text_source(spec: str) -> str:
 
 def read_texts(spec: str | os.PathLike, n_sequences: int | None = None,
                text_column: str = "text") -> list[str]:
-    """The texts of a user's source, in order: the first ``n_sequences`` non-blank ones.
+    """The first ``n_sequences`` non-blank texts of a user's source, in order.
 
-    Forms (checked by :func:`check_text_source`):
+    Forms (checked by :func:`check_text_source`; ``.gz`` decompressed):
 
-    - a plain text file, any name not listed below (``.txt``, ``.smi``, ...; ``.gz`` is
-      decompressed): one sequence per line, line endings removed;
-    - ``.csv``, ``.tsv``, ``.jsonl`` (JSON Lines; ``.json`` is read as JSON Lines too),
-      ``.parquet``, each optionally ``.gz``: the column ``text_column``; CSV/TSV cells are read
-      as strings, never type-guessed (``"NA"``, ``"007"`` stay as written);
-    - a folder written by ``datasets.Dataset.save_to_disk`` (one split; for a ``DatasetDict``
-      give the split's sub-folder): its column ``text_column``, read with ``datasets``;
-    - ``hub:NAME[:CONFIG]:SPLIT``: ``datasets.load_dataset(NAME, CONFIG, split=SPLIT)``, for
-      users who have the Hugging Face Hub.
+    - a plain text file (any other suffix): one sequence per line;
+    - ``.csv``, ``.tsv``, ``.jsonl``/``.json`` (JSON Lines), ``.parquet``: column ``text_column``;
+      CSV/TSV cells read as strings, never type-guessed;
+    - a ``datasets.Dataset.save_to_disk`` folder (one split): column ``text_column``;
+    - ``hub:NAME[:CONFIG]:SPLIT``: ``datasets.load_dataset(NAME, CONFIG, split=SPLIT)``.
 
-    Blank texts (empty or only whitespace) are skipped in every form, so ``n_sequences`` counts
-    the same texts whatever the form, and the same texts in any form give identical results.
+    Blank texts are skipped in every form, so the same texts give the same results in any form.
 
     Raises:
         CorpusNotFound: no such file or folder, or the Hub dataset cannot be loaded.
         UnknownCorpus: a malformed ``hub:`` spec.
-        CorpusUnreadable: no non-blank text, no column ``text_column`` (the message lists the
-            columns there are), a value that is not a string, a file that is not UTF-8, a
-            ``DatasetDict`` folder (the message lists its splits), or a ``text_column`` other
-            than ``"text"`` for a plain text file.
+        CorpusUnreadable: no non-blank text, no column ``text_column`` (lists the columns), a
+            non-string value, not UTF-8, a ``DatasetDict`` folder (lists its splits), or a
+            ``text_column`` other than ``"text"`` for a plain text file.
         ValueError: ``n_sequences`` is not a whole number >= 1 or None.
     """
     spec = check_text_source(spec)
@@ -421,8 +400,7 @@ def read_texts(spec: str | os.PathLike, n_sequences: int | None = None,
 
 
 def _table_suffix(path: Path) -> str | None:
-    """The table format of a file name (``.csv``, ``.jsonl``, ...; ``.gz`` looked through), or
-    None for a plain text file."""
+    """The table format of a file name (``.gz`` looked through), or None for plain text."""
     suffixes = path.suffixes[-2:] if path.suffix == ".gz" else path.suffixes[-1:]
     suffix = suffixes[0].lower() if suffixes else ""
     return suffix if suffix in TABLE_SUFFIXES else None
@@ -476,8 +454,8 @@ def _decoded(path: Path) -> str:
 
 
 def _read_json_lines(path: Path) -> pd.DataFrame:
-    """A JSON Lines file as a frame (values as JSON typed them). Raises CorpusUnreadable for a
-    line that is not a JSON object, naming the line."""
+    """A JSON Lines file as a frame; CorpusUnreadable for a line that is not a JSON object (named).
+    """
     import json
 
     rows = []
@@ -522,9 +500,9 @@ def _hub_column(spec: str, text_column: str) -> list:
 
 
 def texts_digest(texts: list[str]) -> str:
-    """sha256 (16 hex digits) of a list of texts: a cache key made of the content, so the same
-    texts read from a .txt, a .csv or a saved dataset share cached results, and an edited file
-    never reuses a stale one."""
+    """sha256 (16 hex digits) of a list of texts: a content cache key, the same from any file form,
+    never stale after an edit.
+    """
     import hashlib
     import json
 

@@ -1,23 +1,18 @@
 """When, during pretraining, does the MLM head start to decode every hidden state? (beyond the paper)
 
-Reads the record that :func:`dupbert.pretrain.pretrain` appends to ``results/<profile>/``
-(``emergence.csv``: per evaluation step, measure and hidden state, top-1/top-5 on held-out
-WikiText-2 valid text; ``pretrain-loss.csv``: the training loss of every step) and applies the
-rule the chapter pre-states (book chapter "Emergence during pretraining", written 2026-12-02
-before the runs ended):
+Reads the record :func:`dupbert.pretrain.pretrain` appends to ``results/<profile>/``
+(``emergence.csv``: per evaluated step, measure and hidden state, top-1/top-5 on held-out
+WikiText-2 valid; ``pretrain-loss.csv``: every step's training loss) and applies the rule the
+chapter "Emergence during pretraining" pre-states:
 
-- a hidden state is *decodable* at a step when its reconstruction top-1 is at least
-  ``threshold`` (0.5);
-- ``s_last``: the first evaluated step at which the last hidden state ``L`` is decodable;
-  ``s_all``: the first at which every block output ``1..L`` is, at the same step (the embedding
-  output, hidden state 0, is reported apart, as RQ1 judges block outputs). Both are first
-  crossings; ``holds`` says whether every block output stays decodable at every later step;
-- **emerges with** the last layer when ``s_all`` is ``s_last`` or the next evaluated step (the
-  steps are log-spaced, about x1.6 apart); **emerges after** when later; **not yet** when no
-  evaluated step has every block output decodable;
-- the same rule, ``s_all`` of the paper's duplicated variant against ``s_all`` of the model,
-  says whether duplication-robustness **appears with** decodability, **after** it (later by
-  more than one step) or **before** it (earlier by more than one step).
+- a hidden state is *decodable* at a step when its reconstruction top-1 >= ``threshold`` (0.5);
+- ``s_last``: the first evaluated step at which hidden state ``L`` is decodable; ``s_all``: the
+  first at which every block output ``1..L`` is (hidden state 0 is reported apart); ``holds``:
+  every block output stays decodable at every later step;
+- **emerges with** the last layer when ``s_all`` is ``s_last`` or the next evaluated step
+  (steps are log-spaced, about x1.6 apart), **after** when later, **not yet** without ``s_all``;
+- the same rule on ``s_all`` of the paper's duplicated variant against the model's says
+  whether duplication-robustness **appears with**, **after** or **before** decodability.
 """
 
 from __future__ import annotations
@@ -33,10 +28,8 @@ RECONSTRUCTION, MASKED, DUPLICATED, MLM = ("reconstruction", "masked",
 
 
 def read_record(tables_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(record, loss)``: ``emergence.csv`` and ``pretrain-loss.csv`` of ``tables_dir``.
-
-    Raises:
-        FileNotFoundError: a file is missing (names it and how to make it).
+    """``(record, loss)``: ``emergence.csv`` and ``pretrain-loss.csv`` of ``tables_dir``;
+    FileNotFoundError names a missing file and how to make it.
     """
     frames = []
     for name in ("emergence.csv", "pretrain-loss.csv"):
@@ -49,10 +42,8 @@ def read_record(tables_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _first_decodable(record: pd.DataFrame, measure: str = RECONSTRUCTION,
                     threshold: float = THRESHOLD) -> pd.DataFrame:
-    """Per model and hidden state, the first evaluated step with ``top1 >= threshold``.
-
-    Returns:
-        Columns ``model``, ``layer``, ``first_step`` (NaN: never by the last step).
+    """Per model and hidden state, the first evaluated step with ``top1 >= threshold``: columns
+    ``model``, ``layer``, ``first_step`` (NaN: never).
     """
     rows = record[record["measure"] == measure]
     reached = rows[rows["top1"] >= threshold].groupby(["model", "layer"])["step"].min()
@@ -89,11 +80,10 @@ def _holds(record: pd.DataFrame, model: str, measure: str, threshold: float, sin
 def emergence_summary(record: pd.DataFrame, threshold: float = THRESHOLD) -> pd.DataFrame:
     """One row per model: the steps of the pre-stated rule (module docstring) and its verdicts.
 
-    Columns: ``model``, ``last_step`` (the last evaluated step), ``last_layer``, ``s_embedding``
-    (hidden state 0), ``s_last``, ``s_all``, ``holds`` (every block output stays decodable from
-    ``s_all`` to the last step), ``worst_layer`` (the block output decodable last; ties: the
+    Columns: ``model``, ``last_step``, ``last_layer``, ``s_embedding`` (hidden state 0),
+    ``s_last``, ``s_all``, ``holds``, ``worst_layer`` (the block output decodable last; ties: the
     lowest at the last step), ``s_duplicated_all``, ``final_worst_top1`` and ``final_last_top1``
-    (reconstruction at the last step), ``verdict_layers`` and ``verdict_duplication``.
+    (at the last step), ``verdict_layers`` and ``verdict_duplication``.
     """
     rows = []
     firsts = _first_decodable(record, RECONSTRUCTION, threshold)
@@ -124,8 +114,7 @@ def emergence_summary(record: pd.DataFrame, threshold: float = THRESHOLD) -> pd.
 
 
 def grid(record: pd.DataFrame, model: str, measure: str, value: str = "top1") -> pd.DataFrame:
-    """The record of one model and measure as a hidden state x step grid (rows: hidden states,
-    the last on top; columns: evaluated steps)."""
+    """One model and measure as a grid: hidden states (rows, the last on top) x evaluated steps."""
     rows = record[(record["model"] == model) & (record["measure"] == measure)]
     return rows.pivot(index="layer", columns="step", values=value).sort_index(ascending=False)
 
@@ -157,8 +146,9 @@ def answer(summary: pd.DataFrame, threshold: float = THRESHOLD) -> str:
 
 def beside_rq1(record: pd.DataFrame, rq1: pd.DataFrame) -> pd.DataFrame:
     """Reconstruction top-1 per hidden state at the record's last step beside RQ1's probe of the
-    same (final) models: rows hidden states, columns ``(model, "record" | "RQ1")``; only models in
-    both. ``rq1``: RQ1's ``rq1-reconstruction`` table (its pretrained, baseline rows)."""
+    same models (``rq1``: RQ1's ``rq1-reconstruction`` table); columns ``(model, "record")``
+    and ``(model, "RQ1")``.
+    """
     recon = record[record["measure"] == RECONSTRUCTION]
     last = recon[recon["step"] == recon.groupby("model")["step"].transform("max")]
     ours = rq1[(rq1["variant"] == "pretrained")

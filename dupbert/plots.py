@@ -1,11 +1,9 @@
 """Matplotlib figures for the book: one function per figure kind.
 
-Functions take the tidy frames that the rest of :mod:`dupbert` returns and give back a
-:class:`matplotlib.figure.Figure`. Figures are built with the object-oriented API
-(``Figure(...)``, not ``pyplot``): no GUI backend is touched, so this works on headless machines
-(rendering goes through Agg), nothing is registered in pyplot, and nothing is shown twice in a
-notebook. The notebook decides how to show a figure (``display(fig)`` or ``myst_nb.glue``); its
-text repr (``<Figure size 850x420 with 1 Axes>``) is stable, which nbval compares.
+Functions take the tidy frames that the rest of :mod:`dupbert` returns and return a
+:class:`matplotlib.figure.Figure` built with the object-oriented API (no pyplot, no GUI
+backend), so it works headless and a notebook shows it once (``display(fig)`` or
+``myst_nb.glue``). Its text repr, which nbval compares, is stable.
 """
 
 from __future__ import annotations
@@ -33,21 +31,13 @@ def plot_reconstruction(frame: pd.DataFrame, metric: str = "top1", ax=None) -> F
     Parameters
     ----------
     frame
-        The output of :func:`dupbert.probe_models` (or of :func:`dupbert.reconstruction_accuracy`).
-        Required columns: ``layer`` (hidden-state index, 0 = embedding output) and ``metric``.
-        Optional columns: ``model`` and ``duplication`` (one colour per model and duplication;
-        ``"baseline"`` is the model as loaded) and ``variant`` (``"pretrained"`` solid,
-        ``"random-init control"`` dashed in the same colour).
+        :func:`dupbert.probe_models` (or :func:`dupbert.reconstruction_accuracy`) output: ``layer``
+        (0 = embedding output) and ``metric``; optional ``model``, ``duplication`` (one colour each)
+        and ``variant`` (``"random-init control"`` dashed).
     metric
-        The column to plot, e.g. ``"top1"``, ``"top5"`` or ``"top1_macro"``; values in [0, 1].
+        E.g. ``"top1"``, ``"top5"``, ``"top1_macro"``; values in [0, 1].
     ax
-        An existing :class:`matplotlib.axes.Axes` to draw into; a new figure is made if ``None``.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure holding the axes (a new one, not registered with pyplot, when ``ax`` is
-        ``None``). Show it with ``display(fig)``, glue it, or ``fig.savefig(path)``.
+        Axes to draw into; a new figure if ``None``.
     """
     missing = {"layer", metric} - set(frame.columns)
     if missing:
@@ -108,24 +98,17 @@ def plot_reconstruction(frame: pd.DataFrame, metric: str = "top1", ax=None) -> F
 
 def plot_duplication_effect(frame: pd.DataFrame, model: str, metric: str = "top1",
                             variants: list[str] | None = None) -> Figure:
-    """RQ1 on duplicated models: reconstruction per hidden state for the baseline and some
-    duplicated variants of one model, hidden states made by copies marked with a ring.
+    """RQ1 on duplicated models: reconstruction per hidden state of one model's baseline and
+    duplicated variants, hidden states made by copies ringed.
 
     Parameters
     ----------
     frame
-        :func:`dupbert.probe_models` output with ``duplications=...``: columns ``model``,
-        ``duplication``, ``layer``, ``is_copy``, ``metric`` (and optionally ``variant``).
-    model
-        The model to draw.
+        :func:`dupbert.probe_models` output with ``duplications=...``: ``model``, ``duplication``,
+        ``layer``, ``is_copy``, ``metric`` (optional ``variant``).
     variants
-        Duplication labels to draw after ``"baseline"``; default: every label that does not
-        start with ``"block "`` (the single-block copies are summarised by
-        :func:`dupbert.probe.duplication_summary` instead: 12 more curves would be unreadable).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+        Labels drawn after ``"baseline"``; default: all but the single-block copies (``"block
+        ..."``, summarised by :func:`dupbert.probe.duplication_summary`).
     """
     data = frame[frame["model"] == model]
     if "variant" in data:
@@ -193,22 +176,15 @@ def _layer_axis(ax, layers) -> None:
 
 
 def plot_layer_statistics(frame: pd.DataFrame) -> Figure:
-    """Per-layer statistics, one row of panels per model.
-
-    Panels: the tokens' L2 norm (mean, band ± one std), the std of all values, and the value
-    quantiles (band q01–q99, band q25–q75, median line). The model as loaded (``duplication ==
-    "baseline"``) is solid; duplicated variants are dashed in the first two panels.
+    """Per-layer statistics, one row of panels per model: token L2 norm (mean ± std), std of all
+    values, value quantiles (q01–q99, q25–q75, median); duplicated variants dashed.
 
     Parameters
     ----------
     frame
-        ``dupbert.stats.layer_statistics`` output or ``layer_similarity_report(...).layers``:
-        columns ``layer, norm_mean, norm_std, std, q01, q25, q50, q75, q99``; optional
-        ``model`` and ``duplication``. Values in hidden-state units.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+        ``dupbert.stats.layer_statistics`` or ``layer_similarity_report(...).layers``: ``layer,
+        norm_mean, norm_std, std, q01, q25, q50, q75, q99`` (hidden-state units); optional
+        ``model``, ``duplication``.
     """
     _require(frame, ["layer", "norm_mean", "norm_std", "std", "q01", "q25", "q50", "q75", "q99"],
              "plot_layer_statistics")
@@ -253,22 +229,12 @@ def plot_similarity_heatmap(matrix: pd.DataFrame, title: str = "", ax=None,
     Parameters
     ----------
     matrix
-        ``[L+1, L+1]`` frame, e.g. ``dupbert.stats.cka_matrix`` or ``cosine_across_layers``
-        (index and columns: hidden states), or a tidy frame pivoted to that shape.
-    title
-        Axes title.
-    ax
-        An existing axes to draw into; a new figure is made if ``None``.
-    vmin, vmax
-        Colour scale limits.
-    label
-        Colour bar label.
+        ``[L+1, L+1]`` frame indexed by hidden states, e.g. ``dupbert.stats.cka_matrix`` or
+        ``cosine_across_layers``.
+    vmin, vmax, label
+        Colour scale limits and colour bar label.
     annotate
         Write the values (2 decimals) into the cells; default: only for at most 13 layers.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
     """
     if matrix.empty or matrix.shape[0] != matrix.shape[1]:
         raise ValueError(
@@ -300,23 +266,15 @@ def plot_similarity_heatmap(matrix: pd.DataFrame, title: str = "", ax=None,
 
 
 def plot_similarity_heatmaps(pairs: pd.DataFrame, value: str = "cka", label: str = "") -> Figure:
-    """A grid of layer-by-layer heat maps: one row per model, one column per duplication
-    (``"baseline"`` first), each drawn by :func:`plot_similarity_heatmap`.
+    """Heat maps (:func:`plot_similarity_heatmap`), one row per model, one column per duplication.
 
     Parameters
     ----------
     pairs
-        ``layer_similarity_report(...).pairs``: columns ``layer``, ``other_layer`` and
-        ``value``; optional ``model`` and ``duplication``.
+        ``layer_similarity_report(...).pairs``: ``layer``, ``other_layer``, ``value``; optional
+        ``model``, ``duplication``.
     value
-        The column to show, e.g. ``"cka"`` or ``"cosine"``. The colour scale is [0, 1], or
-        [-1, 1] when some value is negative.
-    label
-        Colour bar label (default: ``value``).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+        The column shown, e.g. ``"cka"``; colour scale [0, 1], or [-1, 1] if a value is negative.
     """
     _require(pairs, ["layer", "other_layer", value], "plot_similarity_heatmaps")
     data = _with_defaults(pairs)
@@ -344,19 +302,14 @@ def plot_similarity_heatmaps(pairs: pd.DataFrame, value: str = "cka", label: str
 def plot_distribution_distance(frame: pd.DataFrame) -> Figure:
     """Distance of each hidden state's per-dimension value distribution to the last one.
 
-    Two panels: ``w1_relative`` (mean per-dimension Wasserstein-1 distance in units of the last
-    layer's std; scale and shape) and ``w1_standardised`` (after standardising each layer: shape
-    only). One line per model; duplicated variants dashed.
+    Two panels: ``w1_relative`` (Wasserstein-1 in units of the last layer's std: scale and shape)
+    and ``w1_standardised`` (shape only); duplicated variants dashed.
 
     Parameters
     ----------
     frame
-        ``dupbert.stats.distribution_distance`` output or ``layer_similarity_report(...).layers``:
-        columns ``layer, w1_relative, w1_standardised``; optional ``model``, ``duplication``.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+        ``dupbert.stats.distribution_distance`` or ``layer_similarity_report(...).layers``:
+        ``layer, w1_relative, w1_standardised``; optional ``model``, ``duplication``.
     """
     _require(frame, ["layer", "w1_relative", "w1_standardised"], "plot_distribution_distance")
     data = _with_defaults(frame)
@@ -384,22 +337,16 @@ def plot_distribution_distance(frame: pd.DataFrame) -> Figure:
 
 def plot_similarity_vs_reconstruction(frame: pd.DataFrame, x: str = "cka_to_last",
                                       y: str = "top1", ax=None) -> Figure:
-    """Scatter of a hidden state's similarity to the last one against its RQ1 accuracy.
-
-    One colour per model, each point labelled with its hidden state; the model as loaded only
-    (rows whose ``duplication`` is ``"baseline"``, when that column exists).
+    """Scatter of a hidden state's similarity to the last one against its RQ1 accuracy, one colour
+    per model, points labelled by hidden state; ``"baseline"`` rows only.
 
     Parameters
     ----------
     frame
         ``layer_similarity_report(...).layers`` (or ``relate_to_reconstruction``'s frame):
-        columns ``layer``, ``x`` and ``y``; optional ``model``, ``duplication``.
+        ``layer``, ``x``, ``y``; optional ``model``, ``duplication``.
     x, y
-        Columns for the axes, e.g. ``cka_to_last`` or ``cosine_to_last``, and ``top1``.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+        Columns for the axes, e.g. ``cka_to_last`` and ``top1``.
     """
     _require(frame, ["layer", x, y], "plot_similarity_vs_reconstruction")
     data = _with_defaults(frame)
@@ -438,25 +385,18 @@ def _configuration_order(names) -> list[str]:
 
 def plot_paired_seeds(points: pd.DataFrame, metrics: dict[str, str] | None = None,
                       ylabels: dict[str, str] | None = None) -> Figure:
-    """RQ3: the metric of every fine-tuning run, one panel per (model, task), configurations
-    along x (``"baseline"`` first), one line per seed joining its runs, so a seed's gain over
-    the baseline is the slope of its line. The trivial baseline (majority class, or no answer
-    to every question) is a dashed grey line.
+    """RQ3: every run's metric, one panel per (model, task), configurations along x, one line per
+    seed (its slope is the seed's gain); the trivial baseline dashed grey.
 
     Parameters
     ----------
     points
-        :func:`dupbert.paper.points_frame` output: columns ``model, task, duplication, seed,
-        metric, value``; optional ``trivial``.
+        :func:`dupbert.paper.points_frame`: ``model, task, duplication, seed, metric, value``;
+        optional ``trivial``.
     metrics
-        ``{task: metric}`` to draw per task (default: the first metric of each task in
-        ``points``).
+        ``{task: metric}`` (default: each task's first metric in ``points``).
     ylabels
         ``{task: y-axis label}`` (default: ``"<metric> (points)"``).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
     """
     _require(points, ["model", "task", "duplication", "seed", "metric", "value"],
              "plot_paired_seeds")
@@ -503,34 +443,26 @@ def plot_paired_seeds(points: pd.DataFrame, metrics: dict[str, str] | None = Non
 
 def plot_training_loss(results: pd.DataFrame, window: int = 10,
                        stalled: pd.DataFrame | None = None) -> Figure:
-    """RQ3: the training loss of every fine-tuning run against the optimisation step, one panel
-    per (model, task), one colour per configuration (``"baseline"`` first): a thin line per run,
-    a thick line for the configuration's mean over its runs, both a centred moving average over
-    ``window`` steps. Runs listed in ``stalled`` are drawn dashed black on top, so that a run
-    that never left the class prior stands out.
+    """RQ3: training loss against optimisation step, one panel per (model, task), one colour per
+    configuration: a thin line per run and a thick one for the mean, both a centred moving
+    average over ``window`` steps; ``stalled`` runs dashed black on top.
 
     Parameters
     ----------
     results
-        ``ResultsFile.frame()`` rows: columns ``model, task, duplication, seed, train_losses``
-        (the loss of every optimisation step, cross-entropy in nats, as ``finetune`` records
-        it). Rows whose ``train_losses`` is not a non-empty list are left out.
+        ``ResultsFile.frame()`` rows: ``model, task, duplication, seed, train_losses`` (per step,
+        cross-entropy in nats). Rows without a non-empty loss list are left out.
     window
-        Steps per moving average (an integer >= 1; 1: the raw losses).
+        Steps per moving average (1: the raw losses).
     stalled
-        Optional frame with columns ``model, task, duplication, seed``
-        (:func:`dupbert.paper.stalled_runs`).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+        Optional ``model, task, duplication, seed`` frame (:func:`dupbert.paper.stalled_runs`).
 
     Raises
     ------
     KeyError
-        ``results`` (or ``stalled``) lacks one of its columns (named).
+        ``results`` (or ``stalled``) lacks a column (named).
     ValueError
-        ``results`` has no row with losses; a bad ``window``.
+        No row with losses, or a bad ``window``.
     """
     from .checks import check_number
 
@@ -590,28 +522,20 @@ def plot_training_loss(results: pd.DataFrame, window: int = 10,
 
 
 def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -> Figure:
-    """RQ4: the model × task grid of paired gains over the baseline, one panel per cell (when
-    some model did not run some task, only the cells that ran, in rows of up to three), one
-    horizontal bar per duplication configuration: the mean gain over seeds (dot) and its
-    confidence interval (line: 95% for the primary, Bonferroni for the secondary ones), filled
-    when significant (the primary comparison at 0.05, the secondary ones after Holm correction).
-    The paper's claimed gain is a dashed red line (its "no gain" claim a shaded ±0.5-point band).
+    """RQ4: the model × task grid of paired gains over the baseline (points), one panel per cell
+    that ran, one bar per configuration: mean gain (dot) and interval (line), filled when
+    significant (primary at 0.05, secondaries after Holm); the paper's claim dashed red ("no
+    gain": a ±0.5 band).
 
     Parameters
     ----------
     table
-        :func:`dupbert.paper.comparison` output: columns ``model, task, metric, duplication,
-        gain, gain_ci_low, gain_ci_high, p_adjusted, claimed_gain`` (``p_adjusted``: the
-        primary comparison's own p, Holm for the secondaries); where it has ``bonferroni_ci_low``
-        and ``bonferroni_ci_high`` the line is that interval (95% for the primary, ``1 - 0.05/m``
-        for a secondary of ``m``: conservative, it can cover 0 where Holm finds the secondary
-        significant, so the fill, not the line, says what is significant), else the 95% one.
+        :func:`dupbert.paper.comparison`: ``model, task, metric, duplication, gain, gain_ci_low,
+        gain_ci_high, p_adjusted, claimed_gain``; with ``bonferroni_ci_low``/``_high`` the line is
+        that interval (``1 - 0.05/m`` for a secondary; it can cover 0 where Holm is significant,
+        so the fill says what is significant), else the 95% one.
     metrics
-        ``{task: metric}`` to draw per task (default: the first metric of each task).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+        ``{task: metric}`` (default: each task's first metric).
     """
     _require(table, ["model", "task", "metric", "duplication", "gain", "gain_ci_low",
                      "gain_ci_high", "p_adjusted", "claimed_gain"], "plot_gain_grid")
@@ -681,10 +605,9 @@ MISSING_GLYPH = "\u25a1"  # WHITE SQUARE, in DejaVu Sans: stands for a character
 
 
 def _drawable(text: str) -> str:
-    """``text`` with each character that matplotlib's default font has no glyph for replaced by
-    ``MISSING_GLYPH``: tokens of any script reach the lens (an English WordPiece vocabulary holds
-    Devanagari and Katakana), and a missing glyph would draw an empty box and warn with a path.
-    The HTML lens (:func:`lens_html`) shows every token as it is."""
+    """``text`` with characters the default font cannot draw replaced by ``MISSING_GLYPH`` (an
+    empty box and a warning otherwise).
+    """
     from matplotlib import font_manager
 
     font = font_manager.get_font(font_manager.findfont(font_manager.FontProperties()))
@@ -694,40 +617,31 @@ def _drawable(text: str) -> str:
 
 def plot_lens(frame: pd.DataFrame, value: str = "probability", include_special: bool = False,
               max_positions: int | None = 48, title: str = "", ax=None) -> Figure:
-    """The lens of one sequence as a heat map: hidden states (rows, 0 = embedding output at the
-    bottom) x positions (columns, labelled with the input tokens), each cell the MLM head's
-    top-1 token, coloured by its probability or by the input token's rank; a bold cell text
-    marks a top-1 token equal to the input token. A character the font cannot draw shows as
-    ``MISSING_GLYPH`` (the HTML lens, :func:`lens_html`, shows it as it is).
+    """The lens of one sequence as a heat map: hidden states (rows, 0 at the bottom) x positions
+    (columns, the input tokens); each cell the head's top-1 token, bold when it is the input token,
+    coloured by ``value``. Undrawable characters show as ``MISSING_GLYPH`` (:func:`lens_html`
+    shows them).
 
     Parameters
     ----------
     frame
-        :func:`dupbert.lens` output for one text (columns ``layer``, ``position``,
-        ``input_token``, ``special``, ``guess``, ``token``, ``probability``, ``input_rank``).
+        :func:`dupbert.lens` output for one text.
     value
-        ``"probability"`` (of the top-1 token, 0 to 1) or ``"input_rank"`` (rank of the input
-        token among all V logits, 1 = top-1, on a log scale).
+        ``"probability"`` (of the top-1 token, 0 to 1) or ``"input_rank"`` (of the input token
+        among all V logits, 1 = top-1, log scale).
     include_special
-        Also show CLS/SEP (special-token) positions.
+        Also show special-token positions.
     max_positions
-        Show only the first this many positions (the title says how many there are); ``None``:
-        all.
-    title
-        Axes title (the shown range of positions is appended when positions are cut).
+        Show only the first this many positions (the title says so); ``None``: all.
     ax
-        An existing axes to draw into; a new figure (width grows with the positions) otherwise.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+        Axes to draw into; otherwise a new figure, wider with more positions.
 
     Raises
     ------
     KeyError
         A required column is missing.
     ValueError
-        ``value`` is neither ``"probability"`` nor ``"input_rank"``, or no position is left.
+        A bad ``value``, or no position is left.
     """
     import numpy as np
     from matplotlib.colors import LogNorm
@@ -784,22 +698,14 @@ def plot_lens(frame: pd.DataFrame, value: str = "probability", include_special: 
 
 def plot_masked_and_reconstruction(reconstruction: pd.DataFrame, masked: pd.DataFrame,
                                    metric: str = "top1") -> Figure:
-    """RQ1's two curves side by side: reconstruction of unmasked input tokens (left) and
-    prediction of masked tokens (right), per hidden state, one line per model and duplication
-    (as :func:`plot_reconstruction`, which draws each panel).
+    """RQ1's two curves side by side, as :func:`plot_reconstruction`: reconstruction of unmasked
+    tokens (left; control rows dropped) and prediction of masked tokens (right, ``masked``:
+    ``probe_models(..., masking=...)``).
 
     Parameters
     ----------
-    reconstruction
-        :func:`dupbert.probe_models` output (reconstruction); control rows are dropped.
-    masked
-        :func:`dupbert.probe_models` output with ``masking=...``.
     metric
         ``"top1"``, ``"top5"`` or ``"top1_macro"`` (fractions in [0, 1]).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
 
     Raises
     ------
@@ -824,18 +730,9 @@ __all__ += ["plot_lens", "plot_masked_and_reconstruction"]
 
 def plot_lens_panels(frames: dict[str, pd.DataFrame], value: str = "probability",
                      max_positions: int | None = 48) -> Figure:
-    """Several lens heat maps (:func:`plot_lens`) stacked in one figure, one panel per model.
+    """Lens heat maps (:func:`plot_lens`) stacked, one panel per ``{title: dupbert.lens frame}``.
 
-    Parameters
-    ----------
-    frames
-        ``{title: dupbert.lens(...) frame}``, e.g. one real sequence per model.
-    value, max_positions
-        As :func:`plot_lens`.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+    Other arguments as :func:`plot_lens`.
 
     Raises
     ------
@@ -866,18 +763,9 @@ __all__ += ["plot_lens_panels"]
 def plot_emergence(record: pd.DataFrame, model: str,
                    measures: tuple[str, ...] = ("reconstruction", "masked",
                                                 "reconstruction, duplicated")) -> Figure:
-    """The emergence record of one pretrained model: per measure a heat map of top-1 accuracy,
-    hidden state (rows, the last on top) x evaluated pretraining step (columns; the steps are
-    log-spaced, so the columns are equally wide, labelled with the step), values written in.
-
-    Parameters
-    ----------
-    record
-        ``emergence.csv`` rows (:func:`dupbert.emergence.read_record`).
-    model
-        The ``model`` whose rows are drawn.
-    measures
-        The ``measure`` values, one panel each.
+    """One pretrained model's emergence record (``dupbert.emergence.read_record``): per ``measures``
+    entry a heat map of top-1, hidden state (rows, last on top) x evaluated step (log-spaced,
+    equal-width columns), values written in.
     """
     from .emergence import grid
 
@@ -906,10 +794,9 @@ def plot_emergence(record: pd.DataFrame, model: str,
 
 
 def plot_pretraining_loss(loss: pd.DataFrame, record: pd.DataFrame, window: int = 25) -> Figure:
-    """Pretraining loss against tokens seen, one colour per model: the training loss (masked
-    tokens of the training batches, nats, centred moving average over ``window`` steps) and the
-    held-out MLM loss at the evaluated steps (points; ``measure == "mlm"`` rows of ``record``),
-    with the held-out masked top-1 on a second panel."""
+    """Pretraining loss (nats) against tokens seen, one colour per model: training loss (moving
+    average over ``window`` steps) and held-out MLM loss (points); held-out masked top-1 below.
+    """
     _require(loss, ["model", "tokens_seen", "loss"], "plot_pretraining_loss")
     fig = Figure(figsize=(9.0, 3.4), dpi=100, layout="constrained")
     left, right = fig.subplots(1, 2)
@@ -954,8 +841,8 @@ white-space:pre}
 
 
 class LensHTML(str):
-    """An HTML fragment (a ``str``) that a notebook shows as HTML (``_repr_html_``); its text
-    repr is one short stable line. :meth:`document` wraps it as a complete page."""
+    """An HTML fragment (a ``str``) a notebook shows as HTML; :meth:`document` makes a whole page.
+    """
 
     def _repr_html_(self) -> str:
         return str(self)
@@ -990,40 +877,23 @@ def _lens_colours(values, value: str):
 
 def lens_html(frame: pd.DataFrame, title: str = "", value: str = "probability",
               include_special: bool = False, max_positions: int | None = None) -> LensHTML:
-    """The lens heat map of :func:`plot_lens` as a self-contained interactive HTML table.
+    """The lens heat map of :func:`plot_lens` as a self-contained HTML table (inline CSS only).
 
-    Rows are hidden states (the last at the top, 0 = embedding output at the bottom), columns
-    positions, headed by the position *and* the input token (so repeated tokens stay distinct
-    columns); each cell shows the head's top-1 token (bold when it is the input token), coloured
-    by its probability or by the input token's rank. Hovering a cell shows its top-k tokens
-    with probabilities and the input token's rank and probability. No script and no external
-    resource: inline CSS only (``:hover``), tokens escaped with ``html.escape``.
-
-    Parameters
-    ----------
-    frame
-        :func:`dupbert.lens` output for one text.
-    title
-        A line above the table.
-    value
-        ``"probability"`` (of the top-1 token, 0 to 1) or ``"input_rank"`` (1 = top-1, log
-        colour scale).
-    include_special
-        Also show CLS/SEP (special-token) positions.
-    max_positions
-        Show only the first this many positions; ``None``: all.
+    Columns are headed by position and input token; hovering a cell shows its top-k tokens with
+    probabilities and the input token's rank and probability. Arguments as :func:`plot_lens`;
+    ``title`` is a line above the table.
 
     Returns
     -------
     LensHTML
-        The HTML fragment (a ``str``; a notebook displays it, ``.document()`` is a whole page).
+        The HTML fragment (``.document()`` is a whole page).
 
     Raises
     ------
     KeyError
         A required column is missing.
     ValueError
-        ``value`` is neither ``"probability"`` nor ``"input_rank"``, or no position is left.
+        A bad ``value``, or no position is left.
     """
     import html
 
@@ -1118,16 +988,13 @@ def _rq5_panel(ax, data: pd.DataFrame, stats: pd.DataFrame) -> None:
 
 def plot_rq5_ensembles(points: pd.DataFrame, summary: pd.DataFrame, metrics: dict[str, str],
                        trivial: dict | None = None) -> Figure:
-    """RQ5: one panel per model and task, on ``metrics[task]`` (points): every single run, the
-    best single configuration's runs, every cross- and same-configuration ensemble as dots, and
-    each kind's mean with its 95% CI in black; the trivial baseline dashed grey.
+    """RQ5: one panel per model and task on ``metrics[task]`` (points): single runs, the best single
+    configuration, cross- and same-configuration ensembles as dots, each kind's mean and 95% CI
+    in black; the trivial baseline dashed grey.
 
     Args:
-        points: ``dupbert.rq5.ensemble_points`` of the distinct ensembles (``model, task, kind,
-            configuration, metric, value``).
-        summary: ``dupbert.rq5.rq5_summary`` (``model, task, metric, kind, configuration, mean,
-            ci_low, ci_high``).
-        metrics: ``{task: metric}`` drawn per task.
+        points: ``dupbert.rq5.ensemble_points`` of the distinct ensembles.
+        summary: ``dupbert.rq5.rq5_summary``.
         trivial: ``{(model, task, metric): points}``.
     """
     trivial = trivial or {}

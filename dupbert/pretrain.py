@@ -1,15 +1,12 @@
 """Pretraining small English BERT and ALBERT MLMs from scratch, with the emergence record.
 
-The paper (Kao et al. 2020) reads English BERT/ALBERT through their pretrained MLM heads; none can
-be loaded offline, so ``bert-en-small`` and ``albert-en-small`` are pretrained here (DESIGN.md §6).
-The objective is BERT's MLM (Devlin et al. 2019, §3.1: 15% of tokens, 80/10/10, dynamic masking,
-decoder tied to the input embeddings) without NSP/SOP. Sequences are packed without padding
-(RoBERTa's FULL-SENTENCES) and the decoder runs on masked positions only: the loss is the same
-cross-entropy transformers computes, over the same positions.
-
-At log-spaced steps the run measures, on fixed held-out text (WikiText-2 valid), the MLM loss and
-the RQ1 probes from every hidden state (:mod:`dupbert.probe`), and appends rows to
-``results/cpu/``. Every step is seeded by ``(seed, step)``, so a resumed run continues exactly.
+No English MLM with its head loads offline, so ``bert-en-small`` and ``albert-en-small`` are
+pretrained here (book/methods.md, "English BERT and ALBERT pretrained here"). Objective: BERT's
+MLM (Devlin et al. 2019, §3.1: 15%, 80/10/10, dynamic masking, tied decoder), no NSP/SOP, on
+sequences packed without padding, the decoder on masked positions only (the same loss).
+At log-spaced steps the run records, on held-out WikiText-2 valid text, the MLM loss and the
+RQ1 probes from every hidden state. Every step is seeded by ``(seed, step)``: a resumed run
+continues exactly.
 """
 
 from __future__ import annotations
@@ -56,9 +53,8 @@ class CheckpointMismatch(DupbertError, ValueError):
 class PretrainConfig:
     """One pretraining run; every field is part of the checkpoint's identity.
 
-    Sizes are in tokens (``seq_length``, special tokens included) and sequences (``batch_size``);
-    ``learning_rate`` is AdamW's peak, reached after ``warmup_steps`` and decayed linearly to 0 at
-    ``total_steps``.
+    ``seq_length`` in tokens (specials included), ``batch_size`` in sequences; ``learning_rate`` is
+    AdamW's peak, reached after ``warmup_steps``, decayed linearly to 0 at ``total_steps``.
     """
 
     name: str
@@ -134,11 +130,8 @@ def normalise(text: str) -> tuple[str, ...]:
 
 
 def read_documents(path: str | os.PathLike) -> list[list[str]]:
-    """Documents of a staged corpus file (one paragraph per line, an empty line between
-    documents; ``.gz`` or plain), each a list of paragraphs.
-
-    Raises:
-        CorpusError: the file is missing or holds no text.
+    """Documents of a staged corpus file (one paragraph per line, an empty line between documents;
+    ``.gz`` or plain), each a list of paragraphs; CorpusError if missing or empty.
     """
     path = Path(path)
     if not path.is_file():
@@ -163,9 +156,8 @@ def read_documents(path: str | os.PathLike) -> list[list[str]]:
 
 
 def evaluation_texts(data_dir: str | os.PathLike) -> dict[str, list[str]]:
-    """Every text the book evaluates on, by name: WikiText-2 test (RQ1/RQ2 probe corpus) and valid
-    (the held-out MLM set), SST-2 dev sentences, SNLI dev premises and hypotheses, SQuAD 2.0 dev
-    contexts and questions. Never pretrain on these.
+    """Every text the book evaluates on, by name (WikiText-2 test and valid, SST-2 dev, SNLI dev,
+    SQuAD 2.0 dev contexts and questions): never pretrain on these.
     """
     root = Path(data_dir)
     missing = [r for r in EVALUATION_FILES if not (root / r).is_file()]
@@ -193,15 +185,11 @@ def evaluation_texts(data_dir: str | os.PathLike) -> dict[str, list[str]]:
 
 def overlapping_paragraphs(paragraphs: Sequence[str], evaluation: dict[str, list[str]],
                            min_tokens: int = 8, ngram: int = 13) -> dict[int, str]:
-    """Paragraphs that contain an evaluation text or share an ``ngram`` with one.
-
-    Texts are compared in :func:`normalise` form. A paragraph overlaps when (a) its normalised form
-    equals an evaluation text's (texts of at least 4 tokens; shorter ones are headings such as
-    "History"), (b) it contains an evaluation text of at least ``min_tokens`` tokens, or (c) it
-    shares a run of ``ngram`` tokens with one (the checks of SOURCES-english.md).
+    """Paragraphs that equal an evaluation text (of 4+ tokens), contain one of ``min_tokens``+
+    tokens, or share a run of ``ngram`` tokens with one, in :func:`normalise` form.
 
     Returns:
-        ``{paragraph index: "name of the evaluation set it overlaps"}``.
+        ``{paragraph index: name of the evaluation set it overlaps}``.
     """
     whole, starts, grams = {}, {}, {}
     for name, texts in evaluation.items():
@@ -233,21 +221,18 @@ def overlapping_paragraphs(paragraphs: Sequence[str], evaluation: dict[str, list
 
 def pretraining_documents(data_dir: str | os.PathLike, files: Sequence[str] = PRETRAIN_FILES,
                           on_overlap: str = "error") -> tuple[list[list[str]], dict]:
-    """The pretraining text: documents of ``files`` (relative to ``data_dir``), checked against
-    :func:`evaluation_texts`.
+    """The documents of ``files`` (under ``data_dir``), checked against :func:`evaluation_texts`.
 
     Args:
-        on_overlap: ``"error"`` refuses a corpus with any overlapping paragraph;
-            ``"drop"`` removes those paragraphs and reports them.
+        on_overlap: ``"error"`` refuses any overlapping paragraph; ``"drop"`` removes them.
 
     Returns:
-        ``(documents, report)``; the report gives files, documents, paragraphs, words and the
+        ``(documents, report)``; the report counts files, documents, paragraphs, words and the
         dropped paragraphs by evaluation set.
 
     Raises:
         CorpusError: a file (or an evaluation file) is missing or empty, or (``"error"``) a
-            paragraph overlaps an evaluation text (the message names how many, where, and the
-            first ones).
+            paragraph overlaps an evaluation text.
     """
     if on_overlap not in ("error", "drop"):
         raise ValueError(f"on_overlap must be 'error' or 'drop', got {on_overlap!r}")
@@ -276,11 +261,8 @@ def pretraining_documents(data_dir: str | os.PathLike, files: Sequence[str] = PR
 
 
 def _train_tokenizer(documents: Sequence[Sequence[str]], vocab_size: int, out: str | os.PathLike):
-    """Train an uncased WordPiece vocabulary (BERT's normaliser and pre-tokeniser) on
-    ``documents`` and save it to ``out`` so that ``AutoTokenizer.from_pretrained(out)`` loads it.
-
-    Returns:
-        The ``PreTrainedTokenizerFast``.
+    """Train and save an uncased WordPiece ``PreTrainedTokenizerFast`` (BERT's normaliser and
+    pre-tokeniser) loadable by ``AutoTokenizer.from_pretrained(out)``.
     """
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertTokenizerFast
@@ -296,10 +278,8 @@ def _train_tokenizer(documents: Sequence[Sequence[str]], vocab_size: int, out: s
 
 
 def pack(tokenizer, documents: Iterable[Sequence[str]], seq_length: int) -> np.ndarray:
-    """Token ids packed without padding: ``[n, seq_length]`` uint16 rows ``[CLS] ... [SEP]``.
-
-    Documents are tokenized paragraph by paragraph, concatenated with ``[SEP]`` between documents,
-    and cut into pieces of ``seq_length - 2`` tokens (the last, short piece is dropped).
+    """Token ids packed without padding: ``[n, seq_length]`` uint16 rows ``[CLS] ... [SEP]``;
+    documents joined with ``[SEP]``, the last short piece dropped.
     """
     body = seq_length - 2
     stream: list[int] = []
@@ -315,13 +295,12 @@ def pack(tokenizer, documents: Iterable[Sequence[str]], seq_length: int) -> np.n
 
 
 def heldout_texts(data_dir: str | os.PathLike, n: int = 64, unk: str = "keep") -> list[str]:
-    """The first ``n`` WikiText-2 valid paragraphs of at least 40 words, WikiText's tokenisation
-    undone (``@-@`` and spaces before punctuation): the held-out text of the emergence record.
+    """The first ``n`` WikiText-2 valid paragraphs of 40+ words, WikiText's tokenisation undone: the
+    emergence record's held-out text.
 
-    WikiText-2 valid marks rare words ``<unk>``. ``unk="keep"`` leaves the marker as text, as the
-    committed record read it (the tokenizer splits it into ``<``, ``un``, ``##k``, ``>``: about
-    18% of the positions of the first 64 paragraphs); ``unk="[UNK]"`` writes the tokenizer's
-    unknown token instead, a special token the probe does not score.
+    Args:
+        unk: ``"keep"`` leaves WikiText's ``<unk>`` as text, as the committed record read it;
+            ``"[UNK]"`` writes the unknown token, which the probe does not score.
 
     Raises:
         CorpusError: the file is missing, or ``unk`` is neither.
@@ -373,11 +352,8 @@ def build_model(config: PretrainConfig, tokenizer):
 
 
 def mask_tokens(tokenizer, input_ids, mask_rate: float):
-    """BERT's dynamic masking of a batch ``[B, T]`` (``DataCollatorForLanguageModeling``: 15% of
-    non-special positions, 80% ``[MASK]``, 10% random, 10% kept), drawn from torch's global RNG.
-
-    Returns:
-        ``(input_ids, labels)``, labels -100 where not masked.
+    """BERT's dynamic masking of ``[B, T]`` (15% of non-special positions, 80/10/10), drawn from
+    torch's global RNG; returns ``(input_ids, labels)``, labels -100 where not masked.
     """
     from transformers import DataCollatorForLanguageModeling
 
@@ -424,13 +400,12 @@ def batch_rows(config: PretrainConfig, n_rows: int, step: int) -> np.ndarray:
 
 def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.PathLike,
             progress: bool = True) -> tuple[object, np.ndarray]:
-    """The tokenizer (``work/tokenizer-<V>``) and packed training rows
-    (``work/train-<V>-<T>.npy``), built once and reused (atomic writes). The tokenizer is the
-    published model's (``dupbert/weights/<name>``) when there is one: ``tokenizers`` trains
-    WordPiece with ties broken in no fixed order, so a retrained vocabulary can differ slightly.
+    """The tokenizer (``work/tokenizer-<V>``) and packed rows (``work/train-<V>-<T>.npy``), built
+    once (atomic writes). The published model's tokenizer is reused when there is one: WordPiece
+    training breaks ties in no fixed order.
 
     Raises:
-        CorpusError: as :func:`pretraining_documents` (the staged corpus with overlap dropped).
+        CorpusError: as :func:`pretraining_documents`.
     """
     from transformers import AutoTokenizer
 
@@ -488,8 +463,7 @@ def _locked(path: Path):
 
 
 def _keep_rows(path: Path, columns: list[str], model: str, upto: int) -> None:
-    """Rewrite ``path`` (atomically, locked) without this model's rows after step ``upto``: a
-    resumed run recomputes them identically."""
+    """Rewrite ``path`` (atomically, locked) without this model's rows after step ``upto``."""
     if not path.is_file():
         return
     with _locked(path):
@@ -514,12 +488,10 @@ def _append(path: Path, rows: list[dict], columns: list[str]) -> None:
 
 def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: Sequence[str],
                    heldout) -> list[dict]:
-    """The emergence record at one step: held-out MLM loss and masked top-1 at the last hidden
-    state (``measure="mlm"``), and per hidden state the RQ1 reconstruction of unmasked tokens
-    (``"reconstruction"``), masked prediction (``"masked"``) and the reconstruction of the
-    paper's duplicated variant (``"reconstruction, duplicated"``:
-    :func:`dupbert.probe.paper_duplications`, blocks 0-2 copied for BERT, three more repeats of
-    the shared layer for ALBERT)."""
+    """The emergence record at one step: held-out MLM loss and masked top-1 at the last hidden state
+    (``measure="mlm"``), and per hidden state ``"reconstruction"``, ``"masked"`` and
+    ``"reconstruction, duplicated"`` (:func:`dupbert.probe.paper_duplications`).
+    """
     import torch
 
     from .duplicate import duplicate_layers
@@ -563,20 +535,18 @@ def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: 
 def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.PathLike,
              results: str | os.PathLike, out: str | os.PathLike | None = None,
              stop_after: int | None = None, progress: bool = True) -> Path | None:
-    """Pretrain ``config`` (resuming from ``work/<name>/checkpoint.pt`` when present), append the
-    per-step training loss to ``results/pretrain-loss.csv`` and the emergence record to
-    ``results/emergence.csv``, and save the final model to ``out`` (default
-    ``work/<name>/final``) as a Hugging Face folder.
+    """Pretrain ``config`` (resuming from ``work/<name>/checkpoint.pt``), append per-step loss rows
+    to ``results/pretrain-loss.csv`` and the emergence record to ``results/emergence.csv``, and save
+    the final model to ``out`` (default ``work/<name>/final``).
 
-    The loss rows hold, per step, the training loss of that step's batch (masked tokens, nats),
-    ``tokens_seen`` including that batch, and ``lr``, the learning rate *after* the step's update
-    (the one the next step uses: ``schedule.get_last_lr()``).
-
-    Returns:
-        The final model's folder, or ``None`` when ``stop_after`` stopped the run before its end.
+    Loss rows: the step's training loss (masked tokens, nats), ``tokens_seen`` including the step,
+    and ``lr`` after the step's update.
 
     Args:
-        stop_after: stop (with a checkpoint) after this step, e.g. to measure a pilot.
+        stop_after: stop (with a checkpoint) after this step.
+
+    Returns:
+        The final model's folder, or ``None`` when ``stop_after`` stopped the run.
 
     Raises:
         CheckpointMismatch: the checkpoint was made with another configuration (names the fields).
@@ -682,13 +652,10 @@ MAX_WEIGHTS_BYTES = 25_000_000  # the largest weights file the repository takes
 def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.PathLike,
             results: str | os.PathLike, corpus_report: dict,
             pins: str | os.PathLike | None = None) -> Path:
-    """Copy a finished run's model to ``dest`` (a zoo folder) with a model card, and pin the
-    sha256 of its weights in ``dupbert/weights/sha256.json`` (read by :mod:`dupbert.zoo`).
-
-    The weights are stored in float32 if they fit in :data:`MAX_WEIGHTS_BYTES`, else in float16
-    with ``config.dtype = "float32"`` (so ``from_pretrained`` loads them as float32). The card
-    (``README.md``) gives the data, tokens seen, hyper-parameters, cost and the held-out MLM
-    accuracy at the last step, from ``results/pretrain-loss.csv`` and ``results/emergence.csv``.
+    """Copy a finished run's model to ``dest`` with a model card (data, tokens seen,
+    hyper-parameters, cost, last held-out MLM accuracy), and pin its weights' sha256 in
+    ``dupbert/weights/sha256.json``. float32 if within :data:`MAX_WEIGHTS_BYTES`, else float16
+    loaded as float32.
     """
     import torch
     import transformers

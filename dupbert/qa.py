@@ -1,32 +1,19 @@
 """SQuAD 2.0 span processing: examples -> token features -> logits -> answer texts.
 
-Follows the conventions of Hugging Face ``run_qa.py`` / ``utils_qa.py``
-(``examples/pytorch/question-answering``; our own code, same argument names and defaults):
+Our own code following Hugging Face ``run_qa.py`` / ``utils_qa.py`` (same argument names and
+defaults): question first, context second, ``truncation="only_second"``, windows of
+``max_length`` tokens overlapping by ``doc_stride``; a missing answer is labelled CLS (index 0).
+Post-processing takes the ``n_best_size`` best start and end tokens per feature, valid spans
+only (in the context, ``end >= start``, at most ``max_answer_length`` tokens), the best span
+over an example's features, the *minimum* null score ``start_logits[0] + end_logits[0]`` over
+them, and answers ``""`` when ``null - best > null_score_diff_threshold`` (0.0, never tuned).
 
-- features: question first, context second, ``truncation="only_second"``, long contexts split
-  into windows of ``max_length`` tokens overlapping by ``doc_stride`` tokens; an unanswerable
-  question, or an answer not wholly inside a window, is labelled with the CLS token (index 0);
-- post-processing: the ``n_best_size`` best start and end tokens of each feature, valid spans
-  only (inside the context, ``end >= start``, at most ``max_answer_length`` tokens), the best
-  span over all features of an example; the null score is the *minimum* over the features of
-  ``start_logits[0] + end_logits[0]``; the answer is ``""`` when
-  ``null score - best span score > null_score_diff_threshold`` (0.0, never tuned on dev).
+Deliberate differences from ``run_qa.py`` (book/methods.md, "Measurements"): no padding here
+(the collator pads; logits beyond a feature's length are ignored); candidates among context
+tokens only, ties to the lower index; a training answer's tokens found by binary search within
+the context; ``""`` (not ``"empty"``) for an example without a valid span.
 
-Differences from ``run_qa.py``, all deliberate:
-
-- no padding here: features have variable length, padding happens in the collator
-  (``DataCollatorWithPadding``); logits padded by ``Trainer.predict`` (value -100) or any other
-  value are ignored beyond each feature's length;
-- the top-``n_best_size`` starts/ends are taken among *context* tokens only (``run_qa.py`` takes
-  them over all positions and then drops the invalid ones, so it may look at fewer than 20 valid
-  candidates); ties are broken by the lower token index (stable sort);
-- the start/end token of a training answer is found by binary search within the context tokens
-  (``run_qa.py``'s forward scan can run past the last context token into ``[SEP]``/padding when
-  the answer starts in the window's last token);
-- an example without any valid span gets ``""`` (``run_qa.py`` inserts the text ``"empty"``).
-
-Data: SQuAD 2.0 in the HF ``squad_v2`` schema (:func:`dupbert.tasks.load_task`, SOURCES.md).
-Tokenizers must be fast (``offset_mapping``, ``sequence_ids``), e.g. ``all-MiniLM-L6-v2``'s.
+Tokenizers must be fast (``offset_mapping``, ``sequence_ids``).
 """
 
 from __future__ import annotations
@@ -64,27 +51,25 @@ def _context_bounds(sequence_ids: Sequence) -> tuple[int, int]:
 
 def prepare_train_features(examples: Mapping, tokenizer, max_length: int = 384,
                            doc_stride: int = 128) -> dict[str, list]:
-    """Tokenize a batch of SQuAD examples into training features (for ``Dataset.map(batched=True)``).
+    """Tokenize a batch of SQuAD examples into training features (``Dataset.map(batched=True)``).
 
     Args:
-        examples: a batch in the HF ``squad_v2`` schema: ``question``, ``context`` (str) and
-            ``answers`` (``{"text": [str], "answer_start": [int]}``, empty = unanswerable; only the
-            first answer is used, as in ``run_qa.py``). Other columns are ignored.
-        tokenizer: a fast tokenizer (question first, context second).
-        max_length: tokens per feature, specials included (``run_qa.py`` 384).
-        doc_stride: tokens shared by consecutive windows of one context (``run_qa.py`` 128).
+        examples: a batch in the HF ``squad_v2`` schema (``question``, ``context``, ``answers``;
+            only the first answer is used, as in ``run_qa.py``).
+        tokenizer: a fast tokenizer.
+        max_length: tokens per feature, specials included.
+        doc_stride: tokens shared by consecutive windows of one context.
 
     Returns:
-        One row per feature (``>= 1`` per example, more for long contexts), variable length ``T
-        <= max_length``, no padding: ``input_ids``, ``token_type_ids`` (if the tokenizer makes
-        them), ``attention_mask`` (lists of ``T`` ints), ``start_positions``, ``end_positions``
-        (token indices into the feature, inclusive; ``0`` = CLS for an unanswerable question or an
-        answer not wholly inside this window). Use with ``remove_columns=examples' columns``.
+        One row per feature (one or more per example), unpadded length ``T <= max_length``:
+        ``input_ids``, ``token_type_ids`` (if made), ``attention_mask`` (``T`` ints each),
+        ``start_positions``, ``end_positions`` (inclusive token indices; 0 = CLS for no answer in
+        this window). Use with ``remove_columns=examples' columns``.
 
     Raises:
-        TypeError: not a fast tokenizer. ValueError: ``doc_stride >= max_length``; a column
-            missing. ParameterError: ``max_length`` not an integer >= 5 or ``doc_stride`` not
-            an integer >= 0.
+        TypeError: not a fast tokenizer.
+        ValueError: ``doc_stride >= max_length``; a column missing.
+        ParameterError: ``max_length`` not an integer >= 5, ``doc_stride`` not an integer >= 0.
     """
     _require_columns(examples, ("question", "context", "answers"), "examples")
     encoded = _tokenize(examples, tokenizer, max_length, doc_stride)
@@ -112,21 +97,16 @@ def prepare_train_features(examples: Mapping, tokenizer, max_length: int = 384,
 
 def prepare_eval_features(examples: Mapping, tokenizer, max_length: int = 384,
                           doc_stride: int = 128) -> dict[str, list]:
-    """Tokenize a batch of SQuAD examples into evaluation features (``Dataset.map(batched=True)``).
-
-    Args:
-        examples: a batch with ``id``, ``question``, ``context`` (str). Other columns are ignored.
-        tokenizer, max_length, doc_stride: as :func:`prepare_train_features` (use the same values).
+    """Tokenize a batch of SQuAD examples (``id``, ``question``, ``context``) into evaluation
+    features; other arguments as :func:`prepare_train_features` (use the same values).
 
     Returns:
-        One row per feature, variable length ``T``, no padding: ``input_ids``, ``token_type_ids``,
-        ``attention_mask``; ``example_id`` (the example's ``id``); ``offset_mapping``: ``T``
-        entries, ``[char_start, char_end)`` into the context for context tokens and ``None`` for
-        the question and special tokens (so only context tokens can be chosen as spans).
+        One row per feature, unpadded length ``T``: ``input_ids``, ``token_type_ids``,
+        ``attention_mask``, ``example_id``, ``offset_mapping`` (``T`` entries: ``[char_start,
+        char_end)`` into the context for context tokens, ``None`` for the rest).
 
     Raises:
-        TypeError: not a fast tokenizer. ValueError: ``doc_stride >= max_length``; a column
-            missing. ParameterError: as :func:`prepare_train_features`.
+        As :func:`prepare_train_features`.
     """
     _require_columns(examples, ("id", "question", "context"), "examples")
     encoded = _tokenize(examples, tokenizer, max_length, doc_stride)
@@ -143,7 +123,7 @@ def prepare_eval_features(examples: Mapping, tokenizer, max_length: int = 384,
 
 
 def _as_matrix(logits) -> np.ndarray:
-    """``[F, S]`` float32 from a matrix or from ``F`` 1-D arrays of different lengths (padded -inf)."""
+    """``[F, S]`` float32 from a matrix or from ``F`` ragged 1-D arrays (padded with -inf)."""
     try:
         matrix = np.asarray(logits, dtype=np.float32)
     except ValueError:  # ragged
@@ -157,7 +137,7 @@ def _as_matrix(logits) -> np.ndarray:
 
 
 def _require_columns(batch, names: Sequence[str], what: str) -> None:
-    """Raises ValueError if the batch (a mapping of columns) lacks one of ``names``."""
+    """ValueError if the batch (a mapping of columns) lacks one of ``names``."""
     if not isinstance(batch, Mapping):
         raise ValueError(f"{what} must be a batch of columns ({{name: list}}, as Dataset.map("
                          f"batched=True) gives), got {type(batch).__name__}")
@@ -168,12 +148,8 @@ def _require_columns(batch, names: Sequence[str], what: str) -> None:
 
 
 def _column(rows, name: str, what: str = "rows") -> list:
-    """Column ``name`` of a ``datasets.Dataset``, a dict of sequences or a list of row dicts,
-    as a list (fast path for a Dataset).
-
-    Raises:
-        ValueError: ``rows`` lacks the column (the message names it and what ``rows`` has), or
-            is none of those forms.
+    """Column ``name`` of a Dataset, a dict of sequences or a list of row dicts, as a list;
+    ValueError if it is missing or ``rows`` is none of those.
     """
     if isinstance(rows, datasets.Dataset):
         if name not in rows.column_names:
@@ -196,8 +172,7 @@ def _column(rows, name: str, what: str = "rows") -> list:
 
 
 def _check_logits(name: str, matrix: np.ndarray) -> None:
-    """Raises ValueError if ``matrix`` holds NaN or +inf (``-inf`` pads ragged features): with
-    them every span scores NaN, and every question would silently get ``""``."""
+    """ValueError if ``matrix`` holds NaN or +inf (every answer would silently be ``""``)."""
     bad = np.isnan(matrix) | np.isposinf(matrix)
     if bad.any():
         feature, position = (int(i) for i in np.argwhere(bad)[0])
@@ -233,32 +208,25 @@ def _context_mask(offsets: list, width: int) -> np.ndarray:
 
 def top_candidates(start_logits, end_logits, k: int = 20, offset_mapping=None,
                    dtype=np.float16) -> dict[str, np.ndarray]:
-    """The compact per-feature form of QA logits: top-``k`` start and end tokens plus the null
-    score, e.g. to save for RQ5 ensembles (sum probabilities over models, then select spans).
+    """The compact per-feature form of QA logits: top-``k`` start and end tokens plus the null score
+    (stored for RQ5 ensembles).
 
     Args:
-        start_logits, end_logits: ``[F, S]`` (``Trainer.predict`` output, padding ignored when
-            ``offset_mapping`` is given) or ``F`` 1-D arrays of varying length.
+        start_logits, end_logits: ``[F, S]`` (``Trainer.predict`` output) or ``F`` 1-D arrays.
         k: candidates per feature (``run_qa.py``'s ``n_best_size``).
-        offset_mapping: the features' ``offset_mapping`` column (:func:`prepare_eval_features`).
-            If given, candidates are context tokens only and the log-normalisers run over each
-            feature's ``T`` real tokens; if ``None``, over all ``S`` positions.
-        dtype: float type of the scores (fp16 to store; :func:`postprocess_predictions` uses fp32).
+        offset_mapping: the features' column (:func:`prepare_eval_features`): candidates and
+            log-normalisers over each feature's ``T`` context/real tokens; ``None``: all ``S``.
+        dtype: float type of the scores (fp16 to store).
 
     Returns:
-        A dict of numpy arrays (``np.savez``-ready), ``F`` features, ``k`` candidates sorted by
-        descending logit (ties: lower token index first):
-
-        - ``start_index``, ``end_index``: ``[F, k]`` int16 token indices; ``-1`` pads a feature
-          with fewer than ``k`` candidate tokens;
-        - ``start_logit``, ``end_logit``: ``[F, k]`` ``dtype``, ``-inf`` where the index is -1;
-        - ``null_score``: ``[F]`` ``dtype``, ``start_logits[0] + end_logits[0]`` (CLS);
-        - ``start_logsumexp``, ``end_logsumexp``: ``[F]`` ``dtype``, log of the softmax
-          normaliser over the feature's tokens, so ``exp(logit - logsumexp)`` is a probability.
+        A dict of numpy arrays (``np.savez``-ready), candidates by descending logit (ties: lower
+        index first): ``start_index``, ``end_index`` ``[F, k]`` int16 (``-1`` pads);
+        ``start_logit``, ``end_logit`` ``[F, k]`` (``-inf`` at -1); ``null_score`` ``[F]`` (CLS
+        start + end); ``start_logsumexp``, ``end_logsumexp`` ``[F]`` (``exp(logit - logsumexp)`` is
+        a probability).
 
     Raises:
-        ValueError: shapes of ``start_logits``/``end_logits``/``offset_mapping`` disagree; logits
-            that are NaN or +inf (every answer would silently be ``""``).
+        ValueError: shapes disagree; logits that are NaN or +inf.
         ParameterError: ``k`` not an integer >= 1.
     """
     k = check_number("k", k, integer=True, minimum=1)
@@ -302,20 +270,18 @@ def top_candidates(start_logits, end_logits, k: int = 20, offset_mapping=None,
 
 def best_spans(candidates: Mapping[str, np.ndarray], max_answer_length: int = 30
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The best valid span of every feature from its candidates (vectorised over ``k x k`` pairs).
+    """The best valid span of every feature from its :func:`top_candidates` (over ``k x k`` pairs).
 
-    A pair is valid if both indices are candidates (not -1), ``end >= start`` and
-    ``end - start + 1 <= max_answer_length``; its score is ``start_logit + end_logit`` (for an
-    ensemble, pass summed probabilities' logs as logits).
+    Valid: both indices candidates, ``end >= start``, ``end - start + 1 <= max_answer_length``;
+    score ``start_logit + end_logit`` (for an ensemble, logs of summed probabilities).
 
     Returns:
-        ``(start, end, score)``: ``[F]`` int token indices (-1 if the feature has no valid span)
-        and ``[F]`` float32 scores (``-inf`` if none). Ties: the higher-ranked start, then end.
+        ``(start, end, score)``: ``[F]`` int token indices (-1 without a valid span) and ``[F]``
+        float32 scores (``-inf``). Ties: the higher-ranked start, then end.
 
     Raises:
-        ParameterError: ``max_answer_length`` not an integer >= 1 (0 would allow no span at all:
-            every answer ``""``, a plausible ~50 F1 on SQuAD 2.0).
-        ValueError: ``candidates`` lack a key of :func:`top_candidates`, or hold NaN scores.
+        ParameterError: ``max_answer_length`` not an integer >= 1.
+        ValueError: ``candidates`` lack a key, or hold NaN scores.
     """
     max_answer_length = check_number("max_answer_length", max_answer_length, integer=True,
                                      minimum=1)
@@ -353,28 +319,19 @@ def _check_candidates(candidates) -> None:
 def select_answers(examples, features, candidates: Mapping[str, np.ndarray],
                    max_answer_length: int = 30, null_score_diff_threshold: float = 0.0
                    ) -> dict[str, str]:
-    """Answer texts from per-feature candidates (:func:`top_candidates`), ``run_qa.py`` rules.
-
-    Candidates that are not context tokens of their feature (possible when they were made without
-    ``offset_mapping``) are dropped first. Per example: the best valid span over its features
-    (:func:`best_spans`); the null score is
-    the minimum ``null_score`` over its features; the answer is ``""`` if
-    ``null - best > null_score_diff_threshold`` or no feature has a valid span, else
-    ``context[offsets[start][0]:offsets[end][1]]``.
+    """Answer texts from per-feature candidates (:func:`top_candidates`) by the ``run_qa.py`` rules
+    (module docstring); candidates outside their feature's context are dropped first.
 
     Args:
         examples: rows with ``id`` and ``context`` (a ``load_task("squad2", ...)`` split).
-        features: rows with ``example_id`` and ``offset_mapping`` (:func:`prepare_eval_features`),
-            in the order of the candidates' rows.
-        candidates: :func:`top_candidates` output for those features.
+        features: rows with ``example_id`` and ``offset_mapping``, in candidate-row order.
 
     Returns:
         ``{example id: answer text}`` for every example, in example order.
 
     Raises:
-        ValueError: a feature names an example not in ``examples``, an example has no feature, or
-            the number of features and candidate rows differ; a column missing; candidates
-            that are not :func:`top_candidates` output or hold NaN; a NaN threshold.
+        ValueError: features, examples and candidates do not match; a column missing; bad or NaN
+            candidates; a NaN threshold.
         ParameterError: ``max_answer_length`` not an integer >= 1.
     """
     return _select(examples, features, _column(features, "offset_mapping"), candidates,
@@ -388,9 +345,7 @@ def _select(examples, features, offsets: list, candidates, max_answer_length, th
 
 def _select_with_null_odds(examples, features, offsets: list, candidates, max_answer_length,
                            threshold):
-    """``(answers, best non-null answers, null odds)``: the thresholded answers; every example's
-    best valid span regardless of the null score (``""`` only without one); and
-    ``min null score - best span score`` (``inf`` without a valid span)."""
+    """``(answers, best non-null answers, null odds)``, as :func:`predictions_with_null_odds`."""
     threshold = _check_threshold(threshold)
     max_answer_length = check_number("max_answer_length", max_answer_length, integer=True,
                                      minimum=1)
@@ -446,31 +401,26 @@ def _select_with_null_odds(examples, features, offsets: list, candidates, max_an
 def postprocess_predictions(examples, features, start_logits, end_logits, n_best_size: int = 20,
                             max_answer_length: int = 30,
                             null_score_diff_threshold: float = 0.0) -> dict[str, str]:
-    """SQuAD 2.0 predictions from start/end logits, as ``utils_qa.postprocess_qa_predictions``
-    with ``version_2_with_negative=True`` (see the module notes for the small differences).
+    """SQuAD 2.0 predictions from start/end logits, as ``utils_qa.postprocess_qa_predictions`` with
+    ``version_2_with_negative=True`` (differences: module docstring).
 
     Args:
-        examples: the evaluation examples (``id``, ``context``), e.g. ``load_task("squad2", "eval")``
-            (a ``datasets.Dataset``, a dict of columns or a list of row dicts).
-        features: their :func:`prepare_eval_features` rows (``example_id``, ``offset_mapping``),
-            in one of the same forms.
-        start_logits, end_logits: ``[F, S]`` model outputs for the features, in feature order
-            (``Trainer.predict(...).predictions[:2]``; positions beyond a feature's length are
-            ignored), or ``F`` 1-D arrays.
-        n_best_size: start and end candidates per feature (20).
-        max_answer_length: longest answer in tokens (30).
-        null_score_diff_threshold: predict ``""`` when ``min null score - best span score`` exceeds
-            it (0.0, fixed: never tuned on dev).
+        examples: the evaluation examples (``id``, ``context``): a Dataset, a dict of columns or a
+            list of row dicts.
+        features: their :func:`prepare_eval_features` rows, in one of the same forms.
+        start_logits, end_logits: ``[F, S]`` in feature order
+            (``Trainer.predict(...).predictions[:2]``), or ``F`` 1-D arrays.
+        max_answer_length: longest answer in tokens.
+        null_score_diff_threshold: answer ``""`` when ``min null score - best span score``
+            exceeds it (logit units).
 
     Returns:
-        ``{example id: answer text}`` (``""`` = no answer) for every example, ready for
-        :func:`dupbert.metrics.squad_v2`.
+        ``{example id: answer text}`` (``""`` = no answer), for :func:`dupbert.metrics.squad_v2`.
 
     Raises:
-        ValueError: features and logits disagree, or features and examples do not match; a
-            column missing (the message names it); logits that are NaN or +inf; a NaN threshold.
-        ParameterError: ``n_best_size`` or ``max_answer_length`` not an integer >= 1 (0 would
-            answer ``""`` everywhere).
+        ValueError: features, logits and examples do not match; a column missing; NaN or +inf
+            logits; a NaN threshold.
+        ParameterError: ``n_best_size`` or ``max_answer_length`` not an integer >= 1.
     """
     _check_postprocessing(n_best_size, max_answer_length, null_score_diff_threshold)
     offsets = _column(features, "offset_mapping", "features")
@@ -484,14 +434,13 @@ def predictions_with_null_odds(examples, features, start_logits, end_logits,
                                n_best_size: int = 20, max_answer_length: int = 30,
                                null_score_diff_threshold: float = 0.0
                                ) -> tuple[dict[str, str], dict[str, str], dict[str, float]]:
-    """:func:`postprocess_predictions`, plus what the official SQuAD 2.0 script's threshold
-    search needs (its ``--na-prob-file``; ``run_qa.py`` writes the same as ``null_odds.json``).
+    """:func:`postprocess_predictions`, plus what the official SQuAD 2.0 script's threshold search
+    needs (``--na-prob-file``; ``run_qa.py``'s ``null_odds.json``).
 
     Returns:
-        ``(answers, best_answers, null_odds)``: the answers of :func:`postprocess_predictions`;
-        every example's best non-null answer (``""`` only when it has no valid span); and its
-        null odds ``min null score - best span score`` in logit units (``inf`` without a valid
-        span), the higher the likelier "no answer".
+        ``(answers, best_answers, null_odds)``: the answers; every example's best non-null answer
+        (``""`` only without a valid span); ``min null score - best span score`` in logit units
+        (``inf`` without a valid span; higher: likelier "no answer").
 
     Raises:
         As :func:`postprocess_predictions`.
@@ -512,15 +461,12 @@ def _check_postprocessing(n_best_size, max_answer_length, threshold) -> None:
 
 
 def as_squad_json(dataset) -> dict:
-    """The official SQuAD JSON (``{"version", "data": [articles]}``) of rows in the HF
-    ``squad_v2`` schema, for :func:`dupbert.metrics.squad_v2`.
-
-    Consecutive rows with the same title form one article, consecutive rows with the same context
-    one paragraph (so a ``load_task("squad2", ...)`` split, subset or not, regains its structure).
+    """The official SQuAD JSON (``{"version", "data": [articles]}``) of rows in the HF ``squad_v2``
+    schema, for :func:`dupbert.metrics.squad_v2`; consecutive rows with one title form an article,
+    with one context a paragraph.
 
     Raises:
-        ValueError: ``dataset`` lacks a column (``id``, ``title``, ``context``, ``question``,
-            ``answers``).
+        ValueError: a column (``id``, ``title``, ``context``, ``question``, ``answers``) missing.
     """
     articles: list[dict] = []
     columns = [_column(dataset, c, "dataset")

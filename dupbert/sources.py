@@ -1,15 +1,10 @@
 """Fetch the domain corpora (antibody V regions, USPTO-50k reactions) from their public origins.
 
-The manifest ``sources_manifest.json`` (next to this module) lists
-
-* **verbatim files**: downloaded from ``raw.githubusercontent.com`` at pinned commits and checked
-  against the sha256 recorded in ``SOURCES-domain.md`` (entries A1, B1, B2, B5);
-* **derived files**: rebuilt here from a verbatim file by the procedure in ``SOURCES-domain.md``
-  (A2: antibody chains in long format, pure Python; B3/B4: atom-map-free reaction SMILES, needs RDKit)
-  and checked against the published sha256 as well.
-
-``dupbert data download --to DIR`` (or ``python -m dupbert.sources download --to DIR``) fills ``DIR``;
-then ``DUPBERT_DATA_DIR=DIR`` makes :func:`dupbert.data.load_corpus` find the files.
+The manifest ``sources_manifest.json`` lists *verbatim* files (``raw.githubusercontent.com`` at
+pinned commits; SOURCES-domain.md A1, B1, B2, B5) and *derived* files rebuilt from them by the
+SOURCES-domain.md procedures (A2: antibody chains; B3/B4: atom-map-free reaction SMILES, needs
+RDKit), all checked against the published sha256. ``dupbert data download --to DIR`` fills
+``DIR`` for ``DUPBERT_DATA_DIR``.
 """
 
 from __future__ import annotations
@@ -51,21 +46,18 @@ class DerivationSkipped(UserWarning):
 
 
 def manifest() -> dict:
-    """Return the parsed manifest ``sources_manifest.json``.
-
-    Returns a dict with keys ``files`` (verbatim files: ``path``, ``repo``, ``commit``, ``repo_path``,
-    ``sha256``, ``bytes``, ``license``, ``source``) and ``derived`` (``path``, ``from``, ``procedure``,
-    ``requires``, ``sha256``, ``bytes``, ...). ``path`` is relative to the data directory; ``source`` names
-    the ``SOURCES-domain.md`` entry the facts come from.
+    """The parsed ``sources_manifest.json``: ``files`` (verbatim: ``path``, ``repo``, ``commit``,
+    ``repo_path``, ``sha256``, ``bytes``, ``license``, ``source``) and ``derived`` (``path``,
+    ``from``, ``procedure``, ``requires``, ``sha256``, ``bytes``, ...); ``path`` relative to the
+    data directory, ``source`` the SOURCES-domain.md entry.
     """
     return json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
 
 
 def file_url(entry: dict, mirror: str | None = None) -> str:
-    """Return the download URL of a verbatim manifest entry.
-
-    The URL is ``https://raw.githubusercontent.com/<owner>/<repo>/<commit>/<repo_path>``; ``mirror``
-    (e.g. ``http://127.0.0.1:8000/``) replaces the ``https://raw.githubusercontent.com/`` prefix.
+    """The URL of a verbatim entry,
+    ``https://raw.githubusercontent.com/<owner>/<repo>/<commit>/<repo_path>``; ``mirror`` replaces
+    the ``https://raw.githubusercontent.com/`` prefix.
     """
     prefix = RAW_PREFIX if mirror is None else mirror.rstrip("/") + "/"
     return f"{prefix}{entry['repo']}/{entry['commit']}/{entry['repo_path']}"
@@ -87,17 +79,20 @@ _MISSING = {"", "na", "None"}
 
 
 def therasabdab_chains_long(csv_path: str | os.PathLike) -> bytes:
-    """Derive ``antibody/therasabdab_chains_long.tsv`` from the Thera-SAbDab SeqStruc export.
+    """Derive ``antibody/therasabdab_chains_long.tsv`` from the Thera-SAbDab SeqStruc export
+    (procedure SOURCES-domain.md A2).
 
-    Procedure of SOURCES-domain.md A2: one row per non-empty V-domain sequence, in file order, taking
-    per therapeutic the columns ``HC``, ``LC`` (fv 1) then ``HeavySequence(ifbispec)``,
-    ``LightSequence(ifbispec)`` (fv 2); values ``na``/``None``/empty are skipped; fields are stripped of
-    whitespace; ``first_occurrence`` is ``True`` the first time an exact sequence appears.
+    One row per non-empty V-domain sequence in file order: per therapeutic ``HC``, ``LC`` (fv 1),
+    then the bispecific columns (fv 2); ``na``/``None``/empty skipped; ``first_occurrence`` marks
+    the first appearance of an exact sequence.
 
-    Returns the TSV as bytes (UTF-8, LF line endings) with columns therapeutic, chain (H/L), fv (1/2),
-    format, light_type, highest_clin_trial, genetics, length (residues), first_occurrence, sequence.
-    For the pinned A1 file it has 2,533 rows and sha256 ``f5565d4d...``.
-    Raises ``KeyError`` if an expected column is absent from the CSV.
+    Returns:
+        TSV bytes (UTF-8, LF): therapeutic, chain (H/L), fv (1/2), format, light_type,
+        highest_clin_trial, genetics, length (residues), first_occurrence, sequence (2,533 rows for
+        the pinned A1 file).
+
+    Raises:
+        KeyError: an expected column is absent from the CSV.
     """
     with open(csv_path, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
@@ -134,16 +129,16 @@ def _import_rdkit():
 
 
 def uspto50k_unmapped(raw_csv: str | os.PathLike) -> bytes:
-    """Derive ``reactions/uspto50k_{test,valid}_unmapped.csv`` from a GLN raw split (needs RDKit).
+    """Derive ``reactions/uspto50k_{test,valid}_unmapped.csv`` from a GLN raw split (procedure
+    SOURCES-domain.md B3): every fragment's atom maps set to 0, canonical SMILES, order kept.
 
-    Procedure of SOURCES-domain.md B3: the ``reactants>reagents>production`` field is split on ``>``,
-    every ``.``-fragment is parsed, all atom-map numbers are set to 0 and the fragment is written as
-    canonical SMILES, fragment order kept. Returns CSV bytes (LF) with columns ``id,class,rxn``, one row
-    per input row (5,001 for the pinned test/valid files); ``rxn`` is ``reactants>>product``.
+    Returns:
+        CSV bytes (LF), columns ``id,class,rxn`` (``reactants>>product``), one row per input row.
+        Canonical SMILES depend on the RDKit release: the published sha256 is rdkit 2026.09.1's.
 
-    Canonical SMILES depend on the RDKit release: the published sha256 was reproduced with
-    rdkit 2026.09.1. Raises :class:`MissingDependency` if RDKit is not installed and ``ValueError``
-    (naming the reaction id) if a fragment does not parse.
+    Raises:
+        MissingDependency: RDKit is not installed.
+        ValueError: a fragment does not parse (names the reaction id).
     """
     chem = _import_rdkit()
 
@@ -227,22 +222,21 @@ def _is_current(path: Path, sha256: str) -> bool:
 
 
 def download(to: str | os.PathLike, mirror: str | None = None, force: bool = False) -> list[Path]:
-    """Download the verbatim domain files into ``to`` and build the derived ones.
+    """Download the verbatim domain files into ``to`` and build the derived ones (SOURCES-domain.md
+    A1, A2, B1-B5).
 
-    Every manifest file lands at ``to/<path>`` (e.g. ``to/reactions/uspto50k_test_unmapped.csv``).
-    Each file is written to a temporary file in the same folder, its sha256 checked, then moved into
-    place with ``os.replace``, so no partial or unverified file is ever left under its final name.
-    Files already present with the right sha256 are skipped unless ``force=True``; files present with
-    a wrong hash are replaced. ``mirror`` replaces the ``https://raw.githubusercontent.com/`` URL prefix
-    (layout ``<mirror>/<owner>/<repo>/<commit>/<repo_path>``).
+    Each file lands at ``to/<path>`` atomically and only after its sha256 is checked; a file
+    already there with the right sha256 is kept unless ``force``. ``mirror`` replaces the
+    ``https://raw.githubusercontent.com/`` prefix.
 
-    Returns the absolute paths of all manifest files now in place and verified, in manifest order.
-    Derived files that need RDKit are skipped with a :class:`DerivationSkipped` warning when RDKit is
-    not installed (``pip install rdkit``).
+    Returns:
+        The absolute paths of all manifest files now in place and verified, in manifest order.
+        Without RDKit the derived files that need it are skipped with a :class:`DerivationSkipped`
+        warning.
 
-    Raises :class:`ChecksumMismatch` (naming file, URL or procedure, expected and actual sha256) and
-    :class:`DownloadError` if a URL cannot be fetched.
-    Source: ``sources_manifest.json``, i.e. SOURCES-domain.md A1, A2, B1-B5.
+    Raises:
+        ChecksumMismatch: names the file, URL or procedure, expected and actual sha256.
+        DownloadError: a URL cannot be fetched.
     """
     root = Path(to).expanduser().resolve()
     spec = manifest()
@@ -314,11 +308,9 @@ def _add_download_parser(actions) -> argparse.ArgumentParser:
 
 
 def add_data_commands(subparsers) -> argparse.ArgumentParser:
-    """Register ``data download`` on an argparse ``subparsers`` object (from ``add_subparsers()``).
-
-    Adds the ``data`` command with the action ``download --to DIR [--mirror URL] [--force]``; the
-    action sets ``func``, which takes the parsed namespace and returns the exit code (0 ok, 1 on a
-    checksum or download error). Returns the ``data`` parser.
+    """Register ``data download --to DIR [--mirror URL] [--force]`` on an argparse ``subparsers``;
+    its ``func`` returns the exit code (1 on a checksum or download error). Returns the ``data``
+    parser.
     """
     data = subparsers.add_parser("data", help="fetch the domain corpora",
                                  description="Manage dupbert's data directory.")

@@ -1,31 +1,20 @@
 """RQ2: are the hidden states of different layers distributed similarly enough for one head?
 
-Kao et al. (2020), section 3, observe that the MLM head, trained on the last hidden state
-only, decodes the input tokens from every hidden state, and conclude that the layers' outputs
-must be "similar" in some sense. This module measures in which sense, on the *same tokens* in
-every layer:
+Kao et al. (2020), section 3, conclude from RQ1 that the layers' outputs must be "similar".
+This module measures in which sense, on the *same tokens* in every layer:
 
-- per-layer summary statistics (:func:`layer_statistics`): scale (L2 norm, std), location,
-  quantiles of all values, the largest value, outlier dimensions (one dimension holding much
-  of the variance is a known BERT phenomenon: Kovaleva et al. 2021, "BERT busters") and
-  anisotropy (mean cosine between different tokens; Ethayarajh 2019);
-- the cosine similarity of a token's vector with *the same token's* vector in another layer
+- per-layer summary statistics (:func:`layer_statistics`), including outlier dimensions
+  (Kovaleva et al. 2021) and anisotropy (Ethayarajh 2019);
+- the cosine of a token's vector with the same token's vector in another layer
   (:func:`cosine_across_layers`);
-- linear centred kernel alignment between layers (:func:`linear_cka`, :func:`cka_matrix`;
-  Kornblith, Norouzi, Lee & Hinton 2019, "Similarity of neural network representations
-  revisited", ICML), invariant to orthogonal transforms and isotropic scaling, in its usual
-  (biased) form and *debiased* (``debiased=True``: the unbiased HSIC estimator of Song et al.
-  2012, as in Nguyen, Raghu & Kornblith 2021): the biased form is about ``d / (N + d)`` for
-  unrelated representations of ``N`` tokens in ``d`` dimensions (0.20 at N = 1000, d = 256),
-  the debiased one about 0;
-- a distance between the per-dimension value distributions of a layer and the last one
-  (:func:`distribution_distance`, 1-D Wasserstein), raw and after standardising each layer;
-- their rank correlation with RQ1's reconstruction accuracy (:func:`relate_to_reconstruction`),
-  also partial on depth (a similarity that falls with depth correlates with anything else that
-  does).
+- linear CKA between layers (:func:`linear_cka`, :func:`cka_matrix`; Kornblith et al. 2019),
+  biased and debiased (Song et al. 2012; Nguyen, Raghu & Kornblith 2021);
+- the per-dimension 1-D Wasserstein distance to the last layer (:func:`distribution_distance`);
+- their rank correlation with RQ1's reconstruction accuracy, also partial on depth
+  (:func:`relate_to_reconstruction`).
 
-Indices follow the project glossary: hidden state ``l = 0`` is the embedding output (for ALBERT
-after the 128 -> H projection), ``l = 1..L`` the output of block ``l - 1``.
+Hidden state ``l = 0`` is the embedding output (for ALBERT after the E -> H projection),
+``l = 1..L`` the output of block ``l - 1`` (the glossary of book/methods.md).
 """
 
 from __future__ import annotations
@@ -91,39 +80,29 @@ def collect_hidden_states(
     device: str | torch.device | None = None,
     return_token_ids: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The hidden states of every layer for the same sample of tokens (RQ2).
+    """The hidden states of every layer for the same seeded sample of tokens (RQ2).
 
-    Texts are tokenised and length-batched as in the RQ1 probe
-    (:func:`dupbert.hidden.tokenize_for_probe`, :func:`dupbert.hidden.length_batches`); only
-    *counted* tokens (non-special, non-padding) are kept. The counted tokens are numbered in
-    text order (text ``0`` first, left to right), and ``max_tokens`` of them are drawn uniformly
-    without replacement with a ``torch.Generator`` seeded by ``seed``; the same tokens are
-    taken from every layer, so row ``n`` of every layer is one token. The sample, and its
-    order (text order), do not depend on ``batch_size``; values depend on it only through
-    padding, within float tolerance.
+    Texts are tokenised and length-batched as in the RQ1 probe; only counted tokens (non-special,
+    non-padding) are kept. ``max_tokens`` of them are drawn uniformly without replacement
+    (``torch.Generator`` seeded by ``seed``) and returned in text order, the same tokens in every
+    layer; the sample does not depend on ``batch_size``.
 
     Args:
-        model: any encoder whose ``base_model`` accepts ``output_hidden_states=True`` (BERT,
-            ALBERT, ... with or without a head), e.g. from ``dupbert.load_mlm``.
-        tokenizer: its tokenizer.
-        texts: the corpus, one sequence per string; truncated to ``max_length`` tokens.
-        max_tokens: at most this many tokens are kept; ``None`` keeps every counted token.
-        seed: seeds the subsample.
-        batch_size: sequences per forward pass.
-        max_length: truncation length in tokens, special tokens included.
-        progress: show a tqdm bar over batches (on stderr).
+        model: any encoder whose ``base_model`` accepts ``output_hidden_states=True``, e.g. from
+            ``dupbert.load_mlm``.
+        texts: the corpus, one sequence per string; truncated to ``max_length`` tokens (special
+            tokens included).
+        max_tokens: at most this many tokens; ``None`` keeps every counted token.
         device: where to run; default the model's device. The result is always on the CPU.
         return_token_ids: also return the input ids of the sampled tokens.
 
     Returns:
-        A float32 CPU tensor of shape ``[L+1, N, H]``: ``L + 1`` hidden states
-        (``config.num_hidden_layers + 1``), ``N = min(max_tokens, counted tokens)`` tokens,
-        ``H`` the hidden size. Units: the model's hidden-state values, as they are. With
-        ``return_token_ids``, ``(states, token_ids)`` with ``token_ids`` int64 ``[N]``.
+        float32 CPU tensor ``[L+1, N, H]``, ``N = min(max_tokens, counted tokens)``, in the model's
+        hidden-state units. With ``return_token_ids``, ``(states, token_ids)``, ``token_ids`` int64
+        ``[N]``.
 
     Raises:
-        ValueError: empty ``texts`` (or a single string), ``max_tokens`` < 1, ``batch_size`` < 1,
-            or no counted token at all.
+        ValueError: empty ``texts``, ``max_tokens`` or ``batch_size`` < 1, or no counted token.
     """
     if max_tokens is not None and (isinstance(max_tokens, bool) or int(max_tokens) < 1):
         raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
@@ -167,13 +146,11 @@ def collect_hidden_states(
 @torch.inference_mode()
 def sampled_reconstruction(model: transformers.PreTrainedModel, states, token_ids,
                            chunk_size: int = 1024) -> pd.DataFrame:
-    """RQ1's reconstruction accuracy on the sampled tokens of :func:`collect_hidden_states`.
+    """RQ1's reconstruction accuracy (paper section 3) on :func:`collect_hidden_states`' tokens.
 
-    The model's own MLM head (``dupbert.mlm_head``) is applied to each hidden state of the
-    sampled tokens, as ``dupbert.reconstruction_accuracy`` does to all tokens (paper section
-    3), so that similarity and accuracy are measured on exactly the same tokens without a
-    second pass over the corpus. Over ``N`` uniformly sampled tokens the standard error of an
-    accuracy ``p`` is ``sqrt(p (1 - p) / N)`` (at most 0.008 for ``N = 4000``).
+    The model's MLM head is applied to each hidden state of the sampled tokens, so similarity and
+    accuracy are measured on the same tokens without a second pass. Standard error of an accuracy
+    ``p``: ``sqrt(p (1 - p) / N)`` (at most 0.008 for ``N = 4000``).
 
     Args:
         model: the ``*ForMaskedLM`` the states came from.
@@ -221,17 +198,13 @@ def layer_statistics(states) -> pd.DataFrame:
         states: ``[L+1, N, H]`` (tensor or array), e.g. from :func:`collect_hidden_states`.
 
     Returns:
-        One row per hidden state, columns ``STATISTICS_COLUMNS``:
-        ``layer``; ``mean``, ``std`` (over all ``N * H`` values, population std);
-        ``norm_mean``, ``norm_std`` (of the ``N`` token vectors' L2 norms);
-        ``q01, q25, q50, q75, q99`` (quantiles of all ``N * H`` values, linear interpolation);
-        ``max_abs`` (largest absolute value); ``kurtosis`` (excess kurtosis of all values,
-        Fisher: 0 for a Gaussian; large values mean heavy tails or outlier dimensions);
-        ``top_dim`` (the dimension with the largest variance over tokens) and
-        ``top_dim_var_frac`` (its share of the total variance, ``1 / H`` for an isotropic
-        layer; outlier dimensions: Kovaleva et al. 2021); ``anisotropy`` (the mean cosine
-        similarity between two *different* tokens of the layer; Ethayarajh 2019). All values in
-        hidden-state units except the dimensionless ``kurtosis``, fractions and cosines.
+        One row per hidden state, columns ``STATISTICS_COLUMNS``: ``layer``; ``mean``, ``std``
+        (all ``N * H`` values, population std); ``norm_mean``, ``norm_std`` (the tokens' L2 norms);
+        ``q01 .. q99`` (quantiles of all values); ``max_abs``; ``kurtosis`` (excess, Fisher: 0 for
+        a Gaussian); ``top_dim`` (the dimension of largest variance over tokens) and
+        ``top_dim_var_frac`` (its share of the total variance, ``1 / H`` if isotropic; outlier
+        dimensions: Kovaleva et al. 2021); ``anisotropy`` (mean cosine between two different
+        tokens; Ethayarajh 2019). Hidden-state units except kurtosis, fractions and cosines.
 
     Raises:
         ValueError: ``states`` is not 3-D or is empty.
@@ -275,16 +248,15 @@ def _square_frame(matrix: np.ndarray) -> pd.DataFrame:
 def cosine_across_layers(states) -> pd.DataFrame:
     """Mean cosine similarity of the *same token* between every pair of hidden states (RQ2).
 
-    ``C[a, b] = mean_n cos(states[a, n], states[b, n])``: how far a token's vector turns between
-    layers (not a comparison of distributions: a rotation of a whole layer lowers it, while
-    CKA ignores it). Zero vectors count as cosine 0. Accumulated in float64.
+    ``C[a, b] = mean_n cos(states[a, n], states[b, n])``; unlike CKA, a rotation of a whole layer
+    lowers it. Zero vectors count as cosine 0.
 
     Args:
         states: ``[L+1, N, H]``.
 
     Returns:
-        ``[L+1, L+1]`` frame, index ``layer`` and columns ``other_layer`` (hidden-state
-        indices), values in [-1, 1]; symmetric with a diagonal of 1.
+        ``[L+1, L+1]`` frame, index ``layer``, columns ``other_layer``, values in [-1, 1];
+        symmetric with a diagonal of 1.
 
     Raises:
         ValueError: ``states`` is not 3-D or is empty.
@@ -305,16 +277,17 @@ def _centred(x) -> torch.Tensor:
 
 
 def _debiased_hsic_terms(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """For centred ``x`` ``[N, d]``: the diagonal of ``K = x xᵀ`` and ``K̃ 1`` (``K`` with its
-    diagonal set to 0, times the ones vector), both ``[N]``, without forming ``K``."""
+    """For centred ``x`` ``[N, d]``: ``diag(K)`` and ``K̃ 1`` (``K = x xᵀ``, diagonal zeroed), both
+    ``[N]``, without forming ``K``.
+    """
     diagonal = x.square().sum(dim=1)
     return diagonal, x @ x.sum(dim=0) - diagonal
 
 
 def _debiased_hsic(x: torch.Tensor, y: torch.Tensor, tx=None, ty=None) -> float:
-    """The unbiased HSIC estimator of Song et al. (2012, eq. 5) for the linear kernels of
-    ``x`` ``[N, d1]`` and ``y`` ``[N, d2]`` (N >= 4), in feature space:
-    ``[tr(K̃L̃) + 1ᵀK̃1 1ᵀL̃1 / ((N-1)(N-2)) - 2/(N-2) 1ᵀK̃L̃1] / (N(N-3))``."""
+    """Song et al. (2012, eq. 5) unbiased HSIC of the linear kernels of ``x`` ``[N, d1]`` and ``y``
+    ``[N, d2]`` (N >= 4), in feature space.
+    """
     n = x.shape[0]
     dx, kx = tx if tx is not None else _debiased_hsic_terms(x)
     dy, ky = ty if ty is not None else _debiased_hsic_terms(y)
@@ -326,31 +299,23 @@ def _debiased_hsic(x: torch.Tensor, y: torch.Tensor, tx=None, ty=None) -> float:
 def linear_cka(x, y, debiased: bool = False) -> float:
     """Linear centred kernel alignment between two representations of the same tokens.
 
-    Kornblith et al. (2019), eq. 5, in its feature-space form: with the columns of ``x``
-    ``[N, d1]`` and ``y`` ``[N, d2]`` centred,
-    ``CKA = ||yᵀ x||_F² / (||xᵀ x||_F · ||yᵀ y||_F)``. Only ``d × d`` cross-covariances are
-    formed (never an ``N × N`` Gram matrix); float64 throughout. Equal to the Gram-matrix form
-    ``HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L))`` with ``K = x xᵀ``, ``L = y yᵀ``. Invariant to
-    orthogonal transforms and isotropic scaling of either input, not to arbitrary invertible
-    linear maps.
-
-    This (biased) estimator is far from 0 for unrelated representations: about ``d / (N + d)``
-    (0.20 for independent Gaussians with N = 1000, d = 256; 0.80 at N = 64). ``debiased=True``
-    replaces each HSIC by the unbiased estimator of Song et al. (2012) (the "debiased CKA" of
-    Nguyen, Raghu & Kornblith 2021, ICLR), whose expectation for unrelated representations is
-    about 0 (it can be slightly negative); for related ones the two agree as N grows.
+    Kornblith et al. (2019), eq. 5, feature-space form on column-centred inputs:
+    ``CKA = ||yᵀ x||_F² / (||xᵀ x||_F · ||yᵀ y||_F)``, float64, no ``N x N`` Gram matrix.
+    Invariant to orthogonal transforms and isotropic scaling. The biased estimator is about
+    ``d / (N + d)`` for unrelated representations (0.20 at N = 1000, d = 256); ``debiased=True``
+    uses the unbiased HSIC of Song et al. (2012) (Nguyen, Raghu & Kornblith 2021), about 0 there.
 
     Args:
-        x, y: tensors or arrays ``[N, d1]`` and ``[N, d2]``, rows = the same N tokens.
+        x, y: ``[N, d1]`` and ``[N, d2]`` (tensors or arrays), rows = the same N tokens.
         debiased: the debiased estimator (needs N >= 4).
 
     Returns:
-        A float; biased: in [0, 1], 1 for identical representations (up to rotation and scale);
-        debiased: 1 for identical ones, about 0 for unrelated ones, may be slightly below 0.
+        A float, 1 for identical representations (up to rotation and scale); biased in [0, 1],
+        debiased about 0 for unrelated ones and possibly slightly negative.
 
     Raises:
-        ValueError: not 2-D, different numbers of rows, fewer than 2 rows (4 debiased), or an
-            input whose columns are all constant (CKA is undefined).
+        ValueError: not 2-D, different row counts, fewer than 2 rows (4 debiased), or an input
+            whose columns are all constant (CKA undefined).
     """
     x, y = _centred(x), _centred(y)
     if x.shape[0] != y.shape[0]:
@@ -373,12 +338,11 @@ def cka_matrix(states, debiased: bool = False) -> pd.DataFrame:
 
     Args:
         states: ``[L+1, N, H]``; the same tokens in every layer.
-        debiased: the debiased estimator (:func:`linear_cka`; needs N >= 4).
+        debiased: the debiased estimator (needs N >= 4).
 
     Returns:
-        ``[L+1, L+1]`` frame, index ``layer`` and columns ``other_layer``, symmetric with a
-        diagonal of 1 (a constant layer gives NaN); values in [0, 1] (debiased: about 0 for
-        unrelated layers, possibly slightly negative).
+        ``[L+1, L+1]`` frame, index ``layer``, columns ``other_layer``, symmetric, diagonal 1 (NaN
+        for a constant layer); values as :func:`linear_cka`.
 
     Raises:
         ValueError: ``states`` is not 3-D, is empty, or has fewer than 2 tokens (4 debiased).
@@ -414,31 +378,24 @@ def cka_matrix(states, debiased: bool = False) -> pd.DataFrame:
 def distribution_distance(states, reference: int = -1) -> pd.DataFrame:
     """How far each hidden state's per-dimension value distribution is from a reference layer's.
 
-    For every dimension ``h``, the 1-D Wasserstein-1 (earth mover's) distance between the ``N``
-    values of layer ``l`` and the ``N`` values of the reference layer in that dimension, averaged
-    over the ``H`` dimensions. It compares *marginal distributions* dimension by dimension (a
-    head with a fixed linear map sees coordinates, so a dimension that moves matters), not the
-    token-to-token correspondence (:func:`cosine_across_layers`) or the joint geometry
-    (:func:`cka_matrix`). It equals ``scipy.stats.wasserstein_distance`` per dimension, computed
-    here in closed form for equal, equally weighted samples: the mean absolute difference of the
-    sorted values.
-
-    Two versions tell scale apart from shape: ``w1`` on the raw values (hidden-state units), and
-    ``w1_standardised`` after standardising each layer by its own overall mean and std (one
-    mean and one std per layer over all ``N * H`` values; dimensionless), so a layer that is the
-    reference scaled up scores ``w1 > 0`` but ``w1_standardised = 0``. ``w1_relative`` is
-    ``w1`` divided by the reference layer's std.
+    Per dimension, the 1-D Wasserstein-1 distance between the ``N`` values of layer ``l`` and of
+    the reference layer (``scipy.stats.wasserstein_distance``, in closed form: the mean absolute
+    difference of the sorted values), averaged over the ``H`` dimensions. It compares marginal
+    distributions, not token correspondence (:func:`cosine_across_layers`) or joint geometry
+    (:func:`cka_matrix`).
 
     Args:
         states: ``[L+1, N, H]``.
-        reference: the reference hidden state (default ``-1``, the last; negative counts back).
+        reference: the reference hidden state (negative counts back from the last).
 
     Returns:
-        One row per hidden state: ``layer``, ``reference`` (its index, non-negative), ``w1``,
-        ``w1_relative``, ``w1_standardised`` (0 for the reference itself).
+        One row per hidden state: ``layer``, ``reference`` (non-negative index), ``w1`` (raw,
+        hidden-state units), ``w1_relative`` (``w1`` / the reference layer's std) and
+        ``w1_standardised`` (each layer standardised by its own overall mean and std first;
+        dimensionless, so pure scaling scores 0). 0 for the reference itself.
 
     Raises:
-        ValueError: ``states`` is not 3-D or is empty; IndexError: ``reference`` out of range.
+        ValueError: ``states`` is not 3-D or is empty. IndexError: ``reference`` out of range.
     """
     states = _check_states(states)
     n_states = states.shape[0]
@@ -472,34 +429,24 @@ def relate_to_reconstruction(similarity_to_last, probe_frame: pd.DataFrame,
     """Per-layer similarity to the last hidden state against RQ1's reconstruction accuracy.
 
     Args:
-        similarity_to_last: a Series indexed by hidden state (its name, or ``"similarity"``,
-            becomes the column), or a frame with a ``layer`` column (or a ``layer`` index) and
-            one or more numeric similarity columns (e.g. ``cka``, ``cosine``).
-        probe_frame: RQ1 rows of *one* model and variant (``dupbert.reconstruction_accuracy``,
-            or ``probe_models`` filtered), with ``layer`` and ``metric``.
-        metric: the RQ1 column, default ``top1`` (a fraction in [0, 1]).
-        exclude_last: leave the last hidden state out of the correlation: its similarity to
-            itself is 1 by construction and the head was trained on it, so it would add one
-            concordant point for free. It stays in the returned frame.
+        similarity_to_last: a Series indexed by hidden state (its name, or ``"similarity"``, becomes
+            the column), or a frame with a ``layer`` column or index and numeric similarity columns.
+        probe_frame: RQ1 rows of *one* model and variant, with ``layer`` and ``metric``.
+        metric: the RQ1 column (a fraction in [0, 1]).
+        exclude_last: leave the last hidden state out of the correlation (similarity 1 by
+            construction); it stays in the returned frame.
 
     Returns:
-        ``(frame, correlations)``: the frame has one row per hidden state present in both
-        inputs, ``layer``, the similarity columns and ``metric``; ``correlations`` maps each
-        similarity column to ``{"rho", "p_value", "n_layers", "rho_given_depth",
-        "p_value_given_depth"}``: ``rho``/``p_value`` from ``scipy.stats.spearmanr``
-        (two-sided p-value; NaN when fewer than 3 hidden states are used or either side is
-        constant: a rank correlation of 2 points is always +-1), and the partial Spearman
-        correlation controlling for depth (the hidden state's index; :func:`partial_spearman`):
-        a similarity that falls with depth correlates with any accuracy that falls with depth,
-        so only ``rho_given_depth`` says whether it tracks the accuracy beyond depth (NaN with
-        fewer than 4 hidden states, or when the similarity or the accuracy is a monotone
-        function of depth: then depth and similarity cannot be told apart on these data).
-        Hidden states of one model are not independent samples: read the p-values as
-        descriptive.
+        ``(frame, correlations)``: ``frame`` has one row per hidden state in both inputs (``layer``,
+        the similarity columns, ``metric``); ``correlations`` maps each similarity column to
+        ``{"rho", "p_value", "n_layers", "rho_given_depth", "p_value_given_depth"}``: Spearman
+        (two-sided; NaN with fewer than 3 hidden states or a constant side) and the partial Spearman
+        given depth (:func:`partial_spearman`). Hidden states of one model are not independent:
+        the p-values are descriptive.
 
     Raises:
-        ValueError: ``probe_frame`` lacks ``layer``/``metric``, holds more than one row per
-            hidden state (several models or variants), or no hidden state is shared.
+        ValueError: ``probe_frame`` lacks ``layer``/``metric``, holds several rows per hidden state,
+            or shares no hidden state with ``similarity_to_last``.
     """
     if isinstance(similarity_to_last, pd.Series):
         name = similarity_to_last.name if similarity_to_last.name is not None else "similarity"
@@ -536,19 +483,14 @@ def relate_to_reconstruction(similarity_to_last, probe_frame: pd.DataFrame,
 
 
 def partial_spearman(x, y, z) -> tuple[float, float]:
-    """Spearman's partial rank correlation of ``x`` and ``y`` controlling for ``z``.
+    """Spearman's partial rank correlation of ``x`` and ``y`` given ``z`` (``n`` values each).
 
-    The Pearson correlations of the ranks, ``r = (r_xy - r_xz r_yz) / sqrt((1 - r_xz²)(1 -
-    r_yz²))``, with the two-sided p-value of ``t = r sqrt((n - 3) / (1 - r²))`` on ``n - 3``
-    degrees of freedom (one controlled variable).
-
-    Args:
-        x, y, z: sequences of equal length ``n``.
+    The partial Pearson correlation of the ranks, ``(r_xy - r_xz r_yz) / sqrt((1 - r_xz²)(1 -
+    r_yz²))``, with the two-sided t-test on ``n - 3`` degrees of freedom.
 
     Returns:
         ``(rho, p_value)``; both NaN when ``n < 4``, a variable is constant, or ``x`` or ``y`` is
-        a monotone function of ``z`` (``|r_xz| = 1`` or ``|r_yz| = 1``: nothing is left once
-        ``z`` is controlled for).
+        a monotone function of ``z`` (nothing is left once ``z`` is controlled for).
     """
     ranks = [scipy.stats.rankdata(np.asarray(v, dtype=float)) for v in (x, y, z)]
     n = len(ranks[0])
@@ -621,49 +563,38 @@ def layer_similarity_report(
 ) -> SimilarityReport:
     """RQ2 for several models: statistics and layer similarity of each model and its variants.
 
-    For each model (and duplicated variant) the hidden states of the same ``max_tokens`` tokens
-    are collected once (:func:`collect_hidden_states`) and reduced to :func:`layer_statistics`,
-    :func:`distribution_distance` to the last hidden state, :func:`cka_matrix` and
-    :func:`cosine_across_layers`. Each result is cached on disk
-    (``$DUPBERT_CACHE/results/stats-layers`` and ``stats-pairs``) as soon as it is computed.
+    Per model and variant, the hidden states of the same ``max_tokens`` tokens are collected once
+    (:func:`collect_hidden_states`) and reduced to :func:`layer_statistics`,
+    :func:`distribution_distance`, :func:`cka_matrix` and :func:`cosine_across_layers`; each result
+    is cached (``$DUPBERT_CACHE/results/stats-layers`` and ``stats-pairs``) as soon as computed.
 
     Args:
         model_names: zoo names, local folders or Hub ids (each must load with ``load_mlm``).
-        corpus: a corpus name from ``dupbert.data`` or any text the user has (a text file,
-            ``.csv``/``.tsv``/``.jsonl``/``.parquet``, a ``save_to_disk`` folder,
-            ``hub:NAME[:CONFIG]:SPLIT``: ``dupbert.data.read_texts``; cached results keyed on
-            the texts' content); ``None``: each model's own domain corpus.
+        corpus: a corpus name or a user's texts (``dupbert.data.read_texts``); ``None``: each
+            model's own domain corpus.
         n_sequences: the first ``n_sequences`` sequences of the corpus.
-        text_column: the column holding the texts (tables, saved datasets, the Hub).
         max_tokens: tokens sampled per model (seeded by ``seed``), the same in every layer.
         duplications: ``None``: each model as loaded; ``"default"``: also
-            ``dupbert.duplicate.paper_duplication`` (first 3 blocks copied, or L+3 ALBERT repeats);
-            ``"standard"``: ``dupbert.duplicate.standard_duplications``; a mapping
-            ``{label: order}`` (0-based blocks) applied to every model (the baseline is added).
-        reconstruction: add RQ1's ``top1`` and ``top5`` per hidden state: ``"sample"`` on the
-            sampled tokens (:func:`sampled_reconstruction`, no second pass over the corpus);
-            ``"probe"`` on every token of the same sequences (``dupbert.probe_models``, no
-            control, same variants; cached there, shared with RQ1's chapter); ``None``: no.
+            ``dupbert.duplicate.paper_duplication``; ``"standard"``:
+            ``dupbert.duplicate.standard_duplications``; or ``{label: order}`` (0-based blocks)
+            for every model (the baseline is added).
+        reconstruction: add RQ1's ``top1``/``top5``: ``"sample"`` on the sampled tokens
+            (:func:`sampled_reconstruction`), ``"probe"`` on every token (``dupbert.probe_models``,
+            cached there), ``None``: no.
         Other arguments as :func:`collect_hidden_states` and ``dupbert.probe_models``.
 
     Returns:
-        A :class:`SimilarityReport` ``(layers, pairs)`` of tidy frames. ``layers``: ``model``,
-        ``duplication`` (``"baseline"`` for the model as loaded), ``corpus``, then
-        ``STATISTICS_COLUMNS`` with ``source_block`` and ``is_copy`` after ``layer``, the
-        :func:`distribution_distance` columns ``w1, w1_relative, w1_standardised``,
-        ``cka_to_last``, ``cka_debiased_to_last``, ``cosine_to_last``, ``n_tokens`` and, with
-        ``reconstruction``, ``top1`` and ``top5`` (RQ1 reconstruction accuracy of the same hidden
-        state). ``pairs``: ``model``, ``duplication``, ``corpus``, ``layer``, ``other_layer``,
-        ``cka``, ``cka_debiased``, ``cosine``.
+        :class:`SimilarityReport` ``(layers, pairs)``. ``layers``: ``model``, ``duplication``
+        (``"baseline"`` as loaded), ``corpus``, ``STATISTICS_COLUMNS`` with ``source_block`` and
+        ``is_copy`` after ``layer``, ``w1, w1_relative, w1_standardised``, ``cka_to_last``,
+        ``cka_debiased_to_last``, ``cosine_to_last``, ``n_tokens`` and, with ``reconstruction``,
+        ``top1``, ``top5``. ``pairs``: ``model``, ``duplication``, ``corpus``, ``layer``,
+        ``other_layer``, ``cka``, ``cka_debiased``, ``cosine``.
 
     Raises:
-        ValueError: empty ``model_names`` or a model named twice, ``duplications`` not None,
-            ``"default"``, ``"standard"`` or a mapping, a bad order, ``max_tokens``,
-            ``n_sequences`` or ``batch_size`` not an integer >= 1, ``seed`` not an integer
-            >= 0, ``max_length`` not an integer >= 3. DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing,
-            UnknownCorpus, CorpusNotFound, CorpusUnreadable (a user's file that is missing,
-            empty or lacks ``text_column``): before anything is loaded (``dupbert.checks``). Errors of
-            ``load_mlm`` and ``dupbert.data``.
+        ValueError: a bad argument (named in the message). DeviceNotAvailable, ModelNotAvailable,
+            MLMHeadMissing, UnknownCorpus, CorpusNotFound, CorpusUnreadable. All of these before any
+            model is loaded; then errors of ``load_mlm`` and ``dupbert.data``.
     """
     from .data import check_text_source, default_corpus, is_corpus_name, load_texts
     from .models import load_mlm
@@ -722,8 +653,7 @@ def layer_similarity_report(
 
 def _check_report_arguments(model_names, duplications, reconstruction, max_tokens, n_sequences,
                             batch_size, seed, max_length, device) -> list[str]:
-    """``layer_similarity_report``'s arguments checked before anything is loaded; the model
-    names as a list."""
+    """``layer_similarity_report``'s arguments checked; the model names as a list."""
     if isinstance(model_names, str):
         model_names = [model_names]
     model_names = check_list("model_names", model_names, what="models", allow_empty=True)
@@ -749,8 +679,7 @@ def _check_report_arguments(model_names, duplications, reconstruction, max_token
 
 
 def _report_orders(duplications, model) -> dict:
-    """``{label: order}`` of ``layer_similarity_report`` for one loaded model, the baseline (as
-    loaded) first."""
+    """``{label: order}`` for one loaded model, the baseline (as loaded) first."""
     identity = list(range(model.config.num_hidden_layers))
     if duplications is None:
         return {"baseline": identity}
@@ -763,8 +692,8 @@ def _report_orders(duplications, model) -> dict:
 
 def _variant_frames(model, tokenizer, texts, order, fields, cache, *, max_tokens, seed,
                     batch_size, max_length, progress, device, reconstruction):
-    """The cached ``(layers, pairs)`` frames of one variant (``order``: ``None`` as loaded): its
-    hidden states are collected once, and only when one of the two frames is not cached."""
+    """The cached ``(layers, pairs)`` frames of one variant; hidden states collected at most once.
+    """
     memo = {}
 
     def computed():
@@ -792,8 +721,8 @@ def _variant_frames(model, tokenizer, texts, order, fields, cache, *, max_tokens
 
 def translator_gap_vs_similarity(translator: pd.DataFrame, layers: pd.DataFrame,
                                  similarity: str = "cka_debiased_to_last") -> pd.DataFrame:
-    """How far each hidden state is from the last one, against what a linear translator gains
-    over the identity lens there (RQ2 beside RQ1's translator; Din et al. 2023).
+    """Each hidden state's similarity to the last one against a linear translator's gain over the
+    identity lens there (RQ2 beside RQ1's translator; Din et al. 2023).
 
     Args:
         translator: ``dupbert.probe.translator_comparison`` rows (RQ1's ``rq1-translator``).
@@ -801,11 +730,10 @@ def translator_gap_vs_similarity(translator: pd.DataFrame, layers: pd.DataFrame,
         similarity: the column of ``layers`` to relate the gap to.
 
     Returns:
-        One row per model and hidden state ``0..L-1`` present in both (the last is left out: its
-        gap is 0 by construction): ``model``, ``layer``, ``identity`` and ``linear``
-        (reconstruction top-1), ``gap`` (linear - identity, in [-1, 1]), ``similarity`` and
-        ``rho``/``p_value`` (Spearman's rho of gap and similarity over the model's hidden
-        states, repeated on each of its rows; NaN with fewer than 3 hidden states).
+        One row per model and hidden state ``0..L-1`` in both: ``model``, ``layer``, ``identity``,
+        ``linear`` (top-1), ``gap`` (linear - identity, in [-1, 1]), ``similarity``, ``rho``,
+        ``p_value`` (Spearman of gap and similarity per model, repeated on its rows; NaN with fewer
+        than 3 hidden states).
     """
     recon = translator[translator["measure"] == "reconstruction"]
     top1 = recon.pivot_table(index=["model", "layer"], columns="translator", values="top1")
@@ -837,17 +765,15 @@ def _baseline(layers: pd.DataFrame) -> pd.DataFrame:
 
 
 def statistics_table(layers: pd.DataFrame) -> pd.DataFrame:
-    """RQ2's per-layer statistics of each model as loaded, as the chapter shows them.
+    """RQ2's per-layer statistics of each model as loaded (chapter RQ2, "Per-layer statistics").
 
     Args:
-        layers: :attr:`SimilarityReport.layers` (``baseline`` rows are used): ``model``,
-            ``duplication``, ``layer`` and the columns of :data:`STATISTICS_COLUMNS`.
+        layers: :attr:`SimilarityReport.layers` (``baseline`` rows are used).
 
     Returns:
         Index ``(model, hidden state)``; columns norm, norm std, std, q01, q50, q99, max |x|,
-        kurtosis, top dim (``top_dim_var_frac``), anisotropy, as strings: 3 significant digits
-        where the absolute value is 100 or more, else 3 decimals. Source: chapter RQ2,
-        "Per-layer statistics".
+        kurtosis, top dim, anisotropy, as strings (3 significant digits from 100 up, else 3
+        decimals).
     """
     statistics = _baseline(layers).set_index(["model", "layer"])[list(_SHOWN_STATISTICS)]
     statistics = statistics.rename(columns=_SHOWN_STATISTICS)
@@ -856,19 +782,16 @@ def statistics_table(layers: pd.DataFrame) -> pd.DataFrame:
 
 
 def similarity_to_last_table(layers: pd.DataFrame) -> pd.DataFrame:
-    """Every hidden state's similarity to the last one beside RQ1's top-1, per model and variant.
+    """Each hidden state's similarity to the last one beside RQ1's top-1, per model and variant
+    (chapter RQ2, "Similarity to the last layer and reconstruction").
 
     Args:
-        layers: :attr:`SimilarityReport.layers` with ``top1`` (all duplications are shown):
-            ``model``, ``duplication``, ``layer``, ``cka_to_last``, ``cka_debiased_to_last``,
-            ``cosine_to_last``, ``w1_standardised``, ``top1``.
+        layers: :attr:`SimilarityReport.layers` with ``top1`` (all duplications are shown).
 
     Returns:
-        One row per hidden state (index ``hidden state``), columns ``(model, variant,
-        measure)`` in the order the models and variants first appear in ``layers``, measures
-        CKA, CKA (debiased), cosine, W1 (std.), top-1; strings with 3 decimals, ``""`` where a
-        variant has no such hidden state. Source: chapter RQ2, "Similarity to the last layer and
-        reconstruction".
+        Index ``hidden state``, columns ``(model, variant, measure)`` in order of appearance,
+        measures CKA, CKA (debiased), cosine, W1 (std.), top-1; strings with 3 decimals, ``""``
+        where a variant has no such hidden state.
     """
     measures = list(_SHOWN_TO_LAST)
     to_last = layers.pivot(index="layer", columns=["model", "duplication"], values=measures)
@@ -884,22 +807,17 @@ def similarity_to_last_table(layers: pd.DataFrame) -> pd.DataFrame:
 
 
 def spearman_table(layers: pd.DataFrame, models: Sequence[str] | None = None) -> pd.DataFrame:
-    """Spearman's rho between each similarity to the last hidden state and RQ1's top-1, per
-    model as loaded (:func:`relate_to_reconstruction`, hidden states ``0..L-1``).
+    """Spearman's rho of each similarity to the last hidden state with RQ1's top-1, per model as
+    loaded (:func:`relate_to_reconstruction`; chapter RQ2, beyond the paper).
 
     Args:
-        layers: :attr:`SimilarityReport.layers` with ``top1`` (``baseline`` rows are used):
-            ``model``, ``duplication``, ``layer``, ``cka_debiased_to_last``, ``cka_to_last``,
-            ``cosine_to_last``, ``top1``.
+        layers: :attr:`SimilarityReport.layers` with ``top1`` (``baseline`` rows are used).
         models: the models, in this order; default: in the order of ``layers``.
 
     Returns:
         Index ``(model, similarity)``, similarity ``cka_debiased_to_last``, ``cka_to_last``,
-        ``cosine_to_last`` and ``depth`` (the hidden state's index itself: the value any measure
-        that grows with depth reaches); columns ``rho``, ``p_value``, ``n_layers``,
-        ``rho_given_depth``, ``p_value_given_depth`` (NaN where undefined; see
-        :func:`relate_to_reconstruction`). Source: chapter RQ2 (beyond the paper, which states
-        no correlation).
+        ``cosine_to_last`` and ``depth`` (the index itself); columns ``rho``, ``p_value``,
+        ``n_layers``, ``rho_given_depth``, ``p_value_given_depth`` (NaN where undefined).
     """
     baseline = _baseline(layers)
     if models is None:
@@ -915,8 +833,8 @@ def spearman_table(layers: pd.DataFrame, models: Sequence[str] | None = None) ->
 
 
 def format_correlations(correlations: pd.DataFrame) -> pd.DataFrame:
-    """:func:`spearman_table` as the chapter shows it: rho with 3 decimals, p-values with 2
-    significant digits (strings), ``n_layers`` unchanged."""
+    """:func:`spearman_table` as strings: rho with 3 decimals, p-values with 2 significant digits.
+    """
     return correlations.assign(
         rho=correlations["rho"].map("{:.3f}".format),
         p_value=correlations["p_value"].map("{:.2g}".format),
@@ -1018,30 +936,18 @@ def _describe_duplicates(layers: pd.DataFrame, pairs: pd.DataFrame) -> list[str]
 
 def describe_similarity(layers: pd.DataFrame, pairs: pd.DataFrame, correlations: pd.DataFrame,
                         models: Sequence[str] | None = None, within: float = 0.1) -> str:
-    """What RQ2's numbers say, in Markdown: one bullet per model, a summary, and one bullet per
-    duplicated variant.
+    """What RQ2's numbers say, in Markdown (chapter RQ2, "What the numbers say"; paper section 3).
+
+    One bullet per model (CKA and cosine with the last hidden state, norm and std factors, largest
+    standardised W1, Spearman's rho plain and given depth), a summary, and one bullet per
+    duplicated variant (its last top-1, each copy's CKA with its input).
 
     Args:
-        layers: :attr:`SimilarityReport.layers` with ``top1``: ``model``, ``duplication``,
-            ``layer``, ``is_copy``, ``n_tokens``, ``norm_mean``, ``std``, ``cka_to_last``,
-            ``cka_debiased_to_last``, ``cosine_to_last``, ``w1_standardised``, ``top1``.
-        pairs: :attr:`SimilarityReport.pairs` (``model``, ``duplication``, ``layer``,
-            ``other_layer``, ``cka``).
+        layers: :attr:`SimilarityReport.layers` with ``top1``.
+        pairs: :attr:`SimilarityReport.pairs`.
         correlations: :func:`spearman_table` of ``layers``.
         models: the models described, in this order; default: those of ``correlations``.
-        within: a hidden state counts as close to the last one when its debiased CKA with it is
-            at least ``1 - within``.
-
-    Returns:
-        Per model: the range of (debiased and biased) CKA and of the cosine with the last hidden
-        state over hidden states ``0..L-1``, those within ``within`` of 1, the factor by which
-        the mean norm and the std vary, the largest standardised W1 distance, and Spearman's
-        rho (plain and given depth). Then the largest norm factor over the models, the lowest
-        debiased CKA, the range of rho and the models whose partial rho is positive with p <
-        0.05. Then, per duplicated variant, the top-1 of its last hidden state against the
-        model as loaded and the CKA of each copy's output with its input (one block's step)
-        against the steps of the model as loaded. Source: paper section 3 ("similar" hidden
-        states); chapter RQ2, "What the numbers say".
+        within: a hidden state is close to the last one when its debiased CKA is >= ``1 - within``.
     """
     if models is None:
         models = list(dict.fromkeys(correlations.index.get_level_values("model")))
@@ -1058,10 +964,9 @@ def translator_gap_tables(gaps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
     """:func:`translator_gap_vs_similarity` as RQ2 shows it, rounded to 3 decimals.
 
     Returns:
-        ``(per_model, per_layer)``: per model its ``rho``, ``p_value`` and ``hidden_states``
-        (the number of hidden states correlated); per hidden state (rows) the ``gap`` and the
-        ``similarity`` of each model (columns ``(gap | similarity, model)``). Source: chapter
-        RQ2, "Distance to the last layer and what a learned translator recovers".
+        ``(per_model, per_layer)``: per model ``rho``, ``p_value``, ``hidden_states`` (count); per
+        hidden state the ``gap`` and ``similarity`` of each model (columns ``(gap | similarity,
+        model)``).
     """
     per_model = gaps.groupby("model")[["rho", "p_value"]].first().assign(
         hidden_states=gaps.groupby("model").size()).round(3)

@@ -1,20 +1,12 @@
 """Learned linear translators: an affine map from every hidden state to the last one.
 
-The identity lens of RQ1 applies the MLM head, trained on the last hidden state ``h_L``, to
-``h_l`` unchanged. Din, Karidi, Choshen & Geva (2023), "Jump to Conclusions: Short-Cutting
-Transformers With Linear Transformations" (arXiv 2303.09435; code ``sashayd/mat``) fit instead,
-per layer ``l``, a linear map ``A_l`` with ``h_l A_l ~ h_L`` and read ``h_l A_l`` through the
-model's own head; on bert-base-uncased it predicts masked tokens from early layers far better
-than the identity. Here the map is affine (``h_l W_l + b_l``), fitted in closed form by ridge
-regression (float64) on the non-special positions of *unmasked* fitting sequences; the target
-is the last hidden state as ``dupbert.hidden.encoder_hidden_states`` gives it (before any final
-norm, which ``dupbert.mlm_head`` applies). (Din et al. fit BERT's map at [MASK] positions.)
-
-The ridge strength of each hidden state is picked from a small grid by the mean squared error
-on held-out fitting sequences, then the map is refitted on all fitting sequences. Everything is
-computed from streamed sufficient statistics (``X^T X``, ``X^T Y`` per hidden state), so no
-hidden state is kept in memory. A translator remembers a digest of every text it was fitted on
-and refuses to be evaluated on any of them (:meth:`LinearTranslator.check_held_out`).
+Din, Karidi, Choshen & Geva (2023), "Jump to Conclusions" (arXiv 2303.09435), read ``h_l A_l``
+through the model's own head instead of ``h_l``. Here the map is affine (``h_l W_l + b_l``),
+fitted by ridge regression (float64, closed form, from streamed ``X^T X``, ``X^T Y``) on the
+non-special positions of *unmasked* sequences (Din et al. fit BERT's at [MASK] positions); the
+target is the last hidden state before any final norm. Each hidden state's ridge strength is
+picked on held-out fitting sequences. A translator refuses to be evaluated on its fitting texts
+(:meth:`LinearTranslator.check_held_out`).
 """
 
 from __future__ import annotations
@@ -49,20 +41,18 @@ def _text_digest(text: str) -> str:
 
 @dataclass
 class LinearTranslator:
-    """Per hidden state ``l`` an affine map to the last hidden state: ``h_l @ weight[l] +
-    bias[l]`` (Din et al. 2023), from :func:`fit_translators`.
+    """Per hidden state ``l`` an affine map to the last hidden state, ``h_l @ weight[l] + bias[l]``
+    (Din et al. 2023), from :func:`fit_translators`.
 
     Attributes:
-        weight: float32 ``[L + 1, H, H]`` (row vectors: ``[tokens, H] @ [H, H]``).
+        weight: float32 ``[L + 1, H, H]`` (row vectors).
         bias: float32 ``[L + 1, H]``.
-        ridge: per hidden state, the chosen relative ridge strength ``alpha`` (``lambda = alpha
-            * trace(X^T X) / H`` of the centred fitting states).
-        validation_mse: per hidden state, the held-out mean squared error (per value, in the
-            hidden state's units squared) of the map at the chosen ``alpha``.
-        identity_mse: the same error of the identity map (``h_l`` taken for ``h_L``).
-        n_tokens: fitting positions (non-special tokens of the fitting sequences).
-        n_sequences: fitting sequences.
-        fit_digests: :func:`_text_digest` of every fitting text (held-out check).
+        ridge: per hidden state, the chosen relative ridge strength (:func:`fit_affine`).
+        validation_mse: per hidden state, the held-out mean squared error per value (hidden-state
+            units squared) at that strength.
+        identity_mse: the same for the identity map.
+        n_tokens, n_sequences: fitting positions (non-special tokens) and sequences.
+        fit_digests: :func:`_text_digest` of every fitting text.
     """
 
     weight: torch.Tensor
@@ -100,8 +90,7 @@ class LinearTranslator:
                              f"fit one for this model (dupbert.fit_translators)")
 
     def check_held_out(self, texts: Sequence[str]) -> None:
-        """Raise ValueError if any of ``texts`` was a fitting text: evaluation must be on
-        held-out sequences (:func:`split_texts`)."""
+        """ValueError if any of ``texts`` was a fitting text (:func:`split_texts`)."""
         used = [i for i, text in enumerate(texts) if _text_digest(text) in self.fit_digests]
         if used:
             raise ValueError(f"{len(used)} of {len(texts)} texts were used to fit the translator "
@@ -109,8 +98,8 @@ class LinearTranslator:
                              f"sequences only, e.g. dupbert.split_texts(texts, n_eval)")
 
     def save(self, path: str | Path) -> Path:
-        """Write to ``path`` (a ``.pt`` file of tensors, numbers and strings only, read back
-        with ``torch.load(weights_only=True)`` by :meth:`load`)."""
+        """Write to ``path``, a ``.pt`` of tensors, numbers and strings (``weights_only`` loadable).
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"format": FORMAT, "weight": self.weight, "bias": self.bias,
@@ -125,7 +114,8 @@ class LinearTranslator:
         """Read a translator written by :meth:`save`.
 
         Raises:
-            FileNotFoundError: no such file. ValueError: not a saved translator.
+            FileNotFoundError: no such file.
+            ValueError: not a saved translator.
         """
         saved = torch.load(Path(path), map_location="cpu", weights_only=True)
         if not isinstance(saved, dict) or saved.get("format") != FORMAT:
@@ -144,9 +134,8 @@ class TextSplit(NamedTuple):
 
 
 def split_texts(texts: Sequence[str], n_eval: int) -> TextSplit:
-    """Deterministic fit/eval split: the first ``n_eval`` texts are for evaluation (the same
-    sequences the identity probe of ``n_sequences=n_eval`` reads), the rest for fitting, less
-    any text that also occurs among the evaluation texts.
+    """Deterministic split: the first ``n_eval`` texts for evaluation (those the identity probe with
+    ``n_sequences=n_eval`` reads), the rest, less any also among them, for fitting.
 
     Raises:
         ValueError: ``n_eval`` not an integer >= 1, or no text left for fitting.
@@ -163,8 +152,9 @@ def split_texts(texts: Sequence[str], n_eval: int) -> TextSplit:
 
 
 class _Moments:
-    """Streamed ``[x, 1]^T [x, 1]`` (``[S, H+1, H+1]``), ``[x, 1]^T y`` (``[S, H+1, H]``) and
-    ``sum y^2`` for every hidden state ``x`` against the last one ``y``, float64."""
+    """Streamed float64 ``[x, 1]^T [x, 1]`` ``[S, H+1, H+1]``, ``[x, 1]^T y`` ``[S, H+1, H]`` and
+    ``sum y^2`` of every hidden state ``x`` against the last one ``y``.
+    """
 
     def __init__(self, n_states: int, hidden: int):
         self.gram = torch.zeros(n_states, hidden + 1, hidden + 1, dtype=torch.float64)
@@ -196,10 +186,10 @@ def fit_affine(gram: torch.Tensor, cross: torch.Tensor, alphas: Sequence[float]
     """Ridge regression ``y ~ x W + b`` from sufficient statistics, one solution per ``alpha``.
 
     Args:
-        gram: ``[x, 1]^T [x, 1]``, ``[H+1, H+1]`` (last row/column: sums of ``x`` and ``n``).
+        gram: ``[x, 1]^T [x, 1]``, ``[H+1, H+1]``.
         cross: ``[x, 1]^T y``, ``[H+1, H]``.
-        alphas: relative ridge strengths; ``lambda = alpha * trace(Xc^T Xc) / H`` with ``Xc``
-            the centred ``x``; the bias is not penalised.
+        alphas: relative strengths: ``lambda = alpha * trace(Xc^T Xc) / H``, ``Xc`` the centred
+            ``x``; the bias is not penalised.
 
     Returns:
         Per ``alpha`` the stacked ``[W; b]``, float64 ``[H+1, H]``.
@@ -224,9 +214,9 @@ def fit_affine(gram: torch.Tensor, cross: torch.Tensor, alphas: Sequence[float]
 
 
 def _squared_error(solution: torch.Tensor, moments: _Moments, layer: int) -> float:
-    """Sum of squared errors of ``[x, 1] @ solution`` against ``y`` over the positions of
-    ``moments`` (``tr(S^T G S) - 2 tr(S^T C) + sum y^2``; rounding can leave a tiny negative
-    number where the error is 0)."""
+    """Sum of squared errors of ``[x, 1] @ solution`` against ``y`` from the moments (may round to a
+    tiny negative number).
+    """
     gram, cross = moments.gram[layer], moments.cross[layer]
     return float((solution * (gram @ solution)).sum() - 2 * (solution * cross).sum()
                  + moments.target_square)
@@ -258,30 +248,23 @@ def fit_translators(
     device: str | torch.device | None = None,
     progress: bool = False,
 ) -> LinearTranslator:
-    """Fit an affine map from every hidden state to the last one (Din et al. 2023, "Jump to
-    Conclusions", arXiv 2303.09435), for :func:`dupbert.reconstruction_accuracy`,
-    :func:`dupbert.masked_prediction_accuracy` and :func:`dupbert.lens` (``translator=``).
+    """Fit an affine map from every hidden state to the last one (Din et al. 2023), for
+    ``reconstruction_accuracy``, ``masked_prediction_accuracy`` and ``lens`` (``translator=``).
 
-    The fitting texts are split: the last ``max(1, round(validation_fraction * n))`` texts pick
-    each hidden state's ridge strength from ``alphas`` by held-out mean squared error, then the
-    map is refitted on all texts with that strength. Positions are the non-special tokens of the
-    unmasked, tokenised texts (truncated to ``max_length``); hidden state ``L`` maps to itself
-    (close to the identity, shrunk by the smallest ``alpha``).
+    The last ``max(1, round(validation_fraction * n))`` texts pick each hidden state's strength
+    from ``alphas`` by held-out MSE; the map is then refitted on all texts.
 
     Args:
         model, tokenizer: a ``*ForMaskedLM`` and its tokenizer (``dupbert.load_mlm``).
-        texts: fitting sequences (at least 2), none of which may later be evaluated
-            (:func:`split_texts`).
-        validation_fraction: share of ``texts`` held out to choose the ridge strength, in (0, 1).
-        alphas: relative ridge strengths to try (see :func:`fit_affine`), each >= 0.
+        texts: fitting sequences (at least 2), none of which may later be evaluated.
+        validation_fraction: share of ``texts`` held out, in (0, 1).
+        alphas: relative ridge strengths to try (:func:`fit_affine`), each >= 0.
 
     Returns:
-        A :class:`LinearTranslator` (``weight [L+1, H, H]``, ``bias [L+1, H]``, chosen ``ridge``,
-        ``validation_mse`` and ``identity_mse`` per hidden state, ``n_tokens``).
+        A :class:`LinearTranslator`.
 
     Raises:
-        ValueError: fewer than 2 texts, ``validation_fraction`` outside (0, 1), an empty or
-            negative ``alphas``; as :func:`dupbert.hidden.tokenize_for_probe`.
+        ValueError: a bad argument (named in the message), or as ``tokenize_for_probe``.
     """
     texts = list(texts)
     if len(texts) < 2:

