@@ -288,11 +288,12 @@ def recheck_timeouts(module: str, mutants: Path = REPO / "mutants", run_tests=_p
     return outcomes
 
 
-def run(jobs: int, modules: tuple[str, ...] = MODULES, sample: int | None = None) -> None:
+def run(jobs: int, modules: tuple[str, ...] = MODULES, sample: int | None = None,
+        batch: int = 20) -> None:
     """``mutmut run`` module by module (``modules``, default all) over every counted mutant not
     run yet (so an interrupted run resumes: mutmut itself re-runs every mutant named on its
     command line); with ``sample``, only those among the first ``sample`` of
-    :func:`sample_order`."""
+    :func:`sample_order`, in batches of ``batch`` mutants per mutmut call."""
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     for module in modules:
         names = unchecked(module)
@@ -305,8 +306,8 @@ def run(jobs: int, modules: tuple[str, ...] = MODULES, sample: int | None = None
         selection = module_patterns(module) if names is None else names
         # a sample goes in batches, in its random order, so that an interrupted run still leaves
         # a run-through prefix of that order (what `sampled` counts)
-        batches = [selection] if sample is None else [selection[i:i + 20]
-                                                      for i in range(0, len(selection), 20)]
+        batches = [selection] if sample is None else [selection[i:i + batch]
+                                                      for i in range(0, len(selection), batch)]
         for batch in batches:
             subprocess.run([mutmut, "run", "--max-children", str(jobs), *batch], cwd=REPO,
                            env=one_thread_environment(), check=True)
@@ -322,6 +323,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sample", type=int, default=None, metavar="N",
                         help="run only the first N of each module's mutants in a fixed random "
                              "order (default: all)")
+    parser.add_argument("--batch", type=int, default=20, metavar="N",
+                        help="with --sample, mutants per mutmut call (default 20); each call "
+                             "first runs their tests on the clean code, so larger batches cost "
+                             "less, and an interrupted call loses its batch")
     arguments = parser.parse_args(argv)
     if arguments.command == "survivors":
         return survivors()
@@ -329,7 +334,7 @@ def main(argv: list[str] | None = None) -> None:
         for module in arguments.modules:
             recheck_timeouts(module)
     if arguments.command == "run":
-        run(arguments.jobs, tuple(arguments.modules), arguments.sample)
+        run(arguments.jobs, tuple(arguments.modules), arguments.sample, arguments.batch)
     report()
 
 
