@@ -308,9 +308,9 @@ def run(jobs: int, modules: tuple[str, ...] = MODULES, sample: int | None = None
         # a run-through prefix of that order (what `sampled` counts)
         batches = [selection] if sample is None else [selection[i:i + batch]
                                                       for i in range(0, len(selection), batch)]
-        for batch in batches:
-            subprocess.run([mutmut, "run", "--max-children", str(jobs), *batch], cwd=REPO,
-                           env=one_thread_environment(), check=True)
+        for names_in_batch in batches:
+            subprocess.run([mutmut, "run", "--max-children", str(jobs), *names_in_batch],
+                           cwd=REPO, env=one_thread_environment(), check=True)
 
 
 def main(argv: list[str] | None = None) -> None:

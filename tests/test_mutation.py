@@ -110,3 +110,19 @@ def test_only_the_results_file_and_sweep_code_counts_in_results_and_profiles():
     assert mutation.counted("paper", "dupbert.paper.x_comparison__mutmut_1")
     assert mutation.module_patterns("results") == ["dupbert.results.x_run_key__mutmut_*",
                                                    "dupbert.results.xǁResultsFileǁ*"]
+
+
+def test_a_sample_of_two_modules_goes_to_mutmut_in_batches_of_its_random_order(monkeypatch):
+    """`run --sample 5 --batch 2` over two modules: per module, its first 5 not-yet-run mutants of
+    the fixed random order, in mutmut calls of at most 2 (the second module too)."""
+    names = {m: [f"dupbert.{m}.x_f__mutmut_{i}" for i in range(1, 9)] for m in ("paper", "glance")}
+    monkeypatch.setattr(mutation, "unchecked", lambda module: names[module][1:])  # first one ran
+    monkeypatch.setattr(mutation, "sample_order", lambda module: names[module][::-1])
+    calls = []
+    monkeypatch.setattr(mutation.subprocess, "run", lambda command, **kw: calls.append(command[4:]))
+    mutation.run(1, ("paper", "glance"), sample=5, batch=2)
+    expected = []
+    for module in ("paper", "glance"):
+        first = names[module][::-1][:5]  # all not yet run: the one that ran is last in this order
+        expected += [first[0:2], first[2:4], first[4:5]]
+    assert calls == expected
