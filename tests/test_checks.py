@@ -349,6 +349,23 @@ def test_a_configuration_the_model_is_too_shallow_for(zoo_env):
         duplicate.check_configurations(["splade-tiny-en", "rxnmapper-albert"], ["copy frist 3"])
 
 
+def test_two_models_left_without_configurations_and_two_unknown_names_are_named_in_plural(zoo_env):
+    """The messages' plural forms: two models with none of the named configurations (only the
+    ALBERT has ``repeat shared +3``), and two names that no model has."""
+    with pytest.raises(ConfigurationNotAvailable) as error:
+        duplicate.check_configurations(["splade-tiny-en", "all-MiniLM-L6-v2", "rxnmapper-albert"],
+                                       ["repeat shared +3"])
+    assert str(error.value).startswith(
+        "splade-tiny-en, all-MiniLM-L6-v2 have none of the configurations named (repeat shared "
+        "+3), so nothing would run for them; configurations: splade-tiny-en (2 blocks): baseline, ")
+    with pytest.raises(ConfigurationNotAvailable) as error:
+        duplicate.check_configurations(["splade-tiny-en", "rxnmapper-albert"],
+                                       ["copy frist 3", "baseline", "copy lats"])
+    assert str(error.value).startswith(
+        "duplication configurations 'copy frist 3', 'copy lats' are not a configuration of any "
+        "model named; configurations: splade-tiny-en (2 blocks): ")
+
+
 def test_the_planner_names_what_a_shallow_model_skips(zoo_env):
     from dupbert import profiles
 
