@@ -1031,3 +1031,118 @@ def test_run_counts_and_the_replication_text():
                        "train_examples": 32, "eval_examples": 64, "steps_per_run": 2}]
     text = paper.replication_text()
     assert text.startswith("Same replication: ") and text.endswith("SQuAD 2.0 F1 80.7 / 81.8 / 81.8.")
+
+
+# ----------------------------------------------------------------------------- pinned by mutation testing
+
+
+def test_overall_gives_none_for_a_claimed_gain_read_back_as_nan():
+    """overall: a claimed_gain column of floats (NaN where the paper claims nothing) gives None, not NaN."""
+    runs = _with_macro_f1(_results("snli", "accuracy", {
+        "baseline": BASE, "copy first 3": [b + 0.01 + 0.0005 * i for i, b in enumerate(BASE)]}))
+    table = paper.comparison(runs)
+    read_back = table.assign(claimed_gain=table["claimed_gain"].astype(float))  # as from a CSV file
+    summary = paper.overall(read_back)
+    assert summary["metric"].tolist() == ["accuracy", "macro_f1"]
+    assert summary["claimed_gain"].tolist() == [0.6, None]
+    assert summary["verdict"].tolist() == ["reproduced", "not stated"]
+
+
+def test_the_rq3_task_table_trivial_row_in_full_and_a_baseline_alone():
+    """task_table: every cell of the trivial row; a baseline without other configurations has one too."""
+    _, table = _clear_snli_gain()
+    trivial = paper.task_table(table, "snli", "accuracy").reset_index().to_dict("records")[0]
+    assert trivial == {"model": "m", "configuration": "trivial: majority class (positive)", "role": "", "seeds": "",
+                       "accuracy [95% CI]": "50.00", "gain [95% CI]": "", "Bonferroni CI": "", "vs": "", "p": "",
+                       "deciding p": "", "smallest detectable gain": "", "paper": "", "verdict": ""}
+    alone = paper.comparison(_results("snli", "accuracy", {"baseline": [0.80, 0.81]}, trivial=0.34))
+    shown = paper.task_table(alone, "snli", "accuracy")
+    assert list(shown.index) == [("m", "trivial: majority class (positive)"), ("m", "baseline")]
+    assert shown["accuracy [95% CI]"].tolist()[0] == "34.00"
+
+
+def _two_models_on_snli():
+    """SNLI: model a's baseline (50.00) misses the floor of 55; model b's (80.00) learns, its primary
+    *copy first 3* gains +0.50 (p 0.391, not significant) and its secondary *copy 2* +0.00."""
+    low = _results("snli", "accuracy", {"baseline": [0.50, 0.51, 0.49, 0.50],
+                                         "copy first 3": [0.53, 0.54, 0.52, 0.53]}, trivial=0.34)
+    good = _results("snli", "accuracy", {"baseline": [0.80, 0.81, 0.79, 0.80],
+                                          "copy first 3": [0.81, 0.80, 0.80, 0.81],
+                                          "copy 2": [0.80, 0.80, 0.80, 0.80]}, trivial=0.34)
+    results = pd.concat([low.assign(model="a"), good.assign(model="b")], ignore_index=True)
+    return results, paper.comparison(results)
+
+
+def test_rq3_findings_judge_each_model_on_its_own_baseline_and_floor():
+    """findings_text: model b's line reads b's baseline and b's floor, not those of model a listed before it."""
+    results, table = _two_models_on_snli()
+    lines = paper.findings_text(paper.overall(table), table, results).split("\n")
+    assert lines[0] == ("- **a on snli** (accuracy): the baseline scores 50.00 [48.70, 51.30] over 4 seeds (trivial "
+                        "baseline 34.00). Its accuracy (50.00) misses the pre-registered floor of 55: **did not "
+                        "learn**, so nothing is decided.")
+    assert lines[1].startswith("- **b on snli** (accuracy): the baseline scores 80.00 [78.70, 81.30] over 4 seeds "
+                               "(trivial baseline 34.00). The primary comparison, *copy first 3*, changes it by "
+                               "+0.50 [-1.09, +2.09] points over 4 paired seeds (p 0.391; ")
+    assert len(lines) == 2
+
+
+def test_rq4_text_counts_a_non_significant_primary_as_neither_and_keeps_the_configurations_order():
+    """consistency_text: p 0.391 is not significant; configurations in the table's order (copy first 3, copy 2)."""
+    results, table = _two_models_on_snli()
+    main = paper.primary_rows(table)
+    claims = {"rq4-consistent-across-models": {"verdict": "V"}, "rq3-method": {"ours": "O"}}
+    lines = paper.consistency_text(paper.overall(main), main, paper.learning_status(results), claims).split("\n")
+    assert lines[:4] == [
+        "- In 1 of 2 model × task cells the baseline misses its pre-registered floor (a on snli): it did not "
+        "learn the task, and those runs say nothing about duplication.",
+        "- Of the 1 cells whose baseline learned, 1 have all their planned primary runs: the paper's "
+        "configuration is significantly better in 0 and significantly worse in 0.",
+        "- *copy first 3* (primary): gain positive in 1 of 1 cells, significantly in 0, significantly "
+        "negative in 0 (comparisons with all their planned seeds).",
+        "- *copy 2* (secondary): gain positive in 0 of 1 cells, significantly in 0, significantly "
+        "negative in 0 (comparisons with all their planned seeds)."]
+
+
+def test_stalled_text_lists_several_seeds_of_one_configuration():
+    """stalled_text: two stalled seeds of one configuration, "seeds 0 (31.00), 1 (32.00)"."""
+    results = _results("uspto50k", "accuracy", {"baseline": [0.80, 0.81], "copy last": [0.31, 0.32]},
+                       trivial=0.30)
+    assert paper.stalled_text(paper.points_frame(results), 4).endswith(
+        "- m on uspto50k (accuracy; trivial 30.00, cutoff 55.00): *copy last* at seeds 0 (31.00), 1 (32.00)")
+
+
+def test_the_rq3_design_table_says_none_without_a_primary():
+    """study_design: a plan entry with no primary comparison shows "none" and every duplication as secondary."""
+    from types import SimpleNamespace
+
+    entry = SimpleNamespace(model="m", task="snli", primary=(), duplications=["baseline", "copy last"],
+                            seeds=[0, 1], max_train_samples=None, max_eval_samples=500,
+                            hyperparameters=SimpleNamespace(learning_rate=2e-5, epochs=1.0, batch_size=16))
+    row = paper.study_design([entry]).iloc[0]
+    assert (row["primary"], row["secondary"], row["train"], row["eval"]) == ("none", "baseline, copy last",
+                                                                             "all", 500)
+
+
+def test_the_rq3_study_table_writes_each_cell():
+    """study_table: runs, baseline [95% CI], trivial, minutes, signed gain [95% CI], p; empty cells before runs."""
+    study = pd.DataFrame([
+        {"model": "m", "task": "snli", "metric": "accuracy", "seeds": 5, "runs_primary": "10/10",
+         "runs_secondary": "5/5", "baseline_mean": 80.04, "baseline_ci_low": 79.9, "baseline_ci_high": 80.18,
+         "trivial": 34.0, "train_min": 12.4, "eval_min": 0.52, "primary": "copy first 3", "gain": 1.1,
+         "gain_ci_low": 1.0, "gain_ci_high": 1.2, "p_value": 0.0004, "n_pairs": 5, "min_detectable_gain": 0.13,
+         "verdict": "reproduced"},
+        {"model": "m", "task": "sst2", "metric": "accuracy", "seeds": 5, "runs_primary": "0/10",
+         "runs_secondary": "0/5", "baseline_mean": np.nan, "baseline_ci_low": np.nan, "baseline_ci_high": np.nan,
+         "trivial": np.nan, "train_min": np.nan, "eval_min": np.nan, "primary": None, "gain": np.nan,
+         "gain_ci_low": np.nan, "gain_ci_high": np.nan, "p_value": np.nan, "n_pairs": np.nan,
+         "min_detectable_gain": np.nan, "verdict": "pending (0/5 seeds)"}])
+    rows = paper.study_table(study).reset_index().to_dict("records")
+    assert rows == [
+        {"model": "m", "task": "snli", "metric": "accuracy", "seeds": 5, "runs (primary; secondary)": "10/10; 5/5",
+         "baseline [95% CI]": "80.04 [79.90, 80.18]", "trivial": "34.00", "minutes per run (train + eval)": "12 + 0.5",
+         "primary": "copy first 3", "gain [95% CI]": "+1.10 [+1.00, +1.20]", "p": "<0.001",
+         "smallest detectable gain": "0.13", "verdict": "reproduced"},
+        {"model": "m", "task": "sst2", "metric": "accuracy", "seeds": 5, "runs (primary; secondary)": "0/10; 0/5",
+         "baseline [95% CI]": "", "trivial": "", "minutes per run (train + eval)": "", "primary": "",
+         "gain [95% CI]": "", "p": "", "smallest detectable gain": "", "verdict": "pending (0/5 seeds)"}]
+    assert "minutes per run (train + eval)" not in paper.study_table(study, timed=False).columns

@@ -191,3 +191,107 @@ def test_the_rq5_figure_has_a_panel_per_model_and_task(toy):
     assert ax.get_ylabel() == "accuracy (points)" and ax.lines[-1].get_ydata()[0] == 50.0  # trivial
     empty = plots.no_runs_figure()
     assert [t.get_text() for t in empty.axes[0].texts] == ["no runs yet"] and not empty.axes[0].axison
+
+
+# ----------------------------------------------------------------------------- pinned by mutation testing
+
+
+def test_smoke_sweeps_pass_each_sweeps_arguments_and_write_rq3_outputs_beside_rq3_jsonl(monkeypatch):
+    """run_smoke_sweeps: every sweep's own keyword arguments reach sweep(); the outputs folder is rq3-outputs."""
+    calls = []
+    monkeypatch.setattr(rq5, "sweep", lambda **kwargs: calls.append(kwargs))
+    results, outputs = rq5.run_smoke_sweeps([{"model": "m", "task": "sst2"}, {"model": "n", "task": "snli"}])
+    assert (results.name, outputs.name, outputs.parent) == ("rq3.jsonl", "rq3-outputs", results.parent)
+    assert calls == [{"model": "m", "task": "sst2", "results_path": results, "outputs_dir": outputs,
+                      "progress": False},
+                     {"model": "n", "task": "snli", "results_path": results, "outputs_dir": outputs,
+                      "progress": False}]
+    results.parent.rmdir()
+
+
+def test_summary_table_columns_are_trivial_floor_then_each_kind_in_order(toy):
+    """summary_table's column order and labels: trivial, baseline vs floor, then the kinds as a reader sees them."""
+    _, _, summary, _ = toy
+    table = rq5.summary_table(summary, {("toy", "sst2", "accuracy"): 50.0}, STATUS.assign(model="toy"))
+    assert list(table.columns) == ["trivial", "baseline vs floor", "every single run", "best single configuration",
+                                   "cross-configuration ensembles, k = 2",
+                                   "same-configuration ensembles (control), k = 2"]
+
+
+def test_every_partition_table_says_too_few_blocks_without_a_partition_of_3():
+    """every_partition_table: partitions of 2 blocks only give "too few blocks", not a count of p-values."""
+    found = pd.DataFrame({"model": "a", "task": "sst2", "metric": "accuracy", "partition": [0, 1],
+                          "blocks": "", "n_units": 2, "difference": [0.5, 0.25],
+                          "ci_low": np.nan, "ci_high": np.nan, "p_value": [0.01, 0.02]})
+    row = rq5.every_partition_table(found, STATUS).iloc[0]
+    assert (row["blocks each"], row["positive"], row["nominal p < 0.05"]) == (2, "2 of 2", "too few blocks")
+
+
+def test_robustness_text_keeps_the_order_of_first_appearance():
+    """robustness_text: one bullet per task and model, in the partitions' order (sst2 before snli)."""
+    partitions = pd.DataFrame({
+        "task": ["sst2", "sst2", "snli", "snli"], "model": "a",
+        "assignment": ["every rotation (tested above)", "every rotation"] * 2,
+        "blocks from": ["s0", "s1"] * 2, "blocks": 2,
+        "difference [95% CI]": ["+1.00 [+0.50, +1.50]", "+2.00 [+1.50, +2.50]",
+                                "-1.00 [-1.50, -0.50]", "-3.00 [-3.50, -2.50]"],
+        "p": ["0.020", "0.030", "0.040", "0.010"], "all pairs": "12: +0.42"})
+    assert rq5.robustness_text(partitions).split("\n") == [
+        "- *a on sst2*: from +1.00 to +2.00 points over the 2 partitions: the sign holds (too few blocks to test).",
+        "- *a on snli*: from -3.00 to -1.00 points over the 2 partitions: the sign holds (too few blocks to test)."]
+
+
+def test_the_paper_beside_ours_names_every_row_and_a_missing_trivial_is_nan():
+    """paper_beside_table: the 'what' of every row (same-configuration included); no trivial F1 gives "nan"."""
+    same = pd.DataFrame([{"model": "s", "task": "squad2", "kind": "same-configuration", "metric": m, "mean": v}
+                         for m, v in (("exact", 39.0), ("f1", 44.25))])
+    ensembles = pd.DataFrame({"model": "s", "task": "squad2", "kind": "cross-configuration",
+                              "members": ["x (seed 0) + y (seed 1)"], "metrics.exact": [40.5], "metrics.f1": [46.0]})
+    table = rq5.paper_beside_table(pd.concat([_squad_summary(), same], ignore_index=True), ensembles,
+                                   {("s", "squad2", "exact"): 48.6})
+    assert table.reset_index().values.tolist() == [
+        ["paper", "ALBERT-based", "best ensemble of duplication configurations", "85.50", "88.59"],
+        ["paper", "ALBERT-based", "its best single model", "not stated", "not stated"],
+        ["ours", "s", "best single configuration (mean over seeds)", "40.00", "45.00"],
+        ["ours", "s", "cross-configuration ensembles (mean over disjoint seed blocks)", "41.00", "46.50"],
+        ["ours", "s", "same-configuration ensembles (mean over disjoint seed blocks)", "39.00", "44.25"],
+        ["ours", "s", "best of our 1 cross-configuration ensembles (x (seed 0) + y (seed 1); picked on the "
+                      "evaluation data)", "40.50", "46.00"],
+        ["ours", "s", "no answer to every question (trivial)", "48.60", "nan"]]
+
+
+def test_comparability_text_in_full():
+    """comparability_text: the whole sentence a reader sees, with and without SQuAD 2.0 runs."""
+    start = ("The paper's RQ5 number (85.50 EM / 88.59 F1) is an absolute score of full-scale ALBERT runs; it is "
+             "**not comparable** with runs of this profile. What can be checked here is the direction of its "
+             "claim, that summing the probabilities of differently duplicated models helps: ")
+    assert rq5.comparability_text(_squad_summary()) == start + "see the SQuAD 2.0 rows above."
+    assert rq5.comparability_text(pd.DataFrame({"task": ["sst2"]})) == start + "this profile has no SQuAD 2.0 runs."
+
+
+def _difference(model, task, comparison, mean_all, n_units, difference, p_value):
+    return {"model": model, "task": task, "metric": "accuracy", "comparison": comparison, "n_pairs": 24,
+            "mean_all": mean_all, "n_units": n_units, "difference": difference, "ci_low": difference - 1,
+            "ci_high": difference + 1, "p_value": p_value}
+
+
+def test_findings_keep_the_summary_order_and_say_what_is_missing_or_pending():
+    """findings_text: cells in the summary's order (b before a); no differences; one block (no test); pending."""
+    status = pd.concat([STATUS, STATUS.assign(model="c"),
+                        STATUS[:1].assign(model="b", task="snli")], ignore_index=True)
+    summary = pd.DataFrame({"model": ["b", "a", "c"], "task": ["snli", "sst2", "sst2"]})
+    differences = pd.DataFrame([
+        _difference("b", "snli", rq5._CROSS_VS_SAME, 0.4, 1, 0.5, np.nan),
+        _difference("a", "sst2", "cross-configuration − best single", -0.2, 4, -0.25, 0.6)])
+    waiting = pd.DataFrame([{"model": "a", "task": "sst2", "configuration": "copy last", "seeds": 3, "planned": 8}],
+                           columns=rq5.WAITING_COLUMNS)
+    found = pd.DataFrame(columns=["model", "task", "difference", "n_units", "p_value"])
+    text = rq5.findings_text(summary, differences, found, waiting, status, {"sst2": "accuracy", "snli": "accuracy"})
+    assert text.split("\n") == [
+        "- *b on snli* (accuracy): cross-configuration ensembles against same-configuration ensembles of the "
+        "same seeds: +0.50 [-0.50, +1.50] points on 1 disjoint seed block (no test: fewer than 2 blocks; all "
+        "24 pairs: +0.40).",
+        "- *a on sst2* (accuracy): cross-configuration ensembles against the best single configuration: "
+        "-0.25 [-1.25, +0.75] points over 4 disjoint seed blocks (p = 0.600, so far: more configurations are "
+        "planned). Pending: copy last 3/8 seeds (not yet combined).",
+        "- *c on sst2* (accuracy): too few seeds or configurations for ensembles."]
