@@ -176,6 +176,20 @@ def plain_value(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+def check_model_names(name: str, value: Any) -> list[str]:
+    """One model name or a non-empty list of distinct ones, as a list (:func:`check_list`).
+
+    Raises:
+        ValueError: an empty list (the message gives an example).
+        ParameterError: as :func:`check_list`.
+    """
+    names = check_list(name, [value] if isinstance(value, str) else value, what="models",
+                       allow_empty=True)
+    if not names:
+        raise ValueError(f"{name} is empty: name at least one model, e.g. ['rxnmapper-albert']")
+    return names
+
+
 def check_list(name: str, value: Any, *, what: str = "names", allow_empty: bool = False) -> list:
     """``list(value)`` if ``value`` is a list (or tuple, or other iterable) of distinct items. A
     string is refused, not split into characters.

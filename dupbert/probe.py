@@ -28,7 +28,7 @@ import torch
 import transformers
 from tqdm import tqdm
 
-from .checks import check_device, check_list, check_number
+from .checks import check_device, check_model_names, check_number
 from .duplicate import (block_is_copy, block_sources, duplicate_layers, paper_duplication,
                         standard_duplications)
 from .hidden import (IGNORE, TruncationWarning, batch_hidden_states, check_max_length,  # noqa: F401
@@ -493,11 +493,7 @@ def _check_probe_arguments(models, duplications, masking, n_sequences, batch_siz
                            seed, device, mask_rate) -> list[str]:
     """``probe_models``' arguments checked before any model is loaded or cached result read, so
     a bad value fails whether or not it is cached; the model names as a list."""
-    if isinstance(models, str):
-        models = [models]
-    models = check_list("models", models, what="models", allow_empty=True)
-    if not models:
-        raise ValueError("models is empty: name at least one model, e.g. ['rxnmapper-albert']")
+    models = check_model_names("models", models)
     if not (duplications is None or isinstance(duplications, Mapping)
             or (isinstance(duplications, str) and duplications in ("standard", "paper"))):
         raise ValueError(f"duplications must be None, 'standard', 'paper' or a mapping "

@@ -29,7 +29,7 @@ import torch
 import transformers
 from tqdm import tqdm
 
-from .checks import check_device, check_list, check_number
+from .checks import check_device, check_model_names, check_number
 from .duplicate import (block_is_copy, block_sources, duplicate_layers, paper_duplication,
                         standard_duplications)
 from .hidden import batch_hidden_states, length_batches, pad_batch, tokenize_for_probe
@@ -654,11 +654,7 @@ def layer_similarity_report(
 def _check_report_arguments(model_names, duplications, reconstruction, max_tokens, n_sequences,
                             batch_size, seed, max_length, device) -> list[str]:
     """``layer_similarity_report``'s arguments checked; the model names as a list."""
-    if isinstance(model_names, str):
-        model_names = [model_names]
-    model_names = check_list("model_names", model_names, what="models", allow_empty=True)
-    if not model_names:
-        raise ValueError("model_names is empty: name at least one model, e.g. ['rxnmapper-albert']")
+    model_names = check_model_names("model_names", model_names)
     if not (duplications is None or isinstance(duplications, Mapping)
             or (isinstance(duplications, str) and duplications in ("default", "standard"))):
         raise ValueError(f"duplications must be None, 'default', 'standard' or a mapping "
