@@ -63,33 +63,24 @@ def _check_numbers(args: argparse.Namespace, **rules: dict) -> None:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from . import checks, zoo
-    from .data import check_text_source
+    from .params import option_parameters
 
     duplications = None
     if args.order is not None:  # "" is not "no order": it would silently probe the baseline
         duplications = {f"order {args.order}": _order(args.order)}
-    # inputs first, in seconds: nothing is loaded before they are known to work
-    _check_numbers(args, n_sequences=dict(integer=True, minimum=1),
-                   batch_size=dict(integer=True, minimum=1),
-                   max_length=dict(integer=True, minimum=3), seed=dict(integer=True, minimum=0))
-    checks.check_device(args.device)
-    if args.corpus:
-        check_text_source(args.corpus)
+    # inputs first, in seconds: nothing is loaded before they are known to work; the options
+    # that RQ1's notebook shares are read and checked through its declaration (dupbert.params)
     translators = _translator_options(args)
     if args.translator == "linear" and translators is None and args.fit_sequences is None:
         raise ValueError("--translator linear needs --fit-sequences N (fit one per probed model "
                          "on the N sequences after the first --n-sequences) or --translators FILE")
+    used = option_parameters(args, "rq1")
     if translators is not None:
-        translators = {name: translators for name in args.model}
-    for name in args.model:
-        zoo.check_model(name, mlm_head=True)
+        translators = {name: translators for name in used["models"]}
     from .probe import probe_models
     from .results import atomic_write_text
 
-    frame = probe_models(args.model, corpus=args.corpus, n_sequences=args.n_sequences,
-                         batch_size=args.batch_size, device=args.device, seed=args.seed,
-                         max_length=args.max_length, include_control=not args.no_control,
+    frame = probe_models(**used, include_control=not args.no_control,
                          duplications=duplications, text_column=args.text_column,
                          translator=args.translator, fit_sequences=args.fit_sequences,
                          translators=translators)
@@ -400,19 +391,11 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.set_defaults(func=_zoo)
 
     probe = commands.add_parser("probe", help="RQ1: reconstruction accuracy per hidden state")
-    probe.add_argument("--model", action="append", required=True,
-                       help="zoo name, local folder or Hub id; repeat for several models")
-    probe.add_argument("--corpus", default=None,
-                       help="a corpus name, a text file (one sequence per line; .gz too), a "
-                            ".csv/.tsv/.jsonl/.parquet file, a datasets save_to_disk folder, or "
-                            "hub:NAME[:CONFIG]:SPLIT (default: each model's own domain corpus)")
+    from .params import add_options
+
+    add_options(probe, "rq1")  # --model, --corpus, --n-sequences, ...: RQ1's declaration
     probe.add_argument("--text-column", default="text",
                        help="the column holding the texts in a table or dataset (default: text)")
-    probe.add_argument("--n-sequences", type=int, default=500)
-    probe.add_argument("--batch-size", type=int, default=32)
-    probe.add_argument("--max-length", type=int, default=512)
-    probe.add_argument("--device", default="cpu")
-    probe.add_argument("--seed", type=int, default=0, help="seed of the random-init control")
     probe.add_argument("--no-control", action="store_true", help="skip the random-init control")
     probe.add_argument("--order", default=None,
                        help="probe the model duplicated to this layer order of 0-based blocks, "
@@ -461,8 +444,6 @@ def build_parser() -> argparse.ArgumentParser:
                                "sweep (the runs rq3.ipynb makes with it, same run keys) instead of "
                                "--task/--seed/...; --results, --outputs-dir, --shard, --device apply, and "
                                "--model keeps only the models named")
-    from .params import add_options
-
     add_options(finetune, "rq3")
     finetune.add_argument("--shard", default=None,
                           help="i/n: run only configurations i, i+n, ... (0-based); merge later")

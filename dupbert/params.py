@@ -5,8 +5,9 @@ to use. Each notebook calls, in the cell after its parameters cell::
     from dupbert.params import notebook_parameters
     globals().update(notebook_parameters("rq2", globals()))
 
-``dupbert finetune`` reads ``--profile`` files (:func:`profile_parameters`) and its options
-through the same declaration. Importing this module imports neither torch nor transformers.
+``dupbert finetune`` reads ``--profile`` files (:func:`profile_parameters`) and its options,
+``dupbert probe`` its options (:func:`option_parameters`), through the same declaration.
+Importing this module imports neither torch nor transformers.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from .checks import check_device
 from .errors import DeviceNotAvailable, DupbertError, ParameterError
 from .zoo import check_model
 
-__all__ = ["notebook_parameters", "profile_parameters", "NOTEBOOK_PARAMETERS", "Parameter",
-           "TASK_NAMES"]
+__all__ = ["notebook_parameters", "profile_parameters", "option_parameters",
+           "NOTEBOOK_PARAMETERS", "Parameter", "TASK_NAMES"]
 
 # The names of dupbert.tasks.TASKS (importing it imports `datasets`, ~2 s); tests keep them equal.
 TASK_NAMES = ("sst2", "snli", "squad2", "uspto50k")
@@ -46,8 +47,8 @@ class Parameter:
     ``minimum``/``maximum``: bounds; ``above``: a strict lower bound. List items must be distinct.
     ``check``: called with the parsed value (not ``None``), may raise a
     :class:`~dupbert.errors.DupbertError`. ``default``: the value when a ``--profile`` file or the
-    command line leaves it out. ``option``: the ``dupbert finetune`` flag that sets it, with
-    ``help`` (:func:`add_options`).
+    command line leaves it out. ``option``: the command-line flag that sets it (``dupbert
+    finetune`` for RQ3, ``dupbert probe`` for RQ1), with ``help`` (:func:`add_options`).
     """
 
     kind: str
@@ -63,12 +64,14 @@ class Parameter:
     help: str = ""
 
 
-def _corpus_check(name: str) -> None:
-    from .data import CORPORA
+def _corpus_check(spec: str) -> None:
+    """A corpus name, a user's file or folder, or a ``hub:`` spec (``dupbert.data.read_texts``)."""
+    from .data import CorpusNotFound, UnknownCorpus, check_text_source
 
-    if name not in CORPORA:
-        raise ParameterError(f"unknown corpus {name!r}; corpora are {', '.join(CORPORA)}")
-
+    try:
+        check_text_source(spec)
+    except (CorpusNotFound, UnknownCorpus) as error:
+        raise ParameterError(str(error)) from None
 
 
 def _task_check(names: list[str] | Mapping[str, list[str]]) -> None:
@@ -128,8 +131,27 @@ _STUDY = Parameter("str", none=True, check=lambda path: _files_exist([path]))
 
 
 NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
-    "rq1": dict(models=_MODELS, model=_MODEL, corpus=_CORPUS, n_sequences=_POSITIVE,
-                batch_size=_POSITIVE, device=_DEVICE, seed=_SEED, max_length=Parameter("int", minimum=3),
+    # `dupbert probe` reads the parameters that have an option (:func:`option_parameters`)
+    "rq1": dict(models=Parameter("names", option="--model",
+                                 help="zoo name, local folder or Hub id; repeat for several "
+                                      "models (required)"),
+                model=_MODEL,
+                corpus=dataclasses.replace(
+                    _CORPUS, option="--corpus",
+                    help="a corpus name, a text file (one sequence per line; .gz too), a "
+                         ".csv/.tsv/.jsonl/.parquet file, a datasets save_to_disk folder, or "
+                         "hub:NAME[:CONFIG]:SPLIT (default: each model's own domain corpus)"),
+                n_sequences=dataclasses.replace(_POSITIVE, default=500, option="--n-sequences",
+                                                help="sequences per model (default: 500)"),
+                batch_size=dataclasses.replace(_POSITIVE, default=32, option="--batch-size",
+                                               help="default: 32"),
+                device=dataclasses.replace(_DEVICE, default="cpu", option="--device",
+                                           help="cpu, cuda, cuda:1, ... (default: cpu)"),
+                seed=dataclasses.replace(_SEED, default=0, option="--seed",
+                                         help="seed of the random-init control (default: 0)"),
+                max_length=Parameter("int", minimum=3, default=512, option="--max-length",
+                                     help="tokens per sequence, special tokens included "
+                                          "(default: 512)"),
                 duplications=Parameter("orders", none=True, choices=("standard",)),
                 n_sequences_duplicated=_POSITIVE, n_sequences_masked=_POSITIVE,
                 masking=Parameter("str", choices=("mask", "80-10-10")),
@@ -517,8 +539,10 @@ def add_options(parser, notebook: str = "rq3") -> None:
             kwargs = dict(action="append")
         elif parameter.kind == "ints_per_model_task":
             kwargs = dict(action="append", type=int)
-        elif parameter.kind == "per_task_int":
+        elif parameter.kind in ("per_task_int", "int"):
             kwargs = dict(type=int)
+        elif parameter.kind == "float":
+            kwargs = dict(type=float)
         elif parameter.cast is bool:
             kwargs = dict(action="store_true")
         elif parameter.kind == "per_model_task":
@@ -528,8 +552,51 @@ def add_options(parser, notebook: str = "rq3") -> None:
         parser.add_argument(parameter.option, default=None, help=parameter.help, **kwargs)
 
 
+def _option_value(args, parameter: Parameter) -> Any:
+    return getattr(args, parameter.option.lstrip("-").replace("-", "_"))
+
+
 def given_options(args, notebook: str = "rq3") -> dict[str, str]:
     """``{parameter: option}`` of the options that ``args`` (from :func:`add_options`) sets."""
     return {name: parameter.option for name, parameter in NOTEBOOK_PARAMETERS[notebook].items()
-            if parameter.option is not None
-            and getattr(args, parameter.option.lstrip("-").replace("-", "_")) is not None}
+            if parameter.option is not None and _option_value(args, parameter) is not None}
+
+
+def option_parameters(args, notebook: str) -> dict[str, Any]:
+    """The parameters of ``notebook`` that have an option, from ``args`` (:func:`add_options`):
+    each option's value, else the parameter's ``default``, checked against the declaration in its
+    order, then the models (with their MLM head for RQ1 and RQ2), the slowest check, last.
+
+    Returns:
+        ``{name: value}`` for every parameter with an option.
+
+    Raises:
+        ParameterError: a missing or bad option, named as typed, e.g. ``--n-sequences must be an
+            integer >= 1, got 0``.
+        DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing: from the checks.
+    """
+    from .checks import check_number
+
+    used = {}
+    for name, parameter in NOTEBOOK_PARAMETERS[notebook].items():
+        if parameter.option is None:
+            continue
+        value = _option_value(args, parameter)
+        value = parameter.default if value is None else value
+        if value is None and not parameter.none:
+            raise ParameterError(f"{parameter.option} is required")
+        if value is not None and parameter.kind in ("int", "float"):
+            value = check_number(parameter.option, value, integer=parameter.kind == "int",
+                                 minimum=parameter.minimum, maximum=parameter.maximum,
+                                 above=parameter.above)
+        elif value is not None:
+            try:
+                value = _read(name, value, parameter)
+            except _Bad as error:
+                raise ParameterError(f"{parameter.option} {value!r}: {error}") from None
+        if value is not None and parameter.check is not None:
+            parameter.check(value)
+        used[name] = value
+    for model in used.get("models", []):
+        check_model(model, mlm_head=_MODEL_NOTEBOOKS.get(notebook, False))
+    return used

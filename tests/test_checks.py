@@ -260,6 +260,21 @@ def test_a_study_profile_that_does_not_exist():
                                    show=False)
 
 
+def test_a_corpus_is_a_name_a_users_file_or_a_hub_spec(tmp_path):
+    """RQ1 and RQ2 read the user's texts as `dupbert probe --corpus` does (dupbert.read_texts)."""
+    texts = tmp_path / "mine.txt"
+    texts.write_text("the cat sat\n")
+    for notebook in ("rq1", "rq2"):
+        spec = {"corpus": params.NOTEBOOK_PARAMETERS[notebook]["corpus"]}
+        for corpus in ("wikitext2", str(texts), "hub:wikitext:wikitext-2-raw-v1:test"):
+            assert params.notebook_parameters(spec, {"corpus": corpus}, show=False) == {
+                "corpus": corpus}
+        with pytest.raises(ParameterError, match=r"^1 parameter cannot be used:\n  corpus = "
+                                                 r"'wikitext': corpus 'wikitext' is not a "
+                                                 r"built-in corpus and no file or folder "):
+            params.notebook_parameters(spec, {"corpus": "wikitext"}, show=False)
+
+
 def test_a_misspelled_choice_lists_the_choices():
     spec = {"duplications": params.NOTEBOOK_PARAMETERS["rq2"]["duplications"]}
     with pytest.raises(ParameterError) as error:

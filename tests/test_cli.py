@@ -305,6 +305,29 @@ def test_probe_bad_options_are_named_before_anything_loads(capsys, nothing_loads
     assert capsys.readouterr().err == f"dupbert: error: {message}\n"
 
 
+def test_probe_reads_rq1s_declaration(monkeypatch):
+    """`dupbert probe` takes its options, their defaults and their checks from RQ1's parameters,
+    declared once (dupbert.params.NOTEBOOK_PARAMETERS["rq1"])."""
+    from dupbert import params, probe
+
+    called = {}
+    monkeypatch.setattr(params, "check_model", lambda name, mlm_head: called.update(head=mlm_head))
+    monkeypatch.setattr(probe, "probe_models", lambda *a, **k: called.update(k) or pd.DataFrame())
+    assert main(["probe", "--model", "rxnmapper-albert", "--no-control"]) == 0
+    assert called == dict(head=True, models=["rxnmapper-albert"], corpus=None, n_sequences=500,
+                          batch_size=32, device="cpu", seed=0, max_length=512,
+                          include_control=False, duplications=None, text_column="text",
+                          translator="identity", fit_sequences=None, translators=None)
+    declared = {parameter.option for parameter in params.NOTEBOOK_PARAMETERS["rq1"].values()}
+    assert declared - {None} == {"--model", "--corpus", "--n-sequences", "--batch-size",
+                                 "--device", "--seed", "--max-length"}
+
+
+def test_probe_without_a_model(capsys, nothing_loads):
+    assert main(["probe", "--n-sequences", "4"]) == 2
+    assert capsys.readouterr().err == "dupbert: error: --model is required\n"
+
+
 def test_lens_bad_options_are_named_before_anything_loads(capsys, nothing_loads):
     assert main(["lens", "--model", "rxnmapper-albert", "--text", "CCO", "--k", "0"]) == 2
     assert capsys.readouterr().err == "dupbert: error: --k must be an integer >= 1, got 0\n"
