@@ -1125,3 +1125,64 @@ def consistency_text(summary: pd.DataFrame, main: pd.DataFrame, status: pd.DataF
         f"**{rq4_row['verdict']}** (the rule: Methods, Results at a glance; per claim: "
         f"{claim_rows['rq3-method']['ours']}).")
     return "\n".join(lines)
+
+
+CONFIRMATORY_COLUMNS = [
+    "model", "task", "metric", "configuration", "seeds", "n_pairs", "baseline_mean",
+    "baseline_ci_low", "baseline_ci_high", "mean", "gain", "gain_ci_low", "gain_ci_high",
+    "p_value", "floor", "verdict"]
+"""The columns of :func:`confirmatory_test`."""
+
+
+def confirmatory_test(results: pd.DataFrame, planned_seeds: Mapping[tuple[str, str], int],
+                      configuration: str = "copy last", metric: str = "accuracy",
+                      baseline: str = "baseline") -> pd.DataFrame:
+    """One pre-registered comparison put to a test on new seeds (RQ3 chapter, "A finding put to
+    a test"; ``notebooks/params/cpu/rq3-confirm.yaml``): ``configuration`` against ``baseline``,
+    one test, no multiplicity correction.
+
+    The statistic is the mean of the per-seed paired differences (points) with its two-sided 95%
+    t-interval (:func:`comparison`). Verdict: ``"confirmed"`` if the interval lies above 0,
+    ``"refuted"`` if below, ``"not confirmed"`` if it covers 0; :func:`pending` until the
+    ``planned_seeds`` pairs of the model and task have landed; :data:`DID_NOT_LEARN` if the
+    baseline's mean misses the task's floor (:func:`learning_floor`).
+
+    Returns:
+        One row per model and task with a baseline run (:data:`CONFIRMATORY_COLUMNS`): means and
+        gains in points, ``seeds`` the paired seeds as text.
+
+    Raises:
+        ParameterError: as :func:`comparison`; a ``metric`` that is not one of the task's.
+    """
+    runs = results[results["duplication"].isin([baseline, configuration])]
+    table = comparison(runs, baseline=baseline)
+    rows = []
+    for (model, task), group in table.groupby(["model", "task"], sort=False):
+        if metric not in task_metrics(task):
+            raise ParameterError(f"metric {metric!r} is not one of {task}'s: "
+                                 f"{', '.join(task_metrics(task))}")
+        base = group[(group["duplication"] == baseline) & (group["metric"] == metric)].iloc[0]
+        tested = group[(group["duplication"] == configuration) & (group["metric"] == metric)]
+        row = tested.iloc[0] if len(tested) else None
+        paired = runs[(runs["model"] == model) & (runs["task"] == task)]
+        seeds = sorted(set(paired.loc[paired["duplication"] == baseline, "seed"])
+                       & set(paired.loc[paired["duplication"] == configuration, "seed"]))
+        n_pairs = len(seeds)
+        planned = int(planned_seeds[(model, task)])
+        gain = [np.nan] * 4 if row is None else [row["mean"], row["gain"], row["gain_ci_low"],
+                                                 row["gain_ci_high"]]
+        if n_pairs < planned:
+            verdict = pending(n_pairs, planned)
+        elif not base["learned"]:
+            verdict = DID_NOT_LEARN
+        elif row["gain_ci_low"] > 0:
+            verdict = "confirmed"
+        elif row["gain_ci_high"] < 0:
+            verdict = "refuted"
+        else:
+            verdict = "not confirmed"
+        rows.append([model, task, metric, configuration,
+                     ", ".join(map(str, seeds)) if seeds else "none", n_pairs, base["mean"],
+                     base["ci_low"], base["ci_high"], *gain,
+                     np.nan if row is None else row["p_value"], learning_floor(task)[1], verdict])
+    return pd.DataFrame(rows, columns=CONFIRMATORY_COLUMNS)

@@ -1146,3 +1146,53 @@ def test_the_rq3_study_table_writes_each_cell():
          "baseline [95% CI]": "", "trivial": "", "minutes per run (train + eval)": "", "primary": "",
          "gain [95% CI]": "", "p": "", "smallest detectable gain": "", "verdict": "pending (0/5 seeds)"}]
     assert "minutes per run (train + eval)" not in paper.study_table(study, timed=False).columns
+
+
+@pytest.mark.parametrize("shift, verdict", [(0.010, "confirmed"), (-0.010, "refuted"),
+                                            (0.0, "not confirmed")])
+def test_confirmatory_test_reads_the_95_percent_interval_of_the_paired_gain(shift, verdict):
+    base = [0.800, 0.802, 0.799, 0.801, 0.800]
+    spread = [0.0005, -0.0007, 0.0011, -0.0004, 0.0002]
+    tested = [b + shift + s for b, s in zip(base, spread)]
+    results = _results("snli", "accuracy", {"baseline": base, "copy last": tested,
+                                            "copy first 3": base})
+    row = paper.confirmatory_test(results, {("m", "snli"): 5}).iloc[0]
+    differences = 100 * (np.array(tested) - np.array(base))
+    low, high = stats.t.interval(0.95, 4, loc=differences.mean(), scale=stats.sem(differences))
+    assert row["gain"] == pytest.approx(differences.mean(), abs=1e-9)
+    assert (row["gain_ci_low"], row["gain_ci_high"]) == pytest.approx((low, high), abs=1e-9)
+    assert row["baseline_mean"] == pytest.approx(80.04, abs=1e-9) and row["n_pairs"] == 5
+    assert row["seeds"] == "0, 1, 2, 3, 4" and row["verdict"] == verdict
+    assert list(paper.confirmatory_test(results, {("m", "snli"): 5}).columns) \
+        == paper.CONFIRMATORY_COLUMNS
+
+
+def test_confirmatory_test_waits_for_its_seeds_and_for_a_baseline_that_learned():
+    base = [0.800, 0.802, 0.799, 0.801, 0.800]
+    better = [b + 0.010 + 0.001 * i for i, b in enumerate(base)]
+    partial = _results("snli", "accuracy", {"baseline": base, "copy last": better[:3]})
+    assert paper.confirmatory_test(partial, {("m", "snli"): 5})["verdict"].item() \
+        == "pending (3/5 seeds)"
+    only_base = _results("snli", "accuracy", {"baseline": base})
+    row = paper.confirmatory_test(only_base, {("m", "snli"): 5}).iloc[0]
+    assert row["verdict"] == "pending (0/5 seeds)" and row["seeds"] == "none"
+    assert math.isnan(row["gain"])
+    weak = [0.50, 0.52, 0.51, 0.50, 0.51]  # below SNLI's floor of 55 points
+    row = paper.confirmatory_test(_results("snli", "accuracy", {
+        "baseline": weak, "copy last": [w + 0.05 for w in weak]}), {("m", "snli"): 5}).iloc[0]
+    assert row["verdict"] == "did not learn" and row["floor"] == 55.0
+    with pytest.raises(ValueError, match="metric 'f1' is not one of snli's: accuracy, macro_f1"):
+        paper.confirmatory_test(partial, {("m", "snli"): 5}, metric="f1")
+
+
+def test_the_confirmatory_tests_origin_is_the_studys_exploratory_secondary():
+    """The pre-registration quotes +0.545 [+0.137, +0.953] (p 0.016) for copy last on MiniLM x
+    SNLI, seeds 0-7 of the CPU study: the same function gives it from the committed rows."""
+    from dupbert.results import ResultsFile
+
+    rows = ResultsFile(Path(__file__).resolve().parents[1] / "results/cpu/rq3.jsonl").frame()
+    rows = rows[(rows["model"] == "all-MiniLM-L6-v2") & (rows["task"] == "snli")]
+    row = paper.confirmatory_test(rows, {("all-MiniLM-L6-v2", "snli"): 8}).iloc[0]
+    assert row["seeds"] == "0, 1, 2, 3, 4, 5, 6, 7"
+    assert (row["gain"], row["gain_ci_low"], row["gain_ci_high"], row["p_value"]) \
+        == pytest.approx((0.545, 0.137121, 0.952879, 0.015938), abs=5e-6)
