@@ -1186,3 +1186,22 @@ def confirmatory_test(results: pd.DataFrame, planned_seeds: Mapping[tuple[str, s
                      base["ci_low"], base["ci_high"], *gain,
                      np.nan if row is None else row["p_value"], learning_floor(task)[1], verdict])
     return pd.DataFrame(rows, columns=CONFIRMATORY_COLUMNS)
+
+
+def confirmatory_text(tests: pd.DataFrame) -> str:
+    """One Markdown line per row of :func:`confirmatory_test`: the verdict, the paired gain with
+    its 95% interval and p-value, and the baseline's mean beside its floor (points)."""
+    lines = []
+    for row in tests.itertuples():
+        head = f"- {row.model} x {row.task}, {row.configuration} - baseline ({row.metric}): "
+        if str(row.verdict).startswith("pending"):
+            lines.append(f"{head}**{row.verdict}**; nothing is judged before every planned pair "
+                         f"has landed.")
+            continue
+        lines.append(
+            f"{head}**{row.verdict}**: "
+            f"{interval_text(row.gain, row.gain_ci_low, row.gain_ci_high, signed=True)} points "
+            f"(p {p_text(row.p_value)}, seeds {row.seeds}); baseline "
+            f"{interval_text(row.baseline_mean, row.baseline_ci_low, row.baseline_ci_high)} "
+            f"against a floor of {row.floor:g}.")
+    return "\n".join(lines)

@@ -30,10 +30,10 @@ from .duplicate import check_configurations, configuration_specs
 from .errors import ConfigurationNotAvailable, DupbertError, ParameterError
 from .finetune import (TASK_KINDS, TRAIN_SUBSET_SEED, HyperParameters, check_fields, check_folder,
                        check_for_task, check_name, check_seed, check_subset_size, finetune)
-from .paper import overall, pending
+from .paper import CONFIRMATORY_COLUMNS, confirmatory_test, overall, pending
 from .params import NOTEBOOK_PARAMETERS
 from .results import (ResultsFile, ResultsFileError, atomic_write_text, device_description,
-                      is_main_process, run_key, wait_for_main_process)
+                      is_main_process, repository_path, run_key, wait_for_main_process)
 from .tasks import (TASKS, UnknownTask, data_source, empty_subset, in_points, task_metrics,
                     task_spec)
 from .zoo import ZOO
@@ -445,6 +445,32 @@ def read_plan_rows(plan: Sequence[PlannedSweep], results_path: str | os.PathLike
         return results
     keys = planned_run_keys(plan)
     return results[results["run_key"].isin(keys)].reset_index(drop=True)
+
+
+def confirmatory_study(path: str | os.PathLike) -> pd.DataFrame:
+    """The confirmatory test that an RQ3 profile file pre-registers (e.g.
+    ``notebooks/params/cpu/rq3-confirm.yaml``): its plan's rows of its ``results_path``, judged
+    by ``dupbert.paper.confirmatory_test`` at its planned seeds; the configuration tested is the
+    plan's one configuration besides the baseline.
+
+    Raises:
+        ParameterError: a profile without a ``results_path``, or that plans other than one
+            configuration besides the baseline; as :func:`load_profile` and :func:`plan_sweep`.
+    """
+    parameters = load_profile(path)
+    plan = plan_sweep(parameters)[0]
+    tested = sorted({name for entry in plan for name in entry.duplications} - {"baseline"})
+    if len(tested) != 1 or not parameters.get("results_path"):
+        raise ParameterError(f"{path} must plan the baseline and one configuration to test, and "
+                             f"name a results_path; it plans {', '.join(tested) or 'no other'} "
+                             f"and results_path {parameters.get('results_path')!r}")
+    rows = read_plan_rows(plan, repository_path(parameters["results_path"]))
+    if rows.empty:  # no run yet: nothing to judge, every planned pair pending
+        return pd.DataFrame([{"model": entry.model, "task": entry.task, "configuration": tested[0],
+                              "seeds": "none", "n_pairs": 0,
+                              "verdict": pending(0, len(entry.seeds))}
+                             for entry in plan], columns=CONFIRMATORY_COLUMNS)
+    return confirmatory_test(rows, planned_seeds(plan), configuration=tested[0])
 
 
 def plan_progress(plan: Sequence[PlannedSweep], rows: pd.DataFrame) -> pd.DataFrame:

@@ -1196,3 +1196,16 @@ def test_the_confirmatory_tests_origin_is_the_studys_exploratory_secondary():
     assert row["seeds"] == "0, 1, 2, 3, 4, 5, 6, 7"
     assert (row["gain"], row["gain_ci_low"], row["gain_ci_high"], row["p_value"]) \
         == pytest.approx((0.545, 0.137121, 0.952879, 0.015938), abs=5e-6)
+
+
+def test_confirmatory_text_says_the_verdict_the_interval_and_the_floor():
+    base = [0.800, 0.802, 0.799, 0.801, 0.800]
+    better = [b + 0.010 + 0.001 * i for i, b in enumerate(base)]
+    full = _results("snli", "accuracy", {"baseline": base, "copy last": better})
+    assert paper.confirmatory_text(paper.confirmatory_test(full, {("m", "snli"): 5})) == (
+        "- m x snli, copy last - baseline (accuracy): **confirmed**: +1.20 [+1.00, +1.40] points "
+        "(p <0.001, seeds 0, 1, 2, 3, 4); baseline 80.04 [79.90, 80.18] against a floor of 55.")
+    partial = paper.confirmatory_test(full.iloc[:7], {("m", "snli"): 5})
+    assert paper.confirmatory_text(partial) == (
+        "- m x snli, copy last - baseline (accuracy): **pending (2/5 seeds)**; nothing is judged "
+        "before every planned pair has landed.")

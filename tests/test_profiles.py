@@ -399,3 +399,18 @@ def test_the_confirmatory_profile_repeats_the_study_cell_on_new_seeds(zoo_env):
                      ("learning_rate", 1e-4), ("max_steps", -1)))
     assert profiles.planned_run_keys([confirm]).isdisjoint(profiles.planned_run_keys(study))
     assert len(profiles.planned_run_keys([confirm])) == 16
+
+
+def test_a_confirmatory_study_tests_one_configuration(tmp_path):
+    profile = tmp_path / "confirm.yaml"
+    profile.write_text("models: [rxnmapper-albert]\ntasks: [uspto50k]\n"
+                       "duplications: [baseline, copy last, repeat shared +3]\nseeds: [8]\n"
+                       f"results_path: {tmp_path / 'r.jsonl'}\n")
+    with pytest.raises(ParameterError, match=r"confirm.yaml must plan the baseline and one "
+                                             r"configuration to test, and name a results_path; "
+                                             r"it plans copy last, repeat shared \+3"):
+        profiles.confirmatory_study(profile)
+    profile.write_text(profile.read_text().replace(", repeat shared +3", ""))
+    tests = profiles.confirmatory_study(profile)  # no runs yet
+    assert tests[["model", "task", "configuration", "seeds", "n_pairs", "verdict"]].values.tolist() \
+        == [["rxnmapper-albert", "uspto50k", "copy last", "none", 0, "pending (0/1 seeds)"]]
