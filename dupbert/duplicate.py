@@ -1,22 +1,16 @@
 """RQ3: deepen a pretrained encoder by duplicating some of its blocks, with no training.
 
-Kao et al. (2020), section 5: "duplicate" pretrained layers, i.e. insert deep copies that do
-not share weights with their originals, then fine-tune with the baseline's hyper-parameters.
+Kao et al. (2020), section 5: insert deep copies of pretrained layers (no weight sharing with
+their originals), then fine-tune with the baseline's hyper-parameters.
 
 Indices are **0-based encoder blocks**, not hidden states: block ``i`` produces hidden state
-``i + 1`` (hidden state 0 is the embedding output). A duplication is written as a layer
-*order*: the list of source blocks the new encoder applies, in sequence. The paper's
-"duplicate the first three layers of BERT-base" has two readings, both expressible:
+``i + 1`` (hidden state 0 is the embedding output). A duplication is a layer *order*: the
+source blocks the new encoder applies, in sequence. The paper's "duplicate the first three
+layers" has two readings: :func:`order_copy_after` (each copy after its original) and
+:func:`order_repeat_span` (the three repeated as a span).
 
-- each copy right after its original: ``order_copy_after([0, 1, 2], 12)``
-  = ``[0, 0, 1, 1, 2, 2, 3, ..., 11]``;
-- the first three repeated as a span: ``order_repeat_span(0, 3, 12)``
-  = ``[0, 1, 2, 0, 1, 2, 3, ..., 11]``.
-
-ALBERT applies one shared layer group ``num_hidden_layers`` times. By default a shared ALBERT
-is deepened by *repeats* (``num_hidden_layers = len(order)``, no new parameters);
-``unshare=True`` first gives every block its own group, so copies are independent and can
-diverge in fine-tuning.
+ALBERT applies one shared layer group ``num_hidden_layers`` times: a shared ALBERT is deepened
+by *repeats* (no new parameters) unless ``unshare=True`` first gives every block its own group.
 """
 
 from __future__ import annotations
@@ -43,8 +37,7 @@ _PER_BLOCK_CONFIG = ("layer_types",)
 
 
 def _get_submodule_or_none(module: torch.nn.Module, path: str):
-    """The submodule at dotted ``path`` (e.g. ``"encoder.layer"``), or ``None`` when any part is
-    missing (``torch.nn.Module.get_submodule`` raises instead)."""
+    """The submodule at dotted ``path``, or ``None`` when any part is missing."""
     for part in path.split("."):
         module = getattr(module, part, None)
         if module is None:
@@ -58,13 +51,11 @@ def _is_albert(model: transformers.PreTrainedModel) -> bool:
 
 
 def encoder_blocks(model: transformers.PreTrainedModel) -> tuple[str, torch.nn.ModuleList]:
-    """The encoder's block list and its attribute path from ``model.base_model``.
-
-    For ALBERT this is the list of layer *groups* (one entry per group, not per application).
+    """The encoder's block list (ALBERT: its layer *groups*) and its attribute path from
+    ``model.base_model``.
 
     Raises:
-        ValueError: no known block list was found; the message lists every ``ModuleList``
-            the model has, with its length.
+        ValueError: no known block list; the message lists the model's ``ModuleList``s.
     """
     for path in _LAYER_LISTS:
         found = _get_submodule_or_none(model.base_model, path)
@@ -80,15 +71,14 @@ def encoder_blocks(model: transformers.PreTrainedModel) -> tuple[str, torch.nn.M
 
 
 def block_sources(model: transformers.PreTrainedModel) -> list[int]:
-    """For each current block, the index of the block of the *original* model it came from
-    (``range(L)`` for a model that was never duplicated)."""
+    """For each current block, the index of the *original* model's block it came from (``None``
+    for a fresh block)."""
     sources = getattr(model.config, "dupbert_source_blocks", None)
     return list(sources) if sources is not None else list(range(model.config.num_hidden_layers))
 
 
 def block_is_copy(model: transformers.PreTrainedModel) -> list[bool]:
-    """For each current block, whether it is a copy (or ALBERT repeat) rather than the first
-    occurrence of its source block."""
+    """For each current block, whether it is a copy (or ALBERT repeat) of an earlier occurrence."""
     flags = getattr(model.config, "dupbert_is_copy", None)
     return list(flags) if flags is not None else [False] * model.config.num_hidden_layers
 
@@ -96,8 +86,7 @@ def block_is_copy(model: transformers.PreTrainedModel) -> list[bool]:
 def order_copy_after(blocks: Sequence[int], num_layers: int) -> list[int]:
     """Layer order with a copy of each of ``blocks`` right after its original.
 
-    ``order_copy_after([0, 1, 2], 12)`` = ``[0, 0, 1, 1, 2, 2, 3, 4, ..., 11]`` (15 blocks):
-    one reading of the paper's "duplicate the first three layers".
+    ``order_copy_after([0, 1, 2], 12)`` = ``[0, 0, 1, 1, 2, 2, 3, 4, ..., 11]`` (15 blocks).
 
     Raises:
         ValueError: a block outside ``0..num_layers-1``.
@@ -113,8 +102,7 @@ def order_copy_after(blocks: Sequence[int], num_layers: int) -> list[int]:
 def order_repeat_span(start: int, stop: int, num_layers: int) -> list[int]:
     """Layer order that applies blocks ``start..stop-1`` twice in a row, as a span.
 
-    ``order_repeat_span(0, 3, 12)`` = ``[0, 1, 2, 0, 1, 2, 3, ..., 11]``: the other reading of
-    "duplicate the first three layers".
+    ``order_repeat_span(0, 3, 12)`` = ``[0, 1, 2, 0, 1, 2, 3, ..., 11]``.
 
     Raises:
         ValueError: not integers with ``0 <= start < stop <= num_layers``.
@@ -153,21 +141,14 @@ def duplicate_layers(
 ) -> transformers.PreTrainedModel:
     """A deeper (or shallower) copy of ``model`` that applies its blocks in ``order``.
 
-    The first occurrence of a block is the original's weights; each later occurrence is an
-    independent deep copy (no weight sharing), as in the paper (section 5). ``model`` itself is
-    not changed. ``config.num_hidden_layers`` becomes ``len(order)``; the per-block
-    ``layer_idx`` attributes are renumbered; ``config.dupbert_source_blocks`` and
-    ``config.dupbert_is_copy`` record, per new block, the original block it came from and
-    whether it is a copy (they survive ``save_pretrained``/``from_pretrained``).
+    The first occurrence of a block keeps the original's weights; each later one is an
+    independent deep copy (section 5). ``model`` is not changed. ``config.num_hidden_layers``
+    becomes ``len(order)``; ``config.dupbert_source_blocks`` and ``config.dupbert_is_copy``
+    record each block's source and whether it is a copy (they survive ``save_pretrained``).
+    Duplicating a duplicated model composes (indices refer to the model passed in).
 
-    Applying ``duplicate_layers`` to a duplicated model composes: indices always refer to the
-    blocks of the model passed in. An identity order gives a model with identical outputs;
-    an order that drops the copies gives back the original model's outputs.
-
-    ALBERT: with one shared group (``num_hidden_groups == 1``) and ``unshare=False`` the new
-    model *repeats* the shared layer ``len(order)`` times, with no new parameters. With
-    ``unshare=True`` every block first gets its own group (``num_hidden_groups`` = number of
-    blocks), then the order is applied with deep copies, like BERT.
+    ALBERT with one shared group and ``unshare=False``: the shared layer is *repeated*
+    ``len(order)`` times; ``unshare=True``: every block gets its own group first, then as BERT.
 
     Args:
         model: a BERT-like or ALBERT ``*ForMaskedLM``, ``*ForSequenceClassification``,
@@ -179,9 +160,8 @@ def duplicate_layers(
         A new model (same class, device, dtype and train/eval mode).
 
     Raises:
-        ValueError: an empty order, a non-integer index, an index past the last block, a model
-            whose block list cannot be found, or an ALBERT with several shared groups and
-            ``unshare=False`` (repeats are only defined for one shared group).
+        ValueError: a bad ``order`` (empty, non-integer, past the last block), no block list
+            found, or an ALBERT with several shared groups and ``unshare=False``.
     """
     num_layers = model.config.num_hidden_layers
     _check_indices(order, num_layers)
@@ -244,9 +224,7 @@ def _record(model, sources: list[int], copies: list[bool]) -> None:
 
 
 def unshare_albert(model: transformers.PreTrainedModel) -> transformers.PreTrainedModel:
-    """An ALBERT whose blocks have independent weights (``num_hidden_groups`` = blocks),
-    with outputs identical to ``model``'s. Equivalent to the identity order with
-    ``unshare=True``.
+    """An ALBERT whose blocks have independent weights, with outputs identical to ``model``'s.
 
     Raises:
         ValueError: ``model`` is not an ALBERT.
@@ -257,12 +235,11 @@ def unshare_albert(model: transformers.PreTrainedModel) -> transformers.PreTrain
 
 
 def standard_duplications(model: transformers.PreTrainedModel) -> dict[str, list[int]]:
-    """The duplication variants RQ1 probes on every model, as ``{label: order}``.
+    """The duplication variants RQ1 probes, as ``{label: order}``.
 
-    BERT-like: ``baseline``; ``first k copied`` (k = 1, 2, 3: each copy right after its
-    original); ``block i copied`` for every block. A shared ALBERT: ``baseline`` and
-    ``N repeats`` of the shared layer for N = L+1, L+2, L+3, L+5, L+8 (with one shared group,
-    copying any block is the same model as one more repeat, so only the depth matters).
+    BERT-like: ``baseline``; ``first k copied`` (k = 1, 2, 3); ``block i copied`` for every
+    block. A shared ALBERT: ``baseline`` and ``N repeats`` for N = L+1, L+2, L+3, L+5, L+8
+    (with one shared group only the depth matters).
     """
     num_layers = model.config.num_hidden_layers
     identity = list(range(num_layers))
@@ -280,11 +257,9 @@ def standard_duplications(model: transformers.PreTrainedModel) -> dict[str, list
 
 
 def paper_duplication(model: transformers.PreTrainedModel) -> dict[str, list[int]]:
-    """The paper's configuration (Kao et al. 2020, section 5, "duplicate the first three
-    layers") as ``{label: order}`` with the labels of :func:`standard_duplications`: ``first 3
-    copied`` for a BERT-like model (``first L copied`` below 3 blocks), ``L+3 repeats`` of the
-    shared layer for a shared ALBERT (its form of the method). RQ3 names it ``copy first 3`` /
-    ``repeat shared +3`` (:func:`finetune_variants`)."""
+    """The paper's configuration (section 5, "duplicate the first three layers") as ``{label:
+    order}`` in :func:`standard_duplications` labels: ``first 3 copied`` (``first L copied``
+    below 3 blocks), or ``L+3 repeats`` for a shared ALBERT."""
     orders = standard_duplications(model)
     num_layers = model.config.num_hidden_layers
     label = (f"{num_layers + 3} repeats" if f"{num_layers + 3} repeats" in orders
@@ -294,9 +269,8 @@ def paper_duplication(model: transformers.PreTrainedModel) -> dict[str, list[int
 @torch.no_grad()
 def reinitialize_(module: torch.nn.Module, std: float, generator: torch.Generator) -> None:
     """Fresh BERT-style initialisation of every ``Linear``/``Embedding``/``LayerNorm`` in
-    ``module``, in place: weights ~ N(0, std²), biases 0, LayerNorm weight 1 (Devlin et al. 2019,
-    ``initializer_range``). Explicit on purpose: transformers skips tensors it marked as
-    initialised, so ``model._init_weights`` can silently do nothing on loaded weights."""
+    ``module``, in place: weights ~ N(0, std²), biases 0, LayerNorm weight 1 (Devlin et al. 2019).
+    Explicit because ``model._init_weights`` can silently skip loaded weights."""
     for sub in module.modules():
         if isinstance(sub, (torch.nn.Linear, torch.nn.Embedding)):
             sub.weight.copy_(torch.randn(sub.weight.shape, generator=generator) * std)
@@ -310,17 +284,15 @@ def reinitialize_(module: torch.nn.Module, std: float, generator: torch.Generato
 def insert_fresh_blocks(
     model: transformers.PreTrainedModel, positions: Sequence[int], seed: int = 0
 ) -> transformers.PreTrainedModel:
-    """The depth control of RQ3: freshly initialised blocks inserted into the encoder.
+    """The depth control of RQ3: freshly initialised blocks inserted into the encoder ("a pretrained
+    copy helps" against "more depth helps").
 
-    A fresh block is put at each of ``positions`` (0-based positions in the *new* encoder, each
-    in ``1..L``), e.g. ``[1]`` puts one where ``order_copy_after([0], L)`` puts its copy. It
-    separates "a pretrained copy helps" from "more depth helps". Its weights come from
-    ``reinitialize_`` with a generator seeded by ``seed``; ``block_sources`` marks it ``None``.
-    A shared ALBERT is unshared first.
+    ``positions`` are 0-based positions in the *new* encoder, each in ``1..L``; ``[1]`` puts a
+    block where ``order_copy_after([0], L)`` puts its copy. Weights from :func:`reinitialize_`
+    seeded by ``seed``; ``block_sources`` marks them ``None``. A shared ALBERT is unshared first.
 
     Raises:
-        ValueError: ``positions`` is not a list of integers (a string, ``[1.5]``), or a position
-            is outside ``1..L`` (after earlier insertions) or repeated.
+        ValueError: ``positions`` not a list of distinct integers in range.
     """
     if isinstance(positions, (str, bytes)) or not isinstance(positions, Sequence) \
             or any(isinstance(p, bool) or not isinstance(p, numbers.Integral) for p in positions):
@@ -349,28 +321,17 @@ PRIMARY_CONFIGURATION = {"bert": "copy first 3", "shared albert": "repeat shared
 
 
 def finetune_variants(model: transformers.PreTrainedModel) -> dict[str, dict]:
-    """The duplication configurations of RQ3, as ``{name: spec}`` for ``make_variant``.
+    """The duplication configurations of RQ3, as ``{name: spec}`` for :func:`make_variant`.
 
-    BERT-like (L blocks): ``baseline``; ``copy first k`` for k = 1, 2, 3 up to L (each copy
-    right after its original); ``repeat first 3`` (blocks 0-2 applied twice as a span; L >= 3);
-    ``copy middle`` (block ``L // 2``); ``copy last``; ``depth control`` (a fresh block where
-    ``copy first 1`` puts its copy). A shared ALBERT adds ``repeat shared +3`` (three more
-    applications of the shared layer, no new parameters) and ``unshared baseline`` (every block
-    its own weights).
+    BERT-like (L blocks): ``baseline``; ``copy first k`` (k = 1, 2, 3 up to L); ``repeat first
+    3`` (L >= 3); ``copy middle`` (block ``L // 2``); ``copy last``; ``depth control``
+    (:func:`insert_fresh_blocks` at 1). A shared ALBERT adds ``repeat shared +3`` and ``unshared
+    baseline``.
 
-    Every spec says what it is compared with in RQ3 (``reference``) and in which role
-    (``role``), fixed before the runs (Kao et al. 2020, section 5; RQ3 chapter):
-
-    - the *primary* comparison is the paper's configuration against ``baseline``:
-      ``copy first 3`` for BERT-like models ("duplicate the first three layers of BERT-base"),
-      ``repeat shared +3`` for a shared ALBERT (its form of the method: more repeats);
-    - every other configuration is *secondary*. A shared ALBERT's variants that unshare the
-      layer (copies, the depth control) are compared with ``unshared baseline``, so that a gain
-      cannot come from unsharing alone; shared repeats and ``unshared baseline`` itself with
-      ``baseline``.
-
-    A model with fewer than 3 blocks has neither ``copy first 3`` nor ``repeat first 3`` (and
-    so no primary comparison): only the configurations that exist at its depth.
+    Each spec holds its ``reference`` and ``role``, fixed before the runs (RQ3 chapter): the
+    *primary* comparison is :data:`PRIMARY_CONFIGURATION` against ``baseline``; the rest are
+    *secondary*; a shared ALBERT's unsharing variants are compared with ``unshared baseline`` (so a
+    gain cannot come from unsharing alone). Below 3 blocks there is no primary.
     """
     num_layers = model.config.num_hidden_layers
     shared = _is_albert(model) and model.config.num_hidden_groups == 1
@@ -403,7 +364,7 @@ def finetune_variants(model: transformers.PreTrainedModel) -> dict[str, dict]:
 
 def make_variant(model: transformers.PreTrainedModel, name: str,
                  seed: int = 0) -> transformers.PreTrainedModel:
-    """Apply the ``finetune_variants`` configuration ``name`` to ``model`` (a new model).
+    """Apply the :func:`finetune_variants` configuration ``name`` to ``model`` (a new model).
 
     Raises:
         ValueError: ``name`` is not a configuration of this model (the message lists them).
@@ -422,28 +383,22 @@ def make_variant(model: transformers.PreTrainedModel, name: str,
 
 def check_configurations(models: Sequence[str], duplications: str | Sequence[str], *,
                          strict: bool = False) -> dict[str, list[str]]:
-    """The duplication configurations named for each model, checked against what it has.
-
-    The configurations of a model are ``dupbert.duplicate.finetune_variants`` of its depth (from
-    its config; ``configuration_specs``): a 2-block model has no ``copy first
-    3``. As in ``dupbert.profiles.plan_sweep``, a name that some models have is kept for those
-    and skipped for the others (e.g. ``repeat shared +3``, ALBERT only).
+    """The duplication configurations named for each model, checked against what it has
+    (:func:`configuration_specs`). As in ``dupbert.profiles.plan_sweep``, a name some models
+    lack is skipped for those.
 
     Args:
         models: model names (each must load: :func:`load_config`).
         duplications: ``"all"`` or configuration names.
-        strict: every name must be a configuration of every model (``dupbert finetune --model``
-            runs each named configuration of each model; nothing is skipped).
+        strict: every name must be a configuration of every model.
 
     Returns:
         ``{model: [configuration, ...]}``, the configurations each model will run.
 
     Raises:
-        ConfigurationNotAvailable: a name that no model has (with ``strict``: that some model
-            lacks), or a model left with none of the names; the message lists each model's
-            configurations (and its depth).
-        ParameterError: ``models`` or ``duplications`` is a string other than ``"all"``, empty,
-            or names something twice (:func:`check_list`).
+        ConfigurationNotAvailable: a name that no model has (``strict``: some model lacks), or a
+            model left with none; the message lists each model's configurations.
+        ParameterError: ``models`` or ``duplications`` malformed (:func:`check_list`).
     """
 
     models = check_list("models", models, what="models")
@@ -484,13 +439,10 @@ def _depth(model: str) -> int:
 
 
 def configuration_specs(model: str) -> dict[str, dict]:
-    """``dupbert.duplicate.finetune_variants`` of ``model`` (``{name: spec}``, with each
-    configuration's ``reference`` and ``role``), from its config alone (the model is built on the
-    meta device: no weights are loaded).
+    """:func:`finetune_variants` of ``model`` from its config alone (built on the meta device).
 
     Raises:
-        ModelNotAvailable: ``model`` cannot be loaded, with the message of ``dupbert.load_mlm``
-            (``dupbert.zoo.load_config``), never a raw transformers ``OSError``.
+        ModelNotAvailable: ``model`` cannot be loaded (``dupbert.zoo.load_config``).
     """
     config = load_config(model)
     with torch.device("meta"):

@@ -1,34 +1,23 @@
 """Ensembles of fine-tuned models from their stored outputs, with no retraining (RQ5).
 
-Kao et al. (2020), experiments (ensemble): an ensemble of models with *different duplication
-configurations*, combined by summing their output probabilities, gives the paper's best SQuAD 2.0
-score (85.50 EM / 88.59 F1, ALBERT-based; :data:`dupbert.paper.PAPER_SCORES`). DESIGN.md, RQ5:
-"ensemble vs best single model, EM/F1". The runs of RQ3 (:func:`dupbert.finetune.finetune` with
-``outputs_dir``) store every run's per-example outputs as ``<outputs_dir>/<run_key>.npz``; this
-module reads them, combines them and scores the combinations.
+Kao et al. (2020), experiments (ensemble): models with *different duplication configurations*
+combined by summing their output probabilities give the paper's best SQuAD 2.0 score
+(:data:`dupbert.paper.PAPER_SCORES`). RQ3 runs (:func:`dupbert.finetune.finetune` with
+``outputs_dir``) store per-example outputs as ``<outputs_dir>/<run_key>.npz``; this module
+reads, combines and scores them. The study design is :mod:`dupbert.rq5`.
 
-The combination rule (summing probabilities = averaging them; the argmax is the same):
+The combination rule (summing probabilities = averaging them; methods.md, "RQ5: the ensemble
+rule"):
 
-- classification: the mean of the members' class probabilities ``[N, C]``, then the argmax;
-  accuracy and macro-F1 (scikit-learn) as fractions, the keys of :func:`dupbert.finetune.finetune`.
-- SQuAD 2.0, combined *before* span selection. Member ``m`` gives every span ``(i, j)`` of a
-  feature the joint probability ``p_m(i, j) = softmax_start(i) * softmax_end(j)
-  = exp(start_logit_i - start_logsumexp + end_logit_j - end_logsumexp)``, where a token outside
-  the member's stored top-20 start (end) candidates has probability 0 for that member, and the
-  no-answer probability ``q_m = exp(null_score - start_logsumexp - end_logsumexp)``. The ensemble
-  scores every candidate span (the union of the members' candidates; ``j >= i``, at most 30
-  tokens, context tokens only) by ``log mean_m p_m(i, j)`` and the null by ``log mean_m q_m``,
-  then selects as ``run_qa.py`` does (:func:`dupbert.qa.select_answers`): the best span over an
-  example's features against the *minimum* null score over its features, answer ``""`` when
-  ``null - best > 0.0`` (threshold fixed, never tuned).
-
-  An ensemble of one model ranks the spans of each feature, and the spans against the null, as
-  the run itself did (the scores are its logits shifted by the feature's normalisers). Where an
-  example is split into several windows, the ensemble compares the windows by probability, while
-  ``run_qa.py`` compares raw logits; so a one-model ensemble can differ from the run on those
-  examples (and where fp16 storage rounds a close call the other way), nowhere else.
-
-The RQ5 study design (which runs are combined and compared) is :mod:`dupbert.rq5`.
+- classification: the mean of the members' class probabilities ``[N, C]``, then the argmax.
+- SQuAD 2.0, combined *before* span selection. Member ``m`` gives span ``(i, j)`` the
+  probability ``p_m(i, j) = exp(start_logit_i - start_logsumexp + end_logit_j -
+  end_logsumexp)`` (0 outside its stored top-20 candidates) and the null ``q_m =
+  exp(null_score - start_logsumexp - end_logsumexp)``. Spans (union of candidates, ``j >= i``,
+  at most 30 context tokens) score ``log mean_m p_m(i, j)``, the null ``log mean_m q_m``; then
+  selection as ``run_qa.py`` (:func:`dupbert.qa.select_answers`, threshold 0.0, never tuned).
+  A one-model ensemble reproduces its run except on examples split into several windows
+  (compared here by probability, by raw logits in ``run_qa.py``) and fp16-rounded close calls.
 """
 
 from __future__ import annotations
@@ -58,8 +47,7 @@ class OutputsMismatch(DupbertError, ValueError):
 
 
 class OutputsInvalid(DupbertError, ValueError):
-    """Stored outputs that cannot be scored: NaN probabilities or logits (a run that diverged).
-    Their argmax would be class 0 and their accuracy a number that means nothing."""
+    """Stored outputs that cannot be scored: NaN probabilities or logits (a run that diverged)."""
 
 
 RUN_COLUMNS = ("run_key", "model", "task", "duplication", "seed")
@@ -70,8 +58,7 @@ RUN_COLUMNS = ("run_key", "model", "task", "duplication", "seed")
 
 def _refuse_nan_outputs(outputs: Sequence[Mapping[str, np.ndarray]],
                         names: Sequence[str] | None = None) -> None:
-    """Refuse members whose stored float outputs hold NaN (``-inf``, the padding of SQuAD
-    candidates, is allowed); the message names the member (e.g. its run) and the first row."""
+    """Refuse members whose float outputs hold NaN (``-inf`` padding allowed), naming the member."""
     for index, member in enumerate(outputs):
         for key, value in member.items():
             value = np.asarray(value)
@@ -91,8 +78,8 @@ def _refuse_nan_outputs(outputs: Sequence[Mapping[str, np.ndarray]],
 
 
 def default_outputs_dir(results_path: str | os.PathLike) -> Path:
-    """Where RQ3 stores the outputs of the runs of ``results_path``, by the book's convention:
-    ``results/cpu/rq3.jsonl`` -> ``results/cpu/rq3-outputs`` (``notebooks/params/*/rq3.yaml``)."""
+    """Where RQ3 stores the outputs of ``results_path``'s runs: ``results/cpu/rq3.jsonl`` ->
+    ``results/cpu/rq3-outputs``."""
     path = Path(results_path)
     return path.with_name(f"{path.stem}-outputs")
 
@@ -104,20 +91,17 @@ def read_runs(results_paths: str | os.PathLike | Sequence[str | os.PathLike],
 
     Args:
         results_paths: JSON-lines results files (:class:`dupbert.results.ResultsFile`).
-        outputs_dirs: one outputs folder per results file (``None`` entries, or ``None`` for
-            all: :func:`default_outputs_dir`).
+        outputs_dirs: one outputs folder per results file (``None``: :func:`default_outputs_dir`).
 
     Returns:
-        ``ResultsFile.frame()`` rows of all files (``hyperparameters.*`` and ``metrics.*``
-        flattened), each run once (first file wins, by ``run_key``), plus ``outputs_dir`` (str).
+        ``ResultsFile.frame()`` rows of all files, each run once (first file wins, by
+        ``run_key``), plus ``outputs_dir`` (str).
 
     Raises:
         FileNotFoundError: a results file does not exist.
         ValueError: ``outputs_dirs`` is not one folder per results file.
-        ParameterError (a ValueError): ``results_paths`` an empty list (``results_paths is
-            empty: give at least one of the results files``) or one naming a file twice; a
-            results file that holds no runs, or rows without ``run_key`` (not an RQ3 results
-            file, e.g. a pilot log).
+        ParameterError (a ValueError): ``results_paths`` empty or repeated; a results file with
+            no runs, or rows without ``run_key``.
     """
     from .results import ResultsFile
 
@@ -149,8 +133,7 @@ def read_runs(results_paths: str | os.PathLike | Sequence[str | os.PathLike],
 
 
 def outputs_path(row: Mapping, outputs_dir: str | os.PathLike | None = None) -> Path:
-    """``<outputs_dir>/<run_key>.npz`` of a result row (``outputs_dir`` default: the row's own
-    ``outputs_dir`` field, as :func:`read_runs` sets it)."""
+    """``<outputs_dir>/<run_key>.npz`` of a result row (default: the row's ``outputs_dir``)."""
     folder = outputs_dir if outputs_dir is not None else row.get("outputs_dir")
     if folder is None:
         raise ValueError(f"run {row['run_key']}: no outputs folder given and none in the row")
@@ -172,7 +155,7 @@ def load_outputs(rows: Sequence[Mapping] | pd.DataFrame,
         ``example_id`` ``[F]``.
 
     Raises:
-        OutputsNotFound: a file is missing (the message names it and how to produce it).
+        OutputsNotFound: a file is missing (the message says how to produce it).
     """
     records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
     loaded = []
@@ -194,16 +177,11 @@ def load_outputs(rows: Sequence[Mapping] | pd.DataFrame,
 
 
 def mean_probabilities(probabilities: Sequence[np.ndarray]) -> np.ndarray:
-    """The probability-sum ensemble of classifiers (divided by the number of members).
-
-    Args:
-        probabilities: ``M >= 1`` arrays ``[N, C]`` of class probabilities (any float type).
-
-    Returns:
-        ``[N, C]`` float32, the mean over members (its argmax is the summed-probability vote).
+    """The probability-sum ensemble of classifiers: ``[N, C]`` float32 mean of ``M >= 1`` arrays
+    ``[N, C]``.
 
     Raises:
-        ValueError: no members, or members of different shapes.
+        ValueError: no members. OutputsMismatch: members of different shapes.
     """
     arrays = [np.asarray(p, dtype=np.float32) for p in probabilities]
     if not arrays:
@@ -216,14 +194,12 @@ def mean_probabilities(probabilities: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def classification_metrics(labels: np.ndarray, probabilities: np.ndarray) -> dict[str, float]:
-    """Accuracy and macro-F1 (fractions in [0, 1], scikit-learn; a never-predicted class scores 0)
-    of the argmax of ``probabilities`` ``[N, C]`` against ``labels`` ``[N]``: the keys and
-    definitions of :func:`dupbert.finetune.finetune` rows (ties: the lowest class id).
+    """Accuracy and macro-F1 (fractions, scikit-learn; a never-predicted class scores 0) of the
+    argmax of ``probabilities`` ``[N, C]`` against ``labels`` ``[N]``, as
+    :func:`dupbert.finetune.finetune` rows (ties: the lowest class id).
 
     Raises:
-        OutputsMismatch: ``probabilities`` not ``[N, C]``, or ``labels`` not ``[N]``.
-        OutputsInvalid: NaN probabilities (the message names the first example; its argmax
-            would be class 0).
+        OutputsMismatch: wrong shapes. OutputsInvalid: NaN probabilities.
     """
     import sklearn
     from sklearn.metrics import accuracy_score, f1_score
@@ -250,16 +226,14 @@ def ensemble_classification(outputs: Sequence[Mapping[str, np.ndarray]],
 
     Args:
         outputs: :func:`load_outputs` dicts (``probabilities`` ``[N, C]``, ``labels`` ``[N]``).
-        names: one name per member for messages (e.g. ``"run 0123..."``); default ``member i``.
+        names: one name per member for messages; default ``member i``.
 
     Returns:
         ``{"accuracy", "macro_f1"}`` as fractions (:func:`classification_metrics`).
 
     Raises:
-        OutputsMismatch: the members were scored on different examples (labels differ) or
-            have different shapes.
-        OutputsInvalid: a member's probabilities hold NaN (``run ...: its stored probabilities
-            are NaN at 3 of 10 examples (first: example 4) ...``), never scored as class 0.
+        OutputsMismatch: members scored on different examples or with different shapes.
+        OutputsInvalid: a member's probabilities hold NaN.
     """
     if not outputs:
         raise ValueError("an ensemble needs at least one member")
@@ -277,10 +251,8 @@ def ensemble_classification(outputs: Sequence[Mapping[str, np.ndarray]],
 
 def squad_eval_set(row: Mapping, data_dir: str | os.PathLike | None = None):
     """The evaluation examples and features a SQuAD 2.0 run was scored on, re-derived
-    deterministically (offsets are not stored): ``load_task("squad2", "eval",
-    max_samples=row's max_eval_samples, seed=0)`` and :func:`dupbert.qa.prepare_eval_features`
-    with the row's ``max_length``/``doc_stride`` and the model's own tokenizer (as
-    :func:`dupbert.finetune.build_model` loads it).
+    deterministically (offsets are not stored): ``load_task("squad2", "eval", seed=0)`` and
+    :func:`dupbert.qa.prepare_eval_features` with the row's settings and the model's tokenizer.
 
     Args:
         row: a result row (``model``, ``max_eval_samples``, ``hyperparameters`` as a dict or
@@ -321,8 +293,7 @@ def check_example_ids(outputs: Sequence[Mapping[str, np.ndarray]], features: Map
     """Check that every member's stored ``example_id`` ``[F]`` equals the features' column.
 
     Raises:
-        OutputsMismatch: a member has a different number of features or other ids (the message
-            names the member, e.g. its run key, and the first differing feature).
+        OutputsMismatch: a different number of features or other ids (member and feature named).
     """
     expected = np.asarray(features["example_id"])
     for index, member in enumerate(outputs):
@@ -343,8 +314,7 @@ def check_example_ids(outputs: Sequence[Mapping[str, np.ndarray]], features: Map
 
 
 def _log_probabilities(member: Mapping[str, np.ndarray], name: str, width: int) -> np.ndarray:
-    """``[F, width]`` float64 log softmax of the member's start or end tokens; -inf outside its
-    stored candidates."""
+    """``[F, width]`` log softmax of a member's start or end tokens; -inf outside its candidates."""
     index = member[f"{name}_index"].astype(np.int64)
     value = (member[f"{name}_logit"].astype(np.float64)
              - member[f"{name}_logsumexp"].astype(np.float64)[:, None])
@@ -363,8 +333,8 @@ def _logmeanexp(stack: np.ndarray) -> np.ndarray:
 
 
 def _ranked_union(log_probabilities: np.ndarray, context: np.ndarray, n: int):
-    """Union of the members' candidate tokens ``[f, K]`` (``K <= n``, -1 padded) ranked by the
-    mean probability over members (ties: lower index), and the mask of real entries."""
+    """Union of the members' candidate tokens ``[f, K]`` (-1 padded) ranked by mean probability,
+    and the mask of real entries."""
     marginal = np.where(context, _logmeanexp(log_probabilities), -np.inf)  # [f, W]
     order = np.argsort(-marginal, axis=1, kind="stable")[:, :n]
     found = np.isfinite(np.take_along_axis(marginal, order, axis=1))
@@ -375,9 +345,8 @@ def _ranked_union(log_probabilities: np.ndarray, context: np.ndarray, n: int):
 def _joint_scores(s_lp: np.ndarray, e_lp: np.ndarray) -> tuple[np.ndarray, bool]:
     """``mean_m exp(s_lp[m, f, u] + e_lp[m, f, v])`` as ``[f, K, K]``, or its log.
 
-    One member: the log, ``s_lp + e_lp`` itself (exact, so ranks equal the run's own); several:
-    the probability, a batched product of the float64 probability matrices (faster than the
-    log; a softmax probability above 1e-300 does not underflow). Returns ``(scores, is_log)``.
+    One member: the log, exact (ranks equal the run's own); several: the probability by a batched
+    matmul (faster; no underflow above 1e-300). Returns ``(scores, is_log)``.
     """
     if s_lp.shape[0] == 1:
         return s_lp[0][:, :, None] + e_lp[0][:, None, :], True
@@ -388,8 +357,7 @@ def _joint_scores(s_lp: np.ndarray, e_lp: np.ndarray) -> tuple[np.ndarray, bool]
 
 def _best_pairs(log_start: np.ndarray, log_end: np.ndarray, context: np.ndarray, n: int,
                 max_answer_length: int):
-    """Best span per feature of a block: ``log_start``/``log_end`` ``[M, f, W]`` members' log
-    probabilities, ``context`` ``[f, W]``; returns ``(start [f], end [f], log probability [f])``."""
+    """Best span per feature of a block: ``(start [f], end [f], log probability [f])``."""
     s_idx, s_ok = _ranked_union(log_start, context, n)
     e_idx, e_ok = _ranked_union(log_end, context, n)
     rows = np.arange(s_idx.shape[0])[:, None]
@@ -413,14 +381,11 @@ def _best_pairs(log_start: np.ndarray, log_end: np.ndarray, context: np.ndarray,
 
 def ensemble_spans(outputs: Sequence[Mapping[str, np.ndarray]], offset_mapping: Sequence,
                    max_answer_length: int = MAX_ANSWER_LENGTH) -> dict[str, np.ndarray]:
-    """The best span of every feature under the probability-sum rule (module notes), and the
+    """The best span of every feature under the probability-sum rule (module docstring), and the
     ensemble's null score, in the :func:`dupbert.qa.top_candidates` form with one candidate.
 
-    Per feature: candidate starts (ends) are the union of the members' stored candidates, ranked
-    by the mean start (end) probability (ties: lower token index); a pair ``(i, j)`` is valid when
-    both are context tokens, ``j >= i`` and ``j - i + 1 <= max_answer_length``; its score is
-    ``log mean_m p_m(i, j)``; the best pair wins (ties: the higher-ranked start, then end, as
-    :func:`dupbert.qa.best_spans`). The null score is ``log mean_m q_m``.
+    Candidates are ranked by the mean start (end) probability (ties: lower token index); the best
+    valid pair wins (ties as :func:`dupbert.qa.best_spans`).
 
     Args:
         outputs: ``M >= 1`` members' :func:`load_outputs` dicts for the same ``F`` features.
@@ -430,14 +395,13 @@ def ensemble_spans(outputs: Sequence[Mapping[str, np.ndarray]], offset_mapping: 
 
     Returns:
         ``start_index``, ``end_index`` ``[F, 1]`` int64 (-1: no valid span), ``start_logit``
-        ``[F, 1]`` float32 = the span's ensemble log probability (natural log, ``<= 0``;
-        ``-inf`` if none), ``end_logit`` ``[F, 1]`` zeros, ``null_score`` ``[F]`` float32 = the
-        ensemble's log no-answer probability: ready for :func:`dupbert.qa.select_answers`.
+        ``[F, 1]`` float32 = the span's ensemble log probability (``<= 0``; ``-inf`` if none),
+        ``end_logit`` ``[F, 1]`` zeros, ``null_score`` ``[F]`` float32 = the log no-answer
+        probability: ready for :func:`dupbert.qa.select_answers`.
 
     Raises:
         ValueError: no members. OutputsMismatch: members with different numbers of features or
-            candidates outside a feature. OutputsInvalid: a member's stored logits,
-            normalisers or null scores hold NaN (the message names the member and feature).
+            candidates outside a feature. OutputsInvalid: NaN in a member's stored outputs.
     """
     from .qa import _context_mask
 
@@ -482,15 +446,12 @@ def ensemble_squad_predictions(outputs: Sequence[Mapping[str, np.ndarray]], exam
                                max_answer_length: int = MAX_ANSWER_LENGTH,
                                null_score_diff_threshold: float = NULL_SCORE_DIFF_THRESHOLD
                                ) -> dict[str, str]:
-    """SQuAD 2.0 answers of the probability-sum ensemble (module notes; :func:`ensemble_spans`,
-    then :func:`dupbert.qa.select_answers`).
+    """SQuAD 2.0 answers of the probability-sum ensemble (:func:`ensemble_spans`, then
+    :func:`dupbert.qa.select_answers`): ``{question id: answer text}``, ``""`` = no answer.
 
     Args:
         outputs: the members' :func:`load_outputs` dicts.
         examples, features: :func:`squad_eval_set` of the members' runs.
-
-    Returns:
-        ``{question id: answer text}`` (``""`` = no answer) for every example.
 
     Raises:
         OutputsMismatch: a member's stored example ids differ from the features'.
@@ -507,8 +468,7 @@ def ensemble_squad_predictions(outputs: Sequence[Mapping[str, np.ndarray]], exam
 
 
 def _setting(row: Mapping) -> tuple:
-    """What must agree for runs to be combined: task, evaluation set, inputs (for QA the model
-    too: its tokenizer makes the features)."""
+    """What must agree for runs to be combined: task, evaluation set, inputs (QA: the model too)."""
     from .tasks import TASKS
 
     qa_task = row["task"] in TASKS and TASKS[row["task"]].kind == "qa"
@@ -587,8 +547,7 @@ def evaluate_ensemble(rows: Sequence[Mapping] | pd.DataFrame,
         OutputsNotFound: a member's outputs file is missing.
         OutputsMismatch: mixed tasks or evaluation sets, or stored example ids that do not
             match the re-derived features.
-        OutputsInvalid: a member's stored outputs hold NaN (the message names its run: run key,
-            model, task, configuration, seed).
+        OutputsInvalid: a member's stored outputs hold NaN (the message names its run).
     """
     records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
     return Evaluator(data_dir, outputs_dir)(records)

@@ -1,26 +1,11 @@
 """Results at a glance: one row per claim of the paper (:data:`dupbert.paper.CLAIMS`), with the
-paper's statement or number, ours with a 95% confidence interval, a verdict and the chapter that
-holds the evidence.
+paper's statement or number, ours with a 95% confidence interval, a verdict (:data:`VERDICTS`)
+and the chapter that holds the evidence.
 
-Verdicts are ``reproduced``, ``refuted``, ``undecided``, ``did not learn`` or ``not testable
-here``. Each claim's rule is written in the function that decides it, fixed before the runs, and
-described in prose in ``book/methods.md`` ("Results at a glance"), which the page links to:
-
-- RQ1 (:func:`rq1_rows`): top-1 reconstruction per hidden state against the random-init control,
-  with Wilson 95% intervals over tokens.
-- RQ2 (:func:`rq2_row`): Spearman correlation between the debiased linear CKA of each hidden
-  state with the last one and RQ1 top-1, per model, and the partial correlation given depth,
-  which decides.
-- RQ3/RQ4 (:func:`rq3_rq4_rows`): the pre-registered primary comparison of each model and task
-  (:func:`dupbert.paper.overall`, paired seeds, :func:`dupbert.significance.verdict`); a model
-  whose baseline misses its pre-registered floor (:func:`dupbert.paper.learning_status`) did not
-  learn the task: "did not learn", deciding nothing; a model and task whose planned seeds have not
-  all landed is ``undecided`` (pending), whatever the runs so far say. Tasks the paper makes no
-  claim about (USPTO-50k) are shown beside the method's claim, not judged
-  (:func:`beyond_the_paper`).
-- RQ5 (:func:`rq5_rows`): the paper's numbers are ALBERT ensembles on the full SQuAD 2.0 task; no
-  ALBERT or BERT English weights load offline, so they are ``not testable here``; our nearest
-  numbers (the cross-configuration ensembles of :mod:`dupbert.ensemble`) are shown beside them.
+Each claim's rule, fixed before the runs, is in the function that decides it (:func:`rq1_rows`,
+:func:`rq2_row`, :func:`rq3_rq4_rows`, :func:`rq5_rows`) and in prose in ``book/methods.md``
+("Results at a glance"). Tasks the paper makes no claim about are shown, not judged
+(:func:`beyond_the_paper`).
 """
 
 from __future__ import annotations
@@ -50,13 +35,11 @@ COLUMNS = ["id", "rq", "claim", "paper", "ours", "verdict", "evidence", "section
 
 
 def wilson_interval(fraction: float, n: int) -> tuple[float, float]:
-    """The Wilson 95% interval of a proportion: ``fraction`` of ``n`` trials succeeded (fractions in
-    [0, 1]; ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``).
+    """The Wilson 95% interval of a proportion: ``fraction`` (in [0, 1]) of ``n`` trials succeeded.
 
     Raises:
         ValueError: ``n < 1`` or ``fraction`` outside [0, 1].
-        ParameterError (a ValueError): ``n`` not an integer (``n must be an integer, got
-            2.5``) or ``fraction`` not a finite number (a NaN top-1, a string).
+        ParameterError (a ValueError): ``n`` not an integer or ``fraction`` not a finite number.
     """
     from scipy.stats import binomtest
 
@@ -84,8 +67,7 @@ def _row(claim_id: str, ours: str, verdict: str) -> dict:
 
 
 def _worst_block_output(rows: pd.DataFrame, what: str) -> tuple[float, float, float, int]:
-    """The worst hidden state 1..L of ``rows`` (one model and variant, ``what`` in messages):
-    (top1, low, high, layer)."""
+    """The worst hidden state 1..L of ``rows``: ``(top1, low, high, layer)``."""
     inner = rows[rows["layer"] >= 1]
     if inner.empty:
         raise ParameterError(f"{what}: no hidden state 1..L (layer >= 1) in the table, nothing to "
@@ -114,21 +96,20 @@ def _rq1_verdict(checks: Sequence[tuple[float, float, float]]) -> str:
 def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = None) -> list[dict]:
     """The two RQ1 claims from the RQ1 chapter's tables.
 
+    Rule: per model, its worst hidden state 1..L (the embedding output is reported, not judged):
+    ``reproduced`` when, for every model, its Wilson lower bound is >= 0.5 and >= 0.1 above the best
+    hidden state of its random-init control; ``refuted`` when some model's upper bound is within 0.1
+    of its control; else ``undecided``. Models in ``NOT_PRETRAINED_HEADS`` are not judged.
+
     Args:
         reconstruction: ``probe_models(..., include_control=True)`` rows (``model, variant, layer,
             top1, n_tokens``), top-1 as fractions.
         duplicated: ``probe_models(..., duplications=...)`` rows (``model, duplication, layer,
             top1, n_tokens``), or ``None``.
 
-    Rule: the claim holds for a model when its worst hidden state 1..L (the block outputs; the
-    embedding output is reported, not judged) is decoded with Wilson lower bound >= 0.5 and >= 0.1
-    above the best hidden state of its random-init control; ``refuted`` when some model's worst
-    hidden state is within 0.1 of its control (upper bound); ``undecided`` otherwise. Models whose
-    head is not a pretrained MLM head (``NOT_PRETRAINED_HEADS``) are not judged.
-
     Raises:
-        ParameterError (a ValueError): a table without one of its columns (named), a judged
-            model without pretrained hidden states 1..L, or a NaN top-1 among them.
+        ParameterError (a ValueError): a missing column, a judged model without pretrained hidden
+            states 1..L, or a NaN top-1 among them.
     """
     check_columns(reconstruction, ["model", "variant", "layer", "top1", "n_tokens"],
                   "reconstruction", rows="")
@@ -179,26 +160,18 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
 
 def rq2_row(spearman: pd.DataFrame, measure: str | None = None) -> dict:
     """The RQ2 claim from the RQ2 chapter's Spearman table (``model, similarity, rho, p_value,
-    n_layers`` and, from the chapter since issue 11, ``rho_given_depth, p_value_given_depth``;
-    one row per model and similarity measure).
+    n_layers``, optionally ``rho_given_depth, p_value_given_depth``; a row per model and measure).
 
-    The measure is the *debiased* linear CKA of each hidden state with the last one
-    (``cka_debiased_to_last``; the biased form sits near ``d / (N + d)`` even for unrelated
-    layers), or ``cka_to_last`` in tables written before it existed. The correlation is the
-    partial Spearman correlation with RQ1's top-1 *controlling for depth* where the table has it:
-    CKA to the last layer and top-1 both tend to rise with depth, so the plain rho can be depth
-    alone (for rxnmapper-albert rho with CKA equals rho with depth).
+    The measure is the debiased linear CKA of each hidden state with the last one
+    (``cka_debiased_to_last``, else ``cka_to_last``); the correlation with RQ1's top-1 is the
+    partial one given depth where the table has it (both tend to rise with depth).
 
-    Rule: ``reproduced`` when, for every model with a pretrained head, the correlation is
-    positive with p < 0.05; ``refuted`` when it is negative with p < 0.05 for some model;
-    ``undecided`` otherwise, including a model whose CKA or top-1 is a monotone function of depth
-    (no partial correlation: the data cannot tell CKA from depth). Hidden states of one model are
-    not independent samples: the p-values are descriptive, and so is the verdict.
+    Rule: ``reproduced`` when, for every model with a pretrained head, it is positive with
+    p < 0.05; ``refuted`` when negative with p < 0.05 for some model; else ``undecided`` (also when
+    CKA or top-1 is monotone in depth). Descriptive: hidden states are not independent samples.
 
     Raises:
-        ParameterError (a ValueError): ``spearman`` without one of ``model, similarity, rho,
-            p_value, n_layers``; a ``measure`` that is not in its ``similarity`` column (the
-            message lists those there).
+        ParameterError (a ValueError): a missing column; ``measure`` not in ``similarity``.
     """
     check_columns(spearman, ["model", "similarity", "rho", "p_value", "n_layers"], "spearman",
                   rows="")
@@ -242,9 +215,8 @@ def _interval(mean: float, low: float, high: float) -> str:
 
 
 def _combine(verdicts: Sequence[str]) -> str:
-    """Several models' verdicts on one claim, each model that learned the task counted once: all
-    that decided agree -> that verdict; they disagree -> ``undecided``; no model decided ->
-    ``undecided``, or ``did not learn`` when no model learned the task."""
+    """Several models' verdicts on one claim: all that decided agree -> that verdict, else
+    ``undecided``; ``did not learn`` when no model learned the task."""
     judged = [v for v in verdicts if v != paper.DID_NOT_LEARN]
     if not judged:
         return paper.DID_NOT_LEARN if verdicts else "not testable here"
@@ -263,15 +235,11 @@ def pilot_shortfalls(pilots: pd.DataFrame | None) -> dict[tuple[str, str], str]:
 
     Returns:
         ``{(model, task): "did not learn in 2 pilots (best HasAns_f1 23.36 < floor 25); not
-        run"}``; the best pilot decides (:func:`dupbert.paper.learning_floor`, values in points);
-        pairs with a pilot at or above the floor are left out.
+        run"}`` (points; the best pilot decides); pairs with a pilot at the floor are left out.
 
     Raises:
-        ParameterError (a ValueError): ``pilots`` without ``model`` or ``task``; a task's
-            pilots without its floor metric column, or a pilot whose floor metric is NaN (named
-            by model, task and seed: the best pilot cannot be told without it), or undefined
-            because its SQuAD 2.0 evaluation set had no answerable questions
-            (:func:`dupbert.tasks.empty_subset`).
+        ParameterError (a ValueError): ``pilots`` without ``model`` or ``task``; a pilot whose
+            floor metric is missing, NaN or undefined (no answerable questions).
         KeyError: a task without a learning floor (:func:`dupbert.paper.learning_floor`).
     """
     if pilots is None or pilots.empty:
@@ -307,9 +275,8 @@ def pilot_shortfalls(pilots: pd.DataFrame | None) -> dict[tuple[str, str], str]:
 
 
 def _cell_text(cell, status: pd.DataFrame) -> tuple[str, str]:
-    """One model and task of :func:`dupbert.paper.overall` (a row of it, as ``itertuples`` gives
-    it) in words, and its state: ``"judged"`` (its primary comparison has a verdict),
-    ``"pending"`` (short of its planned seeds), ``"no primary run"`` or ``did not learn``."""
+    """A row of :func:`dupbert.paper.overall` in words, and its state: ``"judged"``, ``"pending"``,
+    ``"no primary run"`` or ``did not learn``."""
     # overall() stores a missing primary as None, or NaN once another model has one
     has_primary = isinstance(cell.primary, str)
     if isinstance(cell.verdict, str) and cell.verdict.startswith("pending"):
@@ -330,21 +297,18 @@ def _cell_text(cell, status: pd.DataFrame) -> tuple[str, str]:
 
 def beyond_the_paper(summary: pd.DataFrame, status: pd.DataFrame,
                      planned_seeds: Mapping[tuple[str, str], int] | None = None) -> list[str]:
-    """The primary comparisons on tasks the paper makes no claim about (e.g. USPTO-50k), in
-    words: shown beside the method's claim, never judged (no claim, no verdict rule).
+    """The primary comparisons on tasks the paper makes no claim about (e.g. USPTO-50k), in words:
+    shown, never judged.
 
     Args:
-        summary: :func:`dupbert.paper.overall` of the runs (columns ``model, task, metric,
-            primary, gain, gain_ci_low, gain_ci_high, p_value, n_pairs, learned, verdict``).
+        summary: :func:`dupbert.paper.overall` of the runs.
         status: :func:`dupbert.paper.learning_status` of the same runs.
-        planned_seeds: ``{(model, task): seeds}`` of the pre-registered study; a planned model
-            and task without its primary runs reads ``pending (0/n seeds)``.
+        planned_seeds: ``{(model, task): seeds}`` of the pre-registered study.
 
     Returns:
-        One text per model and task on the task's primary metric, in the order of ``summary``
-        (then the planned ones with no run yet, ``pending (0/n seeds)``):
-        ``"rxnmapper-albert on uspto50k: repeat shared +3 -3.90 [-7.10, -0.70] points (p 0.024,
-        8 seeds)"``, or its pending / did-not-learn / no-primary-run state (:func:`_cell_text`).
+        One text per model and task on its primary metric, in ``summary`` order, then the planned
+        ones with no run (``pending (0/n seeds)``): ``"rxnmapper-albert on uspto50k: repeat
+        shared +3 -3.90 [-7.10, -0.70] points (p 0.024, 8 seeds)"`` or its state.
     """
     texts = []
     for cell in summary.itertuples() if not summary.empty else []:
@@ -369,28 +333,19 @@ def rq3_rq4_rows(results: pd.DataFrame,
     setting).
 
     Rule per model and task: the verdict of its pre-registered primary comparison
-    (:func:`dupbert.paper.overall`: the paper's configuration against the baseline, paired
-    seeds, :func:`dupbert.significance.verdict`), or ``did not learn`` when the baseline misses
-    its floor (:func:`dupbert.paper.learning_status`). Over models (:func:`_combine`): every model
-    that learned agrees -> that verdict, else ``undecided``; no model learned -> ``did not
-    learn``. ``rq3-squad2-exact`` (no size stated): ``reproduced`` when the primary gain is
-    significantly positive, ``refuted`` when significantly negative, else ``undecided``.
-    ``rq3-method``, over the claimed gains that had runs and learned (:func:`_over_learned`:
-    claims that did not learn are left out): ``reproduced`` when every one is, ``refuted`` when
-    one is, ``did not learn`` when none learned, else ``undecided``. ``rq4``: the same over every
-    task claim, but ``not testable here`` in place of ``reproduced`` or ``undecided`` unless at
-    least two models have a judged primary comparison (baseline learned, planned seeds landed),
-    or one still pending, on the paper's tasks: consistency across models cannot be seen in one
-    (a refuted task claim still refutes it: the gain is then not consistent across tasks).
+    (:func:`dupbert.paper.overall`), or ``did not learn`` below the floor. Over models:
+    :func:`_combine`. ``rq3-squad2-exact`` (no size stated): significantly positive ->
+    ``reproduced``, negative -> ``refuted``. ``rq3-method`` over the claimed gains that learned
+    (:func:`_over_learned`); ``rq4`` the same over every task claim, but ``not testable here`` in
+    place of ``reproduced``/``undecided`` unless at least two models have a judged or pending
+    primary comparison on the paper's tasks.
 
-    ``planned_seeds`` (``{(model, task): seeds}`` of the pre-registered study,
-    ``dupbert.profiles.planned_seeds``): a model and task with fewer seed pairs than planned is
-    ``undecided`` ("pending (k/n seeds)"), before its floor is checked, and so is every claim it
-    bears on: nothing is judged before the study reaches its planned size. A planned model and
-    task with no run yet reads "pending (0/n seeds)", not "no runs".
-
-    ``pilots``: pilot runs (:func:`pilot_shortfalls`). A model and task that neither ran nor is
-    planned, because its pilots missed the floor, is ``did not learn`` on its claims.
+    Args:
+        planned_seeds: ``{(model, task): seeds}`` (``dupbert.profiles.planned_seeds``): a model
+            and task short of them is ``undecided`` ("pending (k/n seeds)"), and so is every
+            claim it bears on.
+        pilots: pilot runs (:func:`pilot_shortfalls`): a model and task neither run nor planned
+            because its pilots missed the floor is ``did not learn``.
     """
     table = paper.comparison(results, planned_seeds=planned_seeds) if not results.empty \
         else pd.DataFrame()
@@ -457,10 +412,9 @@ def rq3_rq4_rows(results: pd.DataFrame,
 
 
 def _over_learned(verdicts: Sequence[str]) -> str:
-    """The verdict over several claims' verdicts, of the model and task cells that learned
-    (methods, "RQ3/RQ4"): ``did not learn`` ones are left out (they decide nothing); then
-    ``reproduced`` when every one is, ``refuted`` when one is, else ``undecided``; ``did not
-    learn`` when every one is, ``not testable here`` when there are none."""
+    """The verdict over several claims, ``did not learn`` ones left out: ``reproduced`` when every
+    one is, ``refuted`` when one is, else ``undecided`` (``did not learn`` / ``not testable here``
+    when none remain)."""
     if not verdicts:
         return "not testable here"
     learned = [v for v in verdicts if v != paper.DID_NOT_LEARN]
@@ -472,19 +426,14 @@ def _over_learned(verdicts: Sequence[str]) -> str:
 
 
 def rq5_rows(summary: pd.DataFrame | None) -> list[dict]:
-    """The two RQ5 claims (ALBERT ensembles on the full SQuAD 2.0 task: 85.50 EM, 88.59 F1).
+    """The two RQ5 claims: ``not testable here`` (no English ALBERT/BERT weights offline); our SQuAD
+    2.0 ensembles are shown with their intervals.
 
     Args:
-        summary: :func:`dupbert.rq5.rq5_summary` rows (``model, task, metric, kind, mean,
-            ci_low, ci_high`` ...), or ``None``.
-
-    Rule: not testable here (no English ALBERT/BERT weights offline, a SQuAD training subset);
-    our SQuAD 2.0 cross-configuration ensemble is shown with its interval, next to the same-size
-    same-configuration control.
+        summary: :func:`dupbert.rq5.rq5_summary` rows, or ``None``.
 
     Raises:
-        ParameterError (a ValueError): ``summary`` with rows but without one of ``model, task,
-            metric, kind, mean, ci_low, ci_high``.
+        ParameterError (a ValueError): ``summary`` with rows but lacking a column.
     """
     if summary is not None and not summary.empty:
         check_columns(summary, ["model", "task", "metric", "kind", "mean", "ci_low", "ci_high"],
@@ -516,14 +465,13 @@ def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.Data
     """One row per claim of :data:`dupbert.paper.CLAIMS`, in that order.
 
     Returns:
-        Columns ``id, rq, claim, paper, ours, verdict, evidence, section`` (``evidence`` = the
-        chapter's page name, e.g. ``rq3``; ``section`` = the anchor of the section in it that holds
-        the evidence, e.g. ``what-the-numbers-say``). Claims whose inputs are ``None`` are
-        ``not testable here`` with "not run" as ours. ``planned_seeds``, ``pilots``: as
-        :func:`rq3_rq4_rows`.
+        :data:`COLUMNS` ``id, rq, claim, paper, ours, verdict, evidence, section`` (``evidence``:
+        the chapter's page, e.g. ``rq3``; ``section``: the anchor holding the evidence). Claims
+        whose inputs are ``None`` are ``not testable here``, "not run". ``planned_seeds``,
+        ``pilots``: as :func:`rq3_rq4_rows`.
 
     Raises:
-        AssertionError: a claim of ``dupbert.paper`` got no row, or one got two (a bug).
+        AssertionError: a claim got two rows (a bug).
     """
     rows = []
     if reconstruction is not None:
@@ -543,11 +491,7 @@ def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.Data
 
 
 def verdict_counts(table: pd.DataFrame) -> Mapping[str, int]:
-    """How many claims got each verdict (every verdict listed, zeros included).
-
-    Raises:
-        ParameterError (a ValueError): ``table`` without a ``verdict`` column.
-    """
+    """How many claims got each verdict (zeros included); ParameterError without ``verdict``."""
     check_columns(table, ["verdict"], "table", rows="")
     counts = table["verdict"].value_counts()
     return {v: int(counts.get(v, 0)) for v in VERDICTS}
@@ -556,19 +500,16 @@ def verdict_counts(table: pd.DataFrame) -> Mapping[str, int]:
 
 
 def glance_html(table: pd.DataFrame) -> str:
-    """The results-at-a-glance table as one HTML ``<table>``, one compact row per claim: the claim
-    (its statement and id), the paper's number, ours, and the verdict with a link to the chapter
-    section that holds the evidence (``{evidence}.html#{section}``). Every text is HTML-escaped;
-    each row has the class ``verdict-<verdict, spaces as hyphens>`` that
-    ``book/_static/dupbert.css`` colours. The rules are not repeated per row: the header links to
+    """The results-at-a-glance table as one HTML ``<table>``, a row per claim (HTML-escaped), the
+    verdict linking to ``{evidence}.html#{section}``; each row has the class
+    ``verdict-<verdict, spaces as hyphens>`` (``book/_static/dupbert.css``); the header links to
     :data:`RULES_PAGE`.
 
     Args:
-        table: :func:`results_at_a_glance` rows (columns ``id, rq, claim, paper, ours, verdict,
-            evidence, section``).
+        table: :func:`results_at_a_glance` rows.
 
     Raises:
-        ParameterError (a ValueError): ``table`` without one of those columns.
+        ParameterError (a ValueError): ``table`` lacking a column.
     """
     import html
 

@@ -2,17 +2,13 @@
 
 Kao, Wu, Chi, Hsieh & Lee, *BERT's output layer recognizes all hidden layers? Some Intriguing
 Phenomena and a simple way to boost BERT* (arXiv 2001.09309). Every claim is listed once, in
-:data:`CLAIMS`, with an id that tables and the results-at-a-glance page refer to. Only the numbers
-in our sources are recorded (DESIGN.md, section 1); every other number is :data:`NOT_STATED`.
-``claimed_gain`` is in percentage points (accuracy × 100, SQuAD EM/F1 as they are); ``None``
-where the paper gives no number, ``0.0`` where it claims no gain.
+:data:`CLAIMS`, with an id that tables refer to; numbers not in our sources (DESIGN.md, section
+1) are :data:`NOT_STATED`. :data:`REPLICATION` is an independent one-seed replication (a course
+project, ``source="replication"``), never used as claims.
 
-:data:`REPLICATION` holds the numbers of an independent public one-seed replication (a course
-project, not the paper): they are marked ``source="replication"`` and never used as claims.
-
-The rest of the module turns a results frame (:meth:`dupbert.results.ResultsFile.frame`) into
-the side-by-side tables of RQ3/RQ4: metrics in points, mean ± 95% CI over seeds, paired gains
-against the baseline, the paper's claim and the verdict of :func:`dupbert.significance.verdict`.
+The rest turns a results frame (:meth:`dupbert.results.ResultsFile.frame`) into the tables of
+RQ3/RQ4: metrics in points, mean ± 95% CI over seeds, paired gains, the paper's claim and the
+verdict of :func:`dupbert.significance.verdict`.
 """
 
 from __future__ import annotations
@@ -38,15 +34,12 @@ class Claim:
     Attributes:
         id: stable identifier, e.g. ``"rq3-squad2-f1"``.
         rq: the research question (1-5) of the book that tests it.
-        statement: the claim in one sentence.
         task: a name of :data:`dupbert.tasks.TASKS`, or ``None`` (not about one task).
-        metric: the metric the claim is about (``accuracy``, ``f1``, ``exact``, ...), or a
-            description for claims that are not about a task metric.
-        claimed_gain: the claimed improvement over the baseline in percentage points; ``0.0``
-            for "no gain"; ``None`` where the paper gives no number.
+        metric: the metric (``accuracy``, ``f1``, ``exact``, ...) or a description.
+        claimed_gain: the claimed gain over the baseline in percentage points (accuracy × 100,
+            SQuAD EM/F1 as they are); ``0.0`` for "no gain"; ``None`` where the paper gives none.
         paper_value: the paper's number(s) as text, or ``"not stated"``.
-        source: where in the paper (the section numbers are not in our sources; we cite the
-            part of the paper that carries the claim).
+        source: the part of the paper that carries the claim.
     """
 
     id: str
@@ -167,8 +160,7 @@ CONTROLS = {"depth control": "control"}
 
 
 def claims() -> pd.DataFrame:
-    """Every claim, one row each, in :data:`CLAIMS` order (columns = :class:`Claim` fields;
-    ``task`` and ``claimed_gain`` hold ``None`` where the claim has none)."""
+    """Every claim, one row each, in :data:`CLAIMS` order (columns = :class:`Claim` fields)."""
     frame = pd.DataFrame([dataclasses.asdict(c) for c in CLAIMS], dtype=object)
     return frame.astype({"rq": int})
 
@@ -186,8 +178,8 @@ def claim(claim_id: str) -> Claim:
 
 
 def replication() -> pd.DataFrame:
-    """The public one-seed replication's SQuAD 2.0 numbers (EM, F1 in points), with its F1
-    gain over its own baseline; ``source`` is ``"replication"`` (not the paper)."""
+    """The public one-seed replication's SQuAD 2.0 EM and F1 (points) with its F1 gain over its own
+    baseline; ``source`` is ``"replication"``."""
     frame = pd.DataFrame(REPLICATION)
     base = frame[frame["configuration"].str.startswith("baseline")].set_index("model")["f1"]
     frame["f1_gain"] = (frame["f1"] - frame["model"].map(base)).round(2)
@@ -211,9 +203,7 @@ def gain_claim(task: str, metric: str) -> Claim | None:
 
 def _refuse_empty_floor_subset(group: pd.DataFrame, task: str, metric: str,
                                empty: pd.Series) -> None:
-    """Refuse rows whose evaluation set leaves the learning floor's metric undefined (a
-    SQuAD 2.0 evaluation set without answerable questions has no ``HasAns_f1``): whether the
-    baseline learned could not be judged."""
+    """Refuse rows whose evaluation set leaves the learning floor's metric undefined."""
     if task not in LEARNING_FLOORS or LEARNING_FLOORS[task][0] != metric or not empty.any():
         return
     first = group[empty].iloc[0]
@@ -231,8 +221,7 @@ RUN_COLUMNS = ("model", "task", "duplication", "seed")
 
 
 def _refuse_nan(points: pd.DataFrame, why: str) -> None:
-    """Refuse :func:`points_frame` rows whose value is NaN: a run without the metric it is
-    judged on (the message names the first such run: model, task, duplication, seed)."""
+    """Refuse :func:`points_frame` rows whose value is NaN, naming the first run."""
     undefined = points[points["value"].isna()]
     if undefined.empty:
         return
@@ -271,25 +260,19 @@ def learning_floor(task: str) -> tuple[str, float]:
 
 
 def learning_status(results: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
-    """Did each model's baseline learn each task? The one rule that RQ3, RQ4, RQ5 and the
-    results at a glance use before judging any comparison.
+    """Did each model's baseline learn each task? The rule applied before judging any comparison
+    (RQ3, RQ4, RQ5, results at a glance).
 
     Args:
-        results: ``ResultsFile.frame()`` rows, or a :func:`points_frame` (columns ``model, task,
-            duplication, metric, value``).
+        results: ``ResultsFile.frame()`` rows, or a :func:`points_frame`.
 
     Returns:
         One row per (model, task) with a baseline run: ``floor_metric``, ``floor`` (points),
-        ``baseline_mean`` (points, over seeds), ``n_seeds`` and ``learned`` (mean >= floor);
-        these columns and no rows for a frame with its columns but no rows.
+        ``baseline_mean`` (points, over seeds), ``n_seeds`` and ``learned`` (mean >= floor).
 
     Raises:
-        ParameterError (a ValueError): ``results`` not a DataFrame or without a column of
-            ``model, task, duplication, seed`` (a points frame: ``metric``, ``value`` too); a
-            task dupbert does not know (:func:`task_metrics`); a baseline run whose floor
-            metric is NaN (named: model, task, duplication, seed; averaging the others would
-            report more seeds than were averaged). Only the floor metric of each task counts:
-            other metrics (and other tasks' metric columns) may be NaN.
+        ParameterError (a ValueError): a missing column; a task dupbert does not know; a
+            baseline run whose floor metric is NaN (other metrics may be NaN).
         KeyError: a task without a learning floor (:func:`learning_floor`).
     """
     if isinstance(results, pd.DataFrame) and "value" in results:
@@ -313,8 +296,8 @@ def learning_status(results: pd.DataFrame, baseline: str = "baseline") -> pd.Dat
 
 
 def learned(status: pd.DataFrame, model: str, task: str) -> bool:
-    """Whether ``model``'s baseline learned ``task`` in a :func:`learning_status` frame (no
-    baseline run: ``False``)."""
+    """Whether ``model``'s baseline learned ``task`` in a :func:`learning_status` frame (no baseline
+    run: ``False``)."""
     cell = status[(status["model"] == model) & (status["task"] == task)]
     return bool(not cell.empty and cell["learned"].iloc[0])
 
@@ -326,25 +309,17 @@ STALLED_COLUMNS = ["model", "task", "duplication", "seed", "metric", "value", "t
 
 def stalled_runs(points: pd.DataFrame) -> pd.DataFrame:
     """Single runs, of any configuration, that ended below the midpoint of their trivial baseline
-    and their task's learning floor, on the floor's metric (e.g. USPTO-50k: trivial 30.4, floor
-    80, cutoff 55.2): at, near or below the trivial baseline. Descriptive and exploratory,
-    written after runs had landed (a collapsed ALBERT copy): no verdict uses it; the
-    pre-registered rule judges the baseline's mean (:func:`learning_status`) and keeps every run
-    in every comparison.
+    and their task's learning floor, on the floor's metric. Exploratory: no verdict uses it.
 
     Args:
-        points: a :func:`points_frame` (columns ``model, task, duplication, seed, metric, value,
-            trivial``; points).
+        points: a :func:`points_frame`.
 
     Returns:
-        :data:`STALLED_COLUMNS`, one row per such run in ``points``' order: its floor metric's
-        ``value``, the ``trivial`` baseline, the ``floor`` and the ``cutoff`` (their midpoint),
-        all in points; no rows when none stalled, or for tasks without a floor or runs without
-        a trivial baseline.
+        :data:`STALLED_COLUMNS`, one row per such run in ``points``' order (``value``,
+        ``trivial``, ``floor``, ``cutoff``: points).
 
     Raises:
-        ParameterError (a ValueError): ``points`` not a DataFrame or without one of those
-            columns (named).
+        ParameterError (a ValueError): ``points`` not a DataFrame or lacking a column.
     """
     check_columns(points, ("model", "task", "duplication", "seed", "metric", "value", "trivial"),
                   "points")
@@ -360,16 +335,9 @@ SETTING_COLUMNS = ("max_train_samples", "max_eval_samples", "train_subset_seed",
 
 
 def run_settings(results: pd.DataFrame) -> pd.Series:
-    """Each run's setting as one string: its hyper-parameters (every ``hyperparameters.*``
-    column, by name) and :data:`SETTING_COLUMNS` (those present), ``name=value`` each, a missing
-    value as ``None`` (issue 10, 3d: runs of different settings are never pooled).
-
-    Args:
-        results: ``ResultsFile.frame()`` rows (flattened ``hyperparameters.*`` columns).
-
-    Returns:
-        A string per row, on ``results``' index.
-    """
+    """Each run's setting as one string, ``name=value`` for every ``hyperparameters.*`` column and
+    :data:`SETTING_COLUMNS` present (runs of different settings are never pooled), on
+    ``results``' index."""
     columns = sorted(c for c in results.columns if c.startswith("hyperparameters.")) + [
         c for c in SETTING_COLUMNS if c in results.columns]
     text = results[columns].map(lambda value: "None" if pd.isna(value) else str(value))
@@ -378,16 +346,15 @@ def run_settings(results: pd.DataFrame) -> pd.Series:
 
 
 def keep_main_setting(results: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """Per model and task, only the runs of its most frequent setting (:func:`run_settings`;
-    a tie keeps the setting seen first), so that the runs compared or combined share one.
+    """Per model and task, only the runs of its most frequent setting (:func:`run_settings`; a tie
+    keeps the one seen first).
 
     Returns:
-        ``(kept, n_left_out)``: the kept rows (the original columns plus ``setting``; index
-        renumbered, file order kept) and how many runs were left out.
+        ``(kept, n_left_out)``: the kept rows (plus a ``setting`` column; index renumbered, file
+        order kept) and how many runs were left out.
 
     Raises:
-        ParameterError (a ValueError): ``results`` not a DataFrame, or rows without a ``model``
-            or ``task`` column.
+        ParameterError (a ValueError): ``results`` not a DataFrame or without ``model``/``task``.
     """
     check_columns(results, (), "results")
     if not results.empty:
@@ -407,18 +374,13 @@ def points_frame(results: pd.DataFrame) -> pd.DataFrame:
     Returns:
         Columns ``model, task, duplication, reference, role, seed, metric, value, trivial,
         trivial_name``; ``trivial`` is the trivial baseline (majority class / all-empty answers)
-        on the same evaluation set; ``reference``/``role`` as the rows record them
-        (``dupbert.duplicate.finetune_variants``), None for rows that do not. A task's metric
-        without a ``metrics.<name>`` column is left out, and so is a SQuAD 2.0 subset metric on
-        a run whose evaluation set has no question of that subset (:func:`empty_subset`: no
-        ``NoAns_f1`` without unanswerable questions); any other NaN value is kept (as NaN).
+        on the same evaluation set. A metric without a ``metrics.<name>`` column is left out, as
+        is a SQuAD 2.0 subset metric on a set without questions of that subset
+        (:func:`empty_subset`); any other NaN is kept.
 
     Raises:
-        ParameterError (a ValueError): ``results`` not a DataFrame or without a column of
-            ``model, task, duplication, seed`` (an empty ``pd.DataFrame()``: no runs); rows of a
-            task dupbert does not know (the message names it, how many rows, and the tasks); a
-            run whose evaluation set leaves its task's learning-floor metric undefined (a SQuAD
-            2.0 set without answerable questions: no ``HasAns_f1``; the run is named).
+        ParameterError (a ValueError): a missing run column; rows of an unknown task
+            (``UnknownTask``); a run whose set leaves its learning-floor metric undefined.
     """
     check_columns(results, RUN_COLUMNS, "results")
     unknown = [t for t in dict.fromkeys(results["task"]) if t not in TASKS]
@@ -481,48 +443,28 @@ def comparison(results: pd.DataFrame, baseline: str = "baseline",
     claim beside it and the verdict of :func:`dupbert.significance.verdict`.
 
     Args:
-        results: ``ResultsFile.frame()`` rows of one setting (any number of models, tasks,
-            seeds; two runs of one configuration and seed are refused).
+        results: ``ResultsFile.frame()`` rows of one setting.
         planned_seeds: ``{(model, task): seeds}`` of a pre-registered study
-            (``dupbert.profiles.planned_seeds``). A comparison with fewer seed pairs than planned
-            gets the verdict :func:`pending` (``"pending (k/n seeds)"``) instead of one read off
-            part of the data: a study that ran in the background is judged once, at its planned
-            size, never at whichever size it had reached when the book was built (no optional
-            stopping). ``None``: every comparison is judged at the size it has.
-            A secondary comparison short of its seeds also stays out of Holm (NaN there, no
-            ``p_adjusted``), so its partial p-value never moves a complete one's verdict.
-        family_sizes: ``{(model, task): m}`` secondary comparisons planned by that study
-            (``dupbert.profiles.planned_family_sizes``): Holm and the detectable gain count all
-            ``m`` while some have not landed (:func:`dupbert.significance.paired_gains`).
+            (``dupbert.profiles.planned_seeds``): a comparison with fewer seed pairs gets the
+            verdict :func:`pending` instead of one read off part of the data (no optional
+            stopping), and a secondary one stays out of Holm. ``None``: judged at any size.
+        family_sizes: ``{(model, task): m}`` planned secondaries
+            (:func:`dupbert.significance.paired_gains`).
 
     Returns:
-        One row per (model, task, metric, duplication), the baseline included: ``n``, ``mean``,
-        ``std``, ``ci_low``, ``ci_high`` (points, over seeds); ``reference``, ``role``
-        (primary/secondary), ``gain``, ``gain_ci_low``, ``gain_ci_high`` (95%), ``p_value``,
-        ``n_tests``, ``bonferroni_confidence``, ``bonferroni_ci_low``, ``bonferroni_ci_high``
-        (95% for the primary, the Bonferroni level ``1 - 0.05/m`` for a secondary of ``m``:
-        shown beside Holm p-values; conservative, it can cover 0 for a secondary that Holm finds
-        significant; :func:`dupbert.significance.paired_gains`), ``p_adjusted``,
-        ``min_detectable_gain``, ``n_pairs`` (paired by seed against the reference; NaN for the
-        baseline itself); ``trivial``, ``trivial_name``;
-        ``learned`` (the baseline beat its floor, :func:`learning_status`); ``claim_id``,
-        ``claimed_gain`` (both ``None`` where the paper claims nothing), ``paper_value``;
-        ``verdict`` (``"did not learn"`` for every
-        configuration of a model and task whose baseline did not learn; ``"baseline"``,
-        ``"control"``, ... for configurations no claim applies to; ``"pending (k/n seeds)"``
-        before the planned seeds have landed). ``results`` with its columns but no rows give
-        :data:`COMPARISON_COLUMNS` and no rows.
+        :data:`COMPARISON_COLUMNS`, one row per (model, task, metric, duplication), the baseline
+        included: the summary over seeds (points) and the paired-gain columns of
+        :func:`dupbert.significance.paired_gains` (NaN for the baseline itself); ``trivial``,
+        ``trivial_name``; ``learned`` (:func:`learning_status`); ``claim_id``, ``claimed_gain``
+        (``None`` where the paper claims nothing), ``paper_value``; ``verdict``
+        (``"did not learn"``, ``"baseline"``/``"control"`` where no claim applies, or
+        ``"pending (k/n seeds)"`` besides the rule's verdicts).
 
     Raises:
         ValueError: two runs of one configuration and seed (different settings pooled).
-        ParameterError (a ValueError): ``results`` not a DataFrame or without a column of
-            ``model, task, duplication, seed`` (``pd.DataFrame()``: no runs); rows of an unknown
-            task (named, with the tasks; :func:`points_frame`); a task whose rows have none of
-            its metrics as a ``metrics.<name>`` column; a run whose metric is NaN (named: model,
-            task, duplication, seed and the metric; it is never dropped from its pair or mean).
-            Only the metrics of a row's own task count: another task's metric columns are NaN
-            on its rows. Bad ``planned_seeds``/``family_sizes``
-            (:func:`dupbert.significance.paired_gains`).
+        ParameterError (a ValueError): as :func:`points_frame`; a task with none of its metric
+            columns; a run whose metric is NaN (never dropped); bad
+            ``planned_seeds``/``family_sizes``.
     """
     from .significance import paired_gains, summarize_runs
 
@@ -608,31 +550,22 @@ _OVERALL_NEEDS = ("model", "task", "metric", "duplication", "role", "n_pairs", "
 def overall(table: pd.DataFrame,
             family_sizes: Mapping[tuple[str, str], int] | None = None) -> pd.DataFrame:
     """Per model, task and metric of a :func:`comparison` table: the pre-registered primary
-    comparison decides (``verdict`` is its verdict, ``pending (k/n seeds)`` included; ``no
-    primary run`` without one), and the
+    comparison decides (``verdict`` is its verdict; ``no primary run`` without one), and the
     secondary configurations are counted beside it (significant after Holm).
-
-    Returns:
-        Columns ``model, task, metric, primary, gain, gain_ci_low, gain_ci_high, p_value,
-        min_detectable_gain, n_pairs, n_secondary, n_secondary_pending, n_secondary_gains,
-        n_secondary_losses, best_secondary, best_secondary_gain, learned, paper_value,
-        claimed_gain, verdict``; the secondary counts and the best secondary are over the
-        secondary comparisons with all their planned seeds (``n_secondary``), those still
-        pending are only counted (``n_secondary_pending``);
-        ``primary``, ``best_secondary`` and ``claimed_gain`` are ``None`` where there is none.
-        A table with its columns but no rows gives :data:`OVERALL_COLUMNS` and no rows.
 
     Args:
         table: :func:`comparison` output.
-        family_sizes: ``{(model, task): m}`` secondary comparisons planned by a pre-registered
-            study (``dupbert.profiles.planned_family_sizes``): a planned secondary with no run at
-            all has no row in ``table``, and is counted in ``n_secondary_pending`` from the plan
-            (as Holm counts it). ``None``: only the rows of ``table`` are counted.
+        family_sizes: ``{(model, task): m}`` planned secondaries: one with no run yet counts in
+            ``n_secondary_pending``.
+
+    Returns:
+        :data:`OVERALL_COLUMNS`; the secondary counts and the best secondary are over the
+        secondaries with all their planned seeds (``n_secondary``), pending ones are only
+        counted (``n_secondary_pending``); ``primary``, ``best_secondary`` and ``claimed_gain``
+        are ``None`` where there is none.
 
     Raises:
-        ParameterError (a ValueError): ``table`` not a DataFrame or without a column of
-            :func:`comparison` that this needs (the message lists them); ``family_sizes`` not
-            a mapping of integers >= 0 (:func:`dupbert.significance.paired_gains`).
+        ParameterError (a ValueError): ``table`` lacks a needed column; bad ``family_sizes``.
     """
     from .significance import _check_plan
 
@@ -691,8 +624,8 @@ def overall(table: pd.DataFrame,
 
 
 def interval_text(mean, low, high, signed: bool = False) -> str:
-    """``"12.34 [11.00, 13.68]"`` (two decimals; ``signed``: ``"+0.50 [-0.10, +1.10]"``); the
-    mean alone where ``low`` is NaN, ``""`` where ``mean`` is NaN."""
+    """``"12.34 [11.00, 13.68]"`` (``signed``: ``"+0.50 [-0.10, +1.10]"``); the mean alone where
+    ``low`` is NaN, ``""`` where ``mean`` is NaN."""
     if pd.isna(mean):
         return ""
     sign = "+" if signed else ""
@@ -706,12 +639,8 @@ def p_text(p) -> str:
 
 
 def primary_metrics(frame: pd.DataFrame) -> dict[str, str]:
-    """``{task: primary metric}`` (:func:`task_metrics`, first) for the tasks of ``frame``'s
-    ``task`` column, in order of first appearance.
-
-    Raises:
-        ParameterError (a ValueError): a task dupbert does not know.
-    """
+    """``{task: primary metric}`` for the tasks of ``frame``'s ``task`` column, in order of first
+    appearance; ParameterError for a task dupbert does not know."""
     return {task: task_metrics(task)[0] for task in dict.fromkeys(frame["task"])}
 
 
@@ -721,16 +650,13 @@ def primary_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def study_design(plan) -> pd.DataFrame:
-    """RQ3's design table, one row per planned model and task (index ``model, task``): the
-    primary comparison (``"copy first 3 vs baseline"``), the secondary configurations, subset
-    sizes, learning rate, epochs, batch size, number of seeds, the smallest gain the primary
-    paired t-test detects with 80% power in standard deviations of the per-seed differences
-    (:func:`dupbert.significance.minimum_detectable_gain`) and the learning floor.
+    """RQ3's design table, one row per planned model and task (index ``model, task``): primary and
+    secondary configurations, subset sizes, hyper-parameters, seeds, ``detectable (x sd)`` (the
+    smallest gain the primary test detects with 80% power, in sds of the per-seed differences)
+    and the learning floor.
 
     Args:
-        plan: ``dupbert.profiles.PlannedSweep`` entries (``plan_sweep``): ``model, task,
-            primary, duplications, seeds, max_train_samples, max_eval_samples,
-            hyperparameters``.
+        plan: ``dupbert.profiles.PlannedSweep`` entries (``plan_sweep``).
     """
     from .significance import minimum_detectable_gain
 
@@ -760,16 +686,16 @@ def verdict_rule_text() -> str:
 
 def rq3_claims(tasks) -> pd.DataFrame:
     """The paper's RQ3 claims on ``tasks`` (index ``id``; ``task, metric, paper_value,
-    claimed_gain``): no rows where it states none."""
+    claimed_gain``)."""
     claimed = claims()
     claimed = claimed[(claimed["rq"] == 3) & claimed["task"].isin(set(tasks))]
     return claimed[["id", "task", "metric", "paper_value", "claimed_gain"]].set_index("id")
 
 
 def pilot_table(path) -> pd.DataFrame:
-    """RQ3's classification pilots (``scripts/pilot_rq3.py`` rows in a JSON-lines file), one row
-    per model and task (index): sizes, hyper-parameters, ``accuracy by step`` (points, ``"32:
-    51.2, 64: 60.0"``) and wall-clock ``minutes``. No rows where ``path`` does not exist."""
+    """RQ3's classification pilots (``scripts/pilot_rq3.py`` JSON lines), one row per model and
+    task: sizes, hyper-parameters, ``accuracy by step`` (points) and ``minutes``. Empty where
+    ``path`` does not exist."""
     from pathlib import Path
 
     if not Path(path).is_file():
@@ -783,10 +709,9 @@ def pilot_table(path) -> pd.DataFrame:
 
 
 def squad_pilot_table(path) -> pd.DataFrame:
-    """RQ3's SQuAD 2.0 pilots (finetune rows in a JSON-lines file), one row per pilot (index
-    ``model``): sizes, learning rate, epochs, steps, HasAns/NoAns/overall F1, threshold-tuned
-    F1, the all-empty F1 (points, one decimal), whether the floor was reached and the training
-    minutes. No rows where ``path`` does not exist."""
+    """RQ3's SQuAD 2.0 pilots (finetune JSON lines), index ``model``: sizes, hyper-parameters, F1s
+    (points, one decimal), whether the floor was reached, training minutes. Empty where ``path``
+    does not exist."""
     from pathlib import Path
 
     if not Path(path).is_file():
@@ -816,11 +741,9 @@ def _bonferroni_text(row) -> str:
 
 
 def task_table(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
-    """RQ3's table of one task and metric (index ``model, configuration``): per model its
-    trivial baseline, then every configuration's mean [95% CI] over seeds, paired gain [95% CI]
-    over its reference (``vs``), a secondary's Bonferroni CI, the p-value, the deciding p (the
-    primary's own, Holm-adjusted for a secondary), the smallest detectable gain, the paper's
-    value and the verdict (``(secondary)`` appended to a secondary's). Strings, points.
+    """RQ3's table of one task and metric (index ``model, configuration``; strings, points): per
+    model its trivial baseline, then every configuration's mean, gain, Bonferroni CI (secondary),
+    p, deciding p, smallest detectable gain, paper value and verdict.
 
     Args:
         table: :func:`comparison` output.
@@ -853,9 +776,8 @@ def task_table(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
 
 
 def study_table(study: pd.DataFrame, timed: bool = True) -> pd.DataFrame:
-    """RQ3's one row per model and task (index) from ``dupbert.profiles.study_summary``: runs
-    landed of planned, baseline [95% CI], trivial baseline, minutes per run (train + eval; left
-    out unless ``timed``), the primary's gain [95% CI], p, smallest detectable gain, verdict."""
+    """RQ3's one row per model and task from ``dupbert.profiles.study_summary``, as strings; the
+    minutes column only if ``timed``."""
     shown = pd.DataFrame({
         "model": study["model"], "task": study["task"], "metric": study["metric"], "seeds": study["seeds"],
         "runs (primary; secondary)": study["runs_primary"] + "; " + study["runs_secondary"],
@@ -875,8 +797,7 @@ def study_table(study: pd.DataFrame, timed: bool = True) -> pd.DataFrame:
 
 
 def _power_text(row, pairs: int) -> str:
-    """What the seeds can decide: the smallest detectable gain for a claimed gain; for a "no gain"
-    claim, whether the 95% CI can fit within the equivalence margin at all."""
+    """What the seeds can decide: the detectable gain, or for "no gain" the equivalence limit."""
     from .significance import ALPHA, EQUIVALENCE_MARGIN, equivalence_sd_limit
 
     if row.claimed_gain != 0:
@@ -904,10 +825,9 @@ def _secondary_text(row) -> str:
 
 
 def findings_text(summary: pd.DataFrame, table: pd.DataFrame, results: pd.DataFrame) -> str:
-    """RQ3's "what the numbers say", one Markdown bullet per model and task on the task's primary
-    metric: the baseline [95% CI] against the trivial baseline and its floor (below it: did not
-    learn, nothing decided), the primary comparison's gain, p and power, the secondary counts
-    after Holm, the paper's claim and the verdict. ``"No runs yet."`` without rows.
+    """RQ3's "what the numbers say", one Markdown bullet per model and task on its primary metric
+    (baseline against floor, primary gain, p and power, secondary counts, claim and verdict);
+    ``"No runs yet."`` without rows.
 
     Args:
         summary: :func:`overall` of ``table``.
@@ -951,9 +871,7 @@ def findings_text(summary: pd.DataFrame, table: pd.DataFrame, results: pd.DataFr
 
 
 def stalled_text(points: pd.DataFrame, n_runs: int) -> str:
-    """RQ3's exploratory list of the runs that stalled (:func:`stalled_runs`), as Markdown: per
-    model and task its configurations and seeds with their value (points); ``"None of the
-    {n_runs} runs did."`` when none did."""
+    """RQ3's exploratory list of :func:`stalled_runs`, as Markdown."""
     stalled = stalled_runs(points)
     lines = []
     for (name, task), runs in stalled.groupby(["model", "task"], sort=False):
@@ -970,13 +888,8 @@ def stalled_text(points: pd.DataFrame, n_runs: int) -> str:
 
 
 def observed_seed_spread(points: pd.DataFrame) -> pd.DataFrame:
-    """Our seed spread per model and task (index), on the task's primary metric (points, two
-    decimals): the standard deviation over seeds of the baseline, and of the primary
-    configuration's paired differences with it (what the tests work with).
-
-    Args:
-        points: a :func:`points_frame` (``model, task, duplication, seed, metric, value, role``).
-    """
+    """Our seed spread per model and task (index), on the primary metric (points): the sd over
+    seeds of the baseline and of the primary's paired differences with it."""
     spread = []
     on_primary = points[points["metric"] == points["task"].map(lambda t: task_metrics(t)[0])]
     for (name, task), group in on_primary.groupby(["model", "task"], sort=False):
@@ -993,8 +906,7 @@ def observed_seed_spread(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def replication_text() -> str:
-    """The replication's single-layer and RoBERTa numbers and ALBERT's pretrained depths
-    (:data:`REPLICATION_SINGLE_LAYERS`, :data:`REPLICATION_ROBERTA`, :data:`ALBERT_DEPTH`), in
+    """:data:`REPLICATION_SINGLE_LAYERS`, :data:`REPLICATION_ROBERTA` and :data:`ALBERT_DEPTH` in
     two sentences (SQuAD 2.0 F1)."""
     single, roberta = REPLICATION_SINGLE_LAYERS, REPLICATION_ROBERTA
     return (f"Same replication: {single['configurations']} of {single['model']} gave F1 {single['f1_low']}-"
@@ -1005,8 +917,7 @@ def replication_text() -> str:
 
 
 def run_counts(results: pd.DataFrame) -> pd.DataFrame:
-    """Per model and task (index, first-appearance order): runs, seeds, configurations, and the
-    largest training/evaluation subset and steps per run."""
+    """Per model and task (index): runs, seeds, configurations, largest subsets, steps per run."""
     return results.groupby(["model", "task"], sort=False).agg(
         runs=("run_key", "size"), seeds=("seed", "nunique"), configurations=("duplication", "nunique"),
         train_examples=("n_train", "max"), eval_examples=("n_eval", "max"), steps_per_run=("train_steps", "max"))
@@ -1022,12 +933,9 @@ def _gain_cell(model, task, gain, low, high, level, p, role, verdict, status) ->
 
 
 def gain_grid(main: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
-    """RQ4's grid of gains: rows ``task, duplication, vs`` (the reference), one column per model;
-    each cell the paired gain [CI] (points; 95% for the primary, the Bonferroni interval at
-    1 - 0.05/m for a secondary of m, its level in brackets), ``*`` when significant (the
-    primary's p, a secondary's Holm-adjusted p, < 0.05), ``did not learn`` where the baseline
-    missed its floor, the pending verdict where seeds are missing; ``""`` where a model lacks
-    the configuration.
+    """RQ4's grid of gains: rows ``task, duplication, vs``, one column per model; each cell the
+    paired gain [CI] (points; 95% for the primary, the Bonferroni level for a secondary), ``*``
+    when significant, ``did not learn`` or the pending verdict; ``""`` where a model lacks it.
 
     Args:
         main: :func:`primary_rows` of a :func:`comparison` table.
@@ -1047,9 +955,8 @@ def gain_grid(main: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
 
 
 def beside_table(summary: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
-    """RQ4's paper-beside-ours table (index ``task, metric, paper, model``): whether the baseline
-    learned, the primary configuration and its gain [95% CI] (points), the secondary gains and
-    losses after Holm (pending ones counted) and the verdict.
+    """RQ4's paper-beside-ours table (index ``task, metric, paper, model``): baseline learned,
+    primary and its gain [95% CI] (points), secondary gains / losses, verdict.
 
     Args:
         summary: :func:`overall` of the primary-metric rows.
@@ -1071,17 +978,14 @@ def beside_table(summary: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
 
 def consistency_text(summary: pd.DataFrame, main: pd.DataFrame, status: pd.DataFrame,
                      claim_rows: Mapping[str, Mapping]) -> str:
-    """RQ4's "what the numbers say" as Markdown bullets: the cells whose baseline missed its
-    floor; of the others, how many primary comparisons (all planned seeds in) are significantly
-    better or worse; per configuration, in how many cells its gain is positive and significantly
-    so (Holm for secondaries); each claimed gain's verdict; and the RQ4 claim's verdict.
+    """RQ4's "what the numbers say" as Markdown bullets, ending with the RQ4 claim's verdict.
 
     Args:
         summary: :func:`overall` of ``main``.
         main: :func:`primary_rows` of a :func:`comparison` table.
         status: :func:`learning_status` of the same runs.
         claim_rows: ``dupbert.glance.rq3_rq4_rows`` by ``id`` (``rq4-consistent-across-models``:
-            ``verdict``, ``rule``; ``rq3-method``: ``ours``).
+            ``verdict``; ``rq3-method``: ``ours``).
 
     Raises:
         KeyError: ``claim_rows`` without those two ids.

@@ -1,21 +1,15 @@
 """RQ1: token reconstruction from every hidden state through the model's own MLM head.
 
-Kao et al. (2020), section 3 ("BERT's output layer recognizes all hidden layers"): the
-pretrained MLM head, trained only on the last hidden state, is applied unchanged to the hidden
-state ``h_l`` of every layer ``l = 0..L`` of an *unmasked* input, and we count how often it
-returns the input token (top-1) or has it among its five best guesses (top-5). Beyond the
-paper, ``masked_prediction_accuracy`` asks the other half of the question: from which hidden
-state does the head predict tokens that were *masked* in the input (so cannot be copied)?
+Kao et al. (2020), section 3: the pretrained MLM head, trained only on the last hidden state, is
+applied unchanged to the hidden state ``h_l`` of every layer ``l = 0..L`` of an *unmasked*
+input; we count how often it returns the input token (top-1) or has it among its five best
+guesses (top-5). Beyond the paper, :func:`masked_prediction_accuracy` asks from which hidden
+state the head predicts *masked* tokens (which cannot be copied).
 
-Every ``*ForMaskedLM`` family of ``dupbert.models.MLM_FAMILIES`` works: the hidden states are
-read before any final norm and ``dupbert.mlm_head`` applies it (ModernBERT).
-
-Cost: the head's vocabulary projection dominates (for BERT-base ~47 MFLOP per token against
-~14 per encoder layer), so we apply it one hidden state at a time, only to the positions that
-count, in blocks of at most ``LOGITS_BLOCK`` logits, and reduce each block to top-k at once;
-vocabulary logits of a whole batch, let alone of all layers, are never held together.
-Batches are grouped by length, so the encoder computes little padding
-(``benchmarks/probe.py`` measures this against the plain approach).
+Every ``*ForMaskedLM`` family of ``dupbert.models.MLM_FAMILIES`` works (hidden states are read
+before any final norm; ``dupbert.mlm_head`` applies it). The head's vocabulary projection
+dominates the cost, so it is applied one hidden state at a time, to counted positions only, in
+blocks of at most ``LOGITS_BLOCK`` logits (``benchmarks/probe.py``).
 """
 
 from __future__ import annotations
@@ -50,15 +44,13 @@ TRANSLATORS = ("identity", "linear")
 
 def resolve_translator(translator, translators, model: transformers.PreTrainedModel,
                        texts: Sequence[str]):
-    """The map applied to each hidden state before the head: ``None`` for ``"identity"``;
-    for ``"linear"`` the fitted ``translators`` (a ``dupbert.LinearTranslator``), or
-    ``translator`` itself when it is one; checked against the model (number and size of hidden
-    states) and the texts (none may be a fitting text).
+    """The map applied to each hidden state before the head: ``None`` for ``"identity"``; for
+    ``"linear"`` the fitted ``translators`` (or ``translator`` itself when fitted), checked
+    against the model and the texts (none may be a fitting text).
 
     Raises:
-        ValueError: an unknown ``translator``; ``"linear"`` without ``translators``;
-            ``translators`` with ``"identity"``; a translator for another shape of model; a
-            text the translator was fitted on.
+        ValueError: an unknown or inconsistent ``translator``/``translators``, a translator for
+            another shape of model, or a text it was fitted on.
     """
     if isinstance(translator, str):
         if translator not in TRANSLATORS:
@@ -97,46 +89,37 @@ def reconstruction_accuracy(
     translator="identity",
     translators=None,
 ) -> pd.DataFrame:
-    """Per-hidden-state token reconstruction accuracy through the model's MLM head (RQ1).
+    """Per-hidden-state token reconstruction accuracy through the model's MLM head (RQ1, section 3).
 
-    For every hidden state ``h_l`` (``l = 0`` the embedding output, ``l = 1..L`` the output of
-    block ``l - 1``; for ALBERT ``h_0`` is after the embedding projection), the head maps
-    ``h_l`` ``[tokens, H]`` to logits ``[tokens, V]``; a token counts as reconstructed when
-    its own id is the arg-max (top-1) or among the 5 largest logits (top-5). Only
-    non-special, non-padding tokens count. Inputs are not masked (paper section 3).
+    Hidden state ``l = 0`` is the embedding output (ALBERT: after its projection), ``l = 1..L`` the
+    output of block ``l - 1``. The head maps ``h_l`` ``[tokens, H]`` to logits ``[tokens, V]``; a
+    token is reconstructed when its id is the arg-max (top-1) or among the 5 largest (top-5). Only
+    non-special, non-padding tokens count; inputs are not masked.
 
     Args:
-        model: a ``*ForMaskedLM`` of a family in ``dupbert.models.MLM_FAMILIES`` (its head is
-            ``dupbert.mlm_head(model)``, any final norm included), e.g. from
-            ``dupbert.load_mlm``.
-        tokenizer: its tokenizer.
-        texts: the corpus, one sequence per string; truncated to ``max_length`` tokens.
-        batch_size: sequences per forward pass; batches are grouped by length.
-        device: where to run; default the model's device.
-        max_length: truncation length in tokens, special tokens included.
-        progress: show a tqdm bar over batches (on stderr).
-        translator: ``"identity"`` (the paper: ``h_l`` as it is), ``"linear"`` (``h_l`` mapped
-            by ``translators``, a ``dupbert.LinearTranslator`` from ``dupbert.fit_translators``,
-            to the last hidden state's space first: Din et al. 2023), or a fitted translator.
-        translators: the fitted translator for ``translator="linear"``; ``texts`` must not
-            include any text it was fitted on.
+        model: a ``*ForMaskedLM`` of ``dupbert.models.MLM_FAMILIES`` (e.g. ``dupbert.load_mlm``).
+        texts: the corpus, one sequence per string; truncated to ``max_length`` tokens (special
+            tokens included).
+        batch_size: sequences per forward pass (grouped by length).
+        device: default the model's device.
+        progress: a tqdm bar over batches (stderr).
+        translator: ``"identity"`` (the paper), ``"linear"`` (``h_l`` first mapped to the last
+            hidden state's space by ``translators``, from ``dupbert.fit_translators``: Din et al.
+            2023), or a fitted translator.
+        translators: the fitted translator for ``"linear"``; not fitted on any of ``texts``.
 
     Returns:
-        One row per hidden state, ``L + 1`` rows, columns
-        ``layer`` (int, hidden-state index), ``source_block`` (the block of the original,
-        unduplicated model that produced this hidden state; -1 for the embedding output),
-        ``is_copy`` (the block is a copy or ALBERT repeat made by ``duplicate_layers``), ``top1`` and ``top5`` (micro-averaged accuracy
-        over all counted tokens, in [0, 1]), ``top1_macro`` (the per-sequence top-1 accuracy
-        averaged over sequences), ``n_tokens`` (counted tokens) and ``n_sequences``
-        (sequences with at least one counted token).
+        :data:`PROBE_COLUMNS`, one row per hidden state (``L + 1``): ``layer``, ``source_block``
+        (the original model's block that produced it; -1 for the embedding output), ``is_copy``
+        (a copy or ALBERT repeat, ``duplicate_layers``), ``top1`` and ``top5`` (micro-averaged,
+        in [0, 1]), ``top1_macro`` (per-sequence top-1 averaged over sequences), ``n_tokens`` and
+        ``n_sequences`` (with at least one counted token).
 
     Raises:
-        ValueError: empty ``texts`` or one that is not a string, ``batch_size`` not an integer
-            >= 1, ``max_length`` not an integer >= 3, or no countable token at all.
-        DeviceNotAvailable: ``device`` is not one this machine's torch can use
-            (``dupbert.checks.check_device``).
+        ValueError: bad ``texts``, ``batch_size`` or ``max_length`` (>= 3), no countable token,
+            or as :func:`resolve_translator`.
+        DeviceNotAvailable: ``device`` unusable (``dupbert.checks.check_device``).
         MLMHeadMissing: the model has no MLM head.
-        ValueError: as ``resolve_translator`` (a bad translator, or one fitted on ``texts``).
     """
     texts = _listed(texts)
     examples = tokenize_for_probe(tokenizer, texts, max_length)
@@ -146,8 +129,7 @@ def reconstruction_accuracy(
 
 
 def _listed(texts) -> list:
-    """``texts`` as a list (a generator is read once); a single string is left for
-    ``tokenize_for_probe`` to refuse."""
+    """``texts`` as a list (a generator read once); a single string is left to be refused."""
     return texts if isinstance(texts, str) else list(texts)
 
 
@@ -167,27 +149,24 @@ def mask_for_probe(
     rule: str = "mask",
     seed: int = 0,
 ) -> list[dict[str, list[int]]]:
-    """Mask a seeded ``mask_rate`` of the non-special positions of each example (RQ1, masked
-    prediction; the selection of Devlin et al. 2019, section 3.1, "Task #1: Masked LM").
+    """Mask a seeded ``mask_rate`` of the non-special positions of each example (the selection of
+    Devlin et al. 2019, section 3.1).
 
-    Of the ``n`` non-special positions of sequence ``i``, ``max(1, round(mask_rate * n))`` are
-    chosen uniformly without replacement by ``numpy.random.default_rng([seed, i])`` (so a
-    sequence's masks do not depend on batching or on the other sequences). Rule ``"mask"``
-    replaces every chosen token by the tokenizer's mask token; rule ``"80-10-10"`` is BERT's
-    (and ``transformers.DataCollatorForLanguageModeling``'s): 80% mask token, 10% a token drawn
-    uniformly from ``range(len(tokenizer))``, 10% unchanged, decided per chosen position by the
-    same generator.
+    Per sequence ``i``, ``max(1, round(mask_rate * n))`` of its ``n`` non-special positions are
+    drawn by ``numpy.random.default_rng([seed, i])`` (independent of batching). ``"mask"``: every
+    chosen token becomes the mask token; ``"80-10-10"``: BERT's rule (80% mask, 10% a random
+    token, 10% unchanged).
 
     Args:
         examples: from ``tokenize_for_probe`` (``input_ids``, ``special_tokens_mask``).
 
     Returns:
-        New examples with the masked ``input_ids`` and ``labels`` (the original token at chosen
-        positions, ``-100`` elsewhere); same lengths.
+        New examples with masked ``input_ids`` and ``labels`` (the original token at chosen
+        positions, ``-100`` elsewhere).
 
     Raises:
-        ValueError: ``mask_rate`` not a number in (0, 1], ``seed`` not an integer >= 0, an
-            unknown ``rule``, or a tokenizer without a mask token.
+        ValueError: ``mask_rate`` not in (0, 1], ``seed`` not an integer >= 0, an unknown
+            ``rule``, or a tokenizer without a mask token.
     """
     _check_mask_rate(mask_rate)
     seed = check_number("seed", seed, integer=True, minimum=0)
@@ -231,25 +210,18 @@ def masked_prediction_accuracy(
     translator="identity",
     translators=None,
 ) -> pd.DataFrame:
-    """Per-hidden-state accuracy of the MLM head at predicting *masked* tokens (beyond the
-    paper, which probes unmasked inputs only: section 3).
+    """Per-hidden-state accuracy of the MLM head at predicting *masked* tokens (beyond the paper,
+    which probes unmasked inputs: section 3).
 
-    Each sequence is masked by ``mask_for_probe`` (``mask_rate`` of its non-special positions;
-    rule ``"mask"``: all become the mask token; ``"80-10-10"``: BERT's rule). The head is
-    applied to every hidden state ``h_l`` ``[masked positions, H]`` and a masked position counts
-    as predicted when the *original* token is the arg-max (top-1) or among the 5 largest logits
-    (top-5). Only the masked positions count; the streaming is that of
-    ``reconstruction_accuracy`` (one hidden state at a time, counted positions only).
-    ``translator``/``translators`` as there (a translator is fitted on unmasked inputs).
+    Sequences are masked by :func:`mask_for_probe`; a masked position counts as predicted when
+    the *original* token is the arg-max (top-1) or among the 5 largest (top-5). Only masked
+    positions count. Other arguments as :func:`reconstruction_accuracy`.
 
     Returns:
-        ``L + 1`` rows with the columns of ``reconstruction_accuracy``; ``top1``/``top5`` are
-        accuracies on masked tokens in [0, 1] and ``n_tokens`` counts masked tokens.
+        ``L + 1`` rows with the columns of :func:`reconstruction_accuracy`, on masked tokens.
 
     Raises:
-        ValueError: as ``reconstruction_accuracy`` and ``mask_for_probe``.
-        DeviceNotAvailable: as ``reconstruction_accuracy``.
-        MLMHeadMissing: the model has no MLM head.
+        As :func:`reconstruction_accuracy` and :func:`mask_for_probe`.
     """
     texts = _listed(texts)
     examples = tokenize_for_probe(tokenizer, texts, max_length)
@@ -261,10 +233,7 @@ def masked_prediction_accuracy(
 
 def _probe_examples(model, tokenizer, examples, batch_size, device, progress,
                     desc, translator=None) -> pd.DataFrame:
-    """The streaming core of the probe: per hidden state, top-1/top-5 hits of the head on the
-    counted positions of ``examples`` (see ``_pad``), one hidden state at a time, reduced per
-    sequence at once; ``translator`` (or None) maps each hidden state first. Returns the
-    ``PROBE_COLUMNS`` frame (see ``reconstruction_accuracy``)."""
+    """The streaming core of the probe: the :data:`PROBE_COLUMNS` frame of ``examples``."""
     head = mlm_head(model)
     device = torch.device(check_device(device)) if device is not None \
         else next(model.parameters()).device
@@ -313,8 +282,7 @@ def _probe_examples(model, tokenizer, examples, batch_size, device, progress,
 
 def _head_hits(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor,
                chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-1 and top-5 hits (0/1, ``[n]``) of the head on the hidden states ``[n, H]``,
-    ``chunk`` positions at a time, so at most ``chunk x V`` logits exist at once."""
+    """Top-1 and top-5 hits ``[n]`` of the head on ``[n, H]``, ``chunk`` positions at a time."""
     hits1, hits5 = [], []
     for start in range(0, hidden.shape[0], chunk):
         logits = head(hidden[start:start + chunk])  # [<= chunk, V]
@@ -341,7 +309,7 @@ CONTROL = "random-init control"
 
 
 def paper_duplications(model: transformers.PreTrainedModel) -> dict[str, list[int]]:
-    """The baseline and the paper's configuration (``dupbert.duplicate.paper_duplication``), as
+    """The baseline and the paper's configuration (``dupbert.duplicate.paper_duplication``) as
     ``{label: order}``."""
     return {BASELINE: list(range(model.config.num_hidden_layers)), **paper_duplication(model)}
 
@@ -366,61 +334,44 @@ def probe_models(
     fit_sequences: int | None = None,
     translators: Mapping[str, object] | None = None,
 ) -> pd.DataFrame:
-    """RQ1 for several models: ``reconstruction_accuracy`` (or, with ``masking``,
-    ``masked_prediction_accuracy``) of each pretrained model, of its random-initialisation
-    control (``dupbert.random_init_control``) and, optionally, of duplicated variants
-    (``dupbert.duplicate_layers``), on each model's corpus.
+    """RQ1 for several models: :func:`reconstruction_accuracy` (with ``masking``,
+    :func:`masked_prediction_accuracy`) of each pretrained model, of its random-init control
+    (``dupbert.random_init_control``) and, optionally, of duplicated variants, on each model's
+    corpus.
 
-    Each (model, duplication, variant) result is cached on disk
-    (``$DUPBERT_CACHE/results/probe``) as soon as it is computed, so an interrupted run resumes
-    and a rerun is quick. A user's file is keyed on its texts' content
-    (``dupbert.data.texts_digest``), not on its path: an edited file is probed again, the same
-    texts in another file or form are not.
+    Each result is cached (``$DUPBERT_CACHE/results/probe``) as soon as computed; a user's
+    texts are keyed on their content (``dupbert.data.texts_digest``), not their path.
 
     Args:
         models: zoo names, local folders or Hub ids.
-        corpus: a corpus name from ``dupbert.data``, or any text the user has: a text file
-            (one sequence per line, ``.gz`` too), a ``.csv``/``.tsv``/``.jsonl``/``.parquet``
-            file, a ``save_to_disk`` folder or ``hub:NAME[:CONFIG]:SPLIT``
-            (``dupbert.data.read_texts``; blank texts skipped); ``None`` uses each model's own
-            domain corpus (``dupbert.data.default_corpus``).
+        corpus: a ``dupbert.data`` corpus name or any user text source
+            (``dupbert.data.read_texts``: text, table or Hub); ``None``: each model's own
+            (``dupbert.data.default_corpus``).
         n_sequences: the first ``n_sequences`` sequences of the corpus.
         text_column: the column holding the texts (tables, saved datasets, the Hub).
-        seed: seeds the control's initialisation.
-        include_control: also probe the random-init control (of the undup. model only).
-        duplications: ``None`` probes each model as it is; ``"standard"`` probes
-            ``dupbert.duplicate.standard_duplications(model)``; ``"paper"`` only its baseline
-            and the paper's configuration (``paper_duplications``); a mapping
-            ``{label: order}`` probes those orders (0-based blocks) for every model.
-        masking: ``None`` probes reconstruction of unmasked tokens (the paper); ``"mask"`` or
-            ``"80-10-10"`` probes masked prediction with that rule, ``mask_rate`` of each
-            sequence's tokens masked, the masks seeded by ``seed`` (``mask_for_probe``).
-        translator: ``"identity"`` (the paper) or ``"linear"`` (each hidden state mapped to the
-            last one by a fitted affine map first: ``dupbert.fit_translators``, Din et al.
-            2023), with either ``fit_sequences`` or ``translators``.
-        fit_sequences: fit a translator for every probed model (pretrained, control,
-            duplicated) on the ``fit_sequences`` sequences that follow the first
-            ``n_sequences`` of the corpus (``dupbert.split_texts``; evaluation stays on the
-            first ``n_sequences``, the same as the identity probe's).
-        translators: ``{model name: fitted translator}`` for the models as loaded (no control,
-            no duplications: their hidden states differ).
-        Other arguments as ``reconstruction_accuracy``.
+        seed: seeds the control's initialisation and the masks.
+        include_control: also probe the random-init control (of the model as loaded only).
+        duplications: ``None`` (as loaded), ``"standard"``
+            (``dupbert.duplicate.standard_duplications``), ``"paper"``
+            (:func:`paper_duplications`) or ``{label: order}`` (0-based blocks).
+        masking: ``None`` (reconstruction, the paper), or ``"mask"``/``"80-10-10"`` with
+            ``mask_rate`` (:func:`mask_for_probe`).
+        translator: ``"identity"`` or ``"linear"`` (Din et al. 2023), with either
+            ``fit_sequences`` (fit one per probed model on the sequences after the first
+            ``n_sequences``) or ``translators`` (``{model name: fitted translator}``, models as
+            loaded only).
+        Other arguments as :func:`reconstruction_accuracy`.
 
     Returns:
-        One row per (model, duplication, variant, hidden state): columns ``model``,
-        ``duplication`` (label; ``"baseline"`` for the model as loaded), ``variant``
-        (``"pretrained"`` or ``"random-init control"``), ``corpus``, then ``PROBE_COLUMNS``;
-        with ``translator="linear"`` a ``translator`` column follows ``variant``.
+        One row per (model, duplication, variant, hidden state): ``model``, ``duplication``
+        (``"baseline"`` for the model as loaded), ``variant`` (``"pretrained"`` or
+        ``"random-init control"``), [``translator``, if linear], ``corpus``, then
+        :data:`PROBE_COLUMNS`.
 
     Raises:
-        ValueError: ``models`` is empty or names a model twice, ``duplications`` is not None,
-            ``"standard"``, ``"paper"`` or a mapping, a bad order, an unknown ``masking`` rule,
-            ``mask_rate`` outside (0, 1], ``n_sequences`` or ``batch_size`` not an integer
-            >= 1, ``max_length`` not an integer >= 3, ``seed`` not an integer >= 0, a bad
-            ``translator`` / ``fit_sequences`` / ``translators`` combination; a user's
-            corpus that cannot be read (``dupbert.data.read_texts``: missing file, empty file,
-            missing column); all of them before any model is loaded or cached result read.
-        DeviceNotAvailable: ``device`` is not one this machine's torch can use.
+        ValueError: a bad argument or combination, or a user's corpus that cannot be read; all
+            before any model is loaded or cached result read.
+        DeviceNotAvailable: ``device`` unusable.
         Errors of ``load_mlm`` and ``dupbert.data``.
     """
     from .data import check_text_source, default_corpus, is_corpus_name, load_texts
@@ -491,8 +442,7 @@ def probe_models(
 
 def _check_probe_arguments(models, duplications, masking, n_sequences, batch_size, max_length,
                            seed, device, mask_rate) -> list[str]:
-    """``probe_models``' arguments checked before any model is loaded or cached result read, so
-    a bad value fails whether or not it is cached; the model names as a list."""
+    """:func:`probe_models`' arguments checked before anything loads; the model names as a list."""
     models = check_model_names("models", models)
     if not (duplications is None or isinstance(duplications, Mapping)
             or (isinstance(duplications, str) and duplications in ("standard", "paper"))):
@@ -512,8 +462,7 @@ def _check_probe_arguments(models, duplications, masking, n_sequences, batch_siz
 
 
 def _orders(duplications, load) -> dict:
-    """``{label: order}`` that ``probe_models`` probes for one model (``None``: as loaded);
-    ``load()`` gives the loaded model, read only for the standard and paper configurations."""
+    """``{label: order}`` that :func:`probe_models` probes for one model (``None``: as loaded)."""
     if duplications is None:
         return {BASELINE: None}
     if duplications == "standard":
@@ -525,11 +474,8 @@ def _orders(duplications, load) -> dict:
 
 def _probe_variant(model, tokenizer, texts, order, variant, translator, *, fit_texts, seed,
                    masking, mask_rate, batch_size, max_length, device, progress) -> pd.DataFrame:
-    """One (duplication, variant) of a loaded model through the probe: ``order`` (``None``: as
-    loaded) duplicated, re-initialised for the control (seeded by ``seed``), then
-    reconstruction or, with ``masking``, masked prediction. ``translator`` is ``"identity"``, a
-    fitted translator, or ``None``: fit one for this probed model on ``fit_texts`` (Din et al.
-    2023)."""
+    """One (duplication, variant) of a loaded model through the probe (``translator=None``: fit one
+    on ``fit_texts``)."""
     probed = model if order is None else duplicate_layers(model, order)
     if variant == CONTROL:
         probed = random_init_control(probed, seed=seed)
@@ -548,7 +494,7 @@ def _probe_variant(model, tokenizer, texts, order, variant, translator, *, fit_t
 
 def _check_translator_options(models, n_sequences, include_control, duplications, translator,
                               fit_sequences, translators) -> None:
-    """``translator``, ``fit_sequences`` and ``translators`` of ``probe_models`` agree."""
+    """``translator``, ``fit_sequences`` and ``translators`` of :func:`probe_models` agree."""
     if translator not in TRANSLATORS:
         raise ValueError(f"translator must be one of {list(TRANSLATORS)}, got {translator!r}")
     if translator == "identity":
@@ -575,9 +521,8 @@ def _check_translator_options(models, n_sequences, include_control, duplications
 
 
 def _evaluation_split(texts, n_sequences, fit_sequences):
-    """``dupbert.split_texts`` of ``texts`` into evaluation (the first ``n_sequences``) and
-    fitting texts when a translator is fitted; a split with no fitting texts otherwise;
-    ``None`` when the texts are read later (a built-in corpus, identity)."""
+    """``dupbert.split_texts`` of ``texts`` into evaluation and fitting texts, or ``None`` when the
+    texts are read later."""
     if texts is None:
         return None
     if not fit_sequences:
@@ -591,9 +536,8 @@ def _evaluation_split(texts, n_sequences, fit_sequences):
 
 def corpus_cache_key(name: str, corpus_name: str, data_dir, text_column: str = "text",
                      user_texts: Sequence[str] | None = None) -> dict:
-    """The cache-key fields of a model's inputs (``results.input_fingerprint``): a built-in
-    corpus by name and file stamp (the keys of earlier results), a user's texts
-    (``user_texts``, the ones evaluated) by their content, never by their path."""
+    """The cache-key fields of a model's inputs (``results.input_fingerprint``): a built-in corpus
+    by name and file stamp, a user's evaluated texts by content, never by path."""
     from .data import texts_digest
 
     fields = dict(corpus=corpus_name, **input_fingerprint(name, corpus_name, data_dir))
@@ -617,8 +561,7 @@ def _translator_key(fit_sequences, split, fitted) -> dict:
 
 
 def duplication_summary(frame: pd.DataFrame, metric: str = "top1") -> pd.DataFrame:
-    """How duplication changes reconstruction, one row per (model, duplication) (RQ1 on
-    duplicated models, paper section 5).
+    """How duplication changes reconstruction, one row per (model, duplication) (paper section 5).
 
     Args:
         frame: ``probe_models(..., duplications=...)`` output (pretrained rows are used).
@@ -626,10 +569,9 @@ def duplication_summary(frame: pd.DataFrame, metric: str = "top1") -> pd.DataFra
 
     Returns:
         Columns ``model``, ``duplication``, ``n_blocks``, ``n_copies``, ``at_copies`` (mean
-        ``metric`` of the hidden states that copies produce), ``before_first_copy`` (of the
-        hidden state the first copy reads), ``min_after_first_copy``, ``last`` (the last hidden
-        state) and ``last_change`` (``last`` minus the baseline's ``last``, same units). NaN
-        where a model has no copy.
+        ``metric`` at the hidden states copies produce), ``before_first_copy``,
+        ``min_after_first_copy``, ``last`` (the last hidden state) and ``last_change`` (``last``
+        minus the baseline's). NaN where a model has no copy.
 
     Raises:
         ValueError: ``frame`` has no ``baseline`` rows for a model.
@@ -664,16 +606,13 @@ TRANSLATOR_COLUMNS = ["model", "measure", "translator", "layer", "top1", "top5",
 def translator_comparison(reconstruction: pd.DataFrame, masked: pd.DataFrame,
                           linear_reconstruction: pd.DataFrame,
                           linear_masked: pd.DataFrame) -> pd.DataFrame:
-    """RQ1's identity and linear lenses side by side, tidy: ``TRANSLATOR_COLUMNS``.
+    """RQ1's identity and linear lenses side by side, tidy: :data:`TRANSLATOR_COLUMNS`, one row per
+    model, measure (``reconstruction``/``masked``), translator and hidden state (top-1/top-5 in
+    [0, 1]).
 
     Args:
-        reconstruction, masked: :func:`probe_models` frames read directly (their ``baseline``,
-            ``pretrained`` rows are used).
-        linear_reconstruction, linear_masked: the same sequences with ``translator="linear"``.
-
-    Returns:
-        One row per model, measure (``reconstruction``/``masked``), translator
-        (``identity``/``linear``) and hidden state; top-1/top-5 in [0, 1].
+        reconstruction, masked: :func:`probe_models` frames (``baseline``, ``pretrained`` rows).
+        linear_reconstruction, linear_masked: the same with ``translator="linear"``.
     """
     frames = []
     for measure, identity, linear in (("reconstruction", reconstruction, linear_reconstruction),
@@ -685,8 +624,8 @@ def translator_comparison(reconstruction: pd.DataFrame, masked: pd.DataFrame,
 
 
 def translator_curves(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(reconstruction, masked)`` of :func:`translator_comparison` in the form
-    ``dupbert.plots.plot_masked_and_reconstruction`` draws: one line per model and translator."""
+    """``(reconstruction, masked)`` of :func:`translator_comparison` as
+    ``dupbert.plots.plot_masked_and_reconstruction`` draws them."""
     shown = frame.assign(duplication=frame["translator"].map(
         {"identity": BASELINE, "linear": "linear translator"}), variant=PRETRAINED)
     return (shown[shown["measure"] == "reconstruction"], shown[shown["measure"] == "masked"])
@@ -702,18 +641,13 @@ def _fixed(value, digits: int = 3) -> str:
 
 
 def reconstruction_table(frame: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
-    """RQ1's main table: one row per hidden state, one column per model.
+    """RQ1's main table (section 3): index ``hidden state``, one column per model with
+    ``"top-1 (top-5)"`` (3 decimals) and one ``"<model> control"`` with the control's top-1;
+    ``""`` where a model lacks the hidden state.
 
     Args:
-        frame: :func:`probe_models` output with ``include_control=True`` and no duplications
-            (columns ``model``, ``variant``, ``layer``, ``top1``, ``top5``).
-        models: the models, in the order of the columns.
-
-    Returns:
-        Strings: under each model ``"top-1 (top-5)"`` of the pretrained head (3 decimals), under
-        ``"<model> control"`` the random-init control's top-1; ``""`` where a model has no such
-        hidden state. Index ``hidden state`` (0 = embedding output). Source: paper section 3;
-        chapter RQ1, "Reconstruction accuracy per hidden state".
+        frame: :func:`probe_models` output with the control and no duplications.
+        models: the models, in column order.
     """
     pretrained = frame[frame["variant"] == PRETRAINED].set_index(["model", "layer"])
     control = frame[frame["variant"] == CONTROL].set_index(["model", "layer"])
@@ -730,7 +664,7 @@ def reconstruction_table(frame: pd.DataFrame, models: Sequence[str]) -> pd.DataF
 
 
 def _steady_from(top1: pd.Series, threshold: float):
-    """The first hidden state from which every hidden state has ``top1 >= threshold``, or None."""
+    """The first hidden state from which every one has ``top1 >= threshold``, or None."""
     above = top1 >= threshold
     return next((layer for layer in top1.index if above.loc[layer:].all()), None)
 
@@ -767,20 +701,12 @@ def _describe_one_reconstruction(ours: pd.DataFrame, ctrl: pd.DataFrame, name: s
 
 def describe_reconstruction(frame: pd.DataFrame, models: Sequence[str],
                             threshold: float = 0.9) -> str:
-    """What RQ1's reconstruction numbers say, one Markdown bullet per model.
+    """What RQ1's reconstruction numbers say, one Markdown bullet per model (section 3).
 
     Args:
-        frame: :func:`probe_models` output with ``include_control=True`` and no duplications
-            (columns ``model``, ``variant``, ``layer``, ``top1``, ``top5``, ``n_tokens``,
-            ``n_sequences``; every model needs hidden states 0 to its last and control rows).
+        frame: :func:`probe_models` output with the control and no duplications.
         models: the models described, in this order.
-        threshold: the top-1 accuracy (a fraction) a hidden state counts as decoded from.
-
-    Returns:
-        Lines joined by newlines: per model the top-1 of the last hidden state, the range and
-        mean over the intermediate ones (``1..L-1``), hidden state 0, the first hidden state from
-        which every one reaches ``threshold``, and the control's mean and maximum. Source: paper
-        section 3; chapter RQ1, "What the numbers say".
+        threshold: the top-1 (a fraction) from which a hidden state counts as decoded.
     """
     pretrained = frame[frame["variant"] == PRETRAINED].set_index(["model", "layer"])
     control = frame[frame["variant"] == CONTROL].set_index(["model", "layer"])
@@ -789,10 +715,8 @@ def describe_reconstruction(frame: pd.DataFrame, models: Sequence[str],
 
 
 def duplication_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """:func:`duplication_summary` as RQ1 shows it: index ``(model, duplication)``, readable
-    column names, accuracies with 4 decimals (``""`` for NaN) and the change of the last hidden
-    state signed (``+0.0100`` = one point). Source: chapter RQ1, "Reconstruction through
-    duplicated models"."""
+    """:func:`duplication_summary` as RQ1 shows it: index ``(model, duplication)``, readable column
+    names, accuracies to 4 decimals, the last hidden state's change signed."""
     shown = summary.set_index(["model", "duplication"]).rename(columns={
         "n_blocks": "blocks", "n_copies": "copies", "at_copies": "top-1 at copies",
         "before_first_copy": "top-1 before 1st copy", "min_after_first_copy": "min top-1 after",
@@ -804,17 +728,11 @@ def duplication_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def describe_duplication(summary: pd.DataFrame, models: Sequence[str]) -> str:
-    """What duplication does to reconstruction, one Markdown bullet per model.
+    """What duplication does to reconstruction (section 5), one Markdown bullet per model.
 
     Args:
-        summary: :func:`duplication_summary` output; every model needs at least one variant
-            besides ``baseline``.
+        summary: :func:`duplication_summary`; each model with a variant besides ``baseline``.
         models: the models described, in this order.
-
-    Returns:
-        Per model: the number of duplicated variants, the range of ``at_copies`` (top-1 at the
-        hidden states copies produce), the range of ``last_change`` and the variant with the
-        largest drop. Source: paper section 5 (RQ3's surgery); chapter RQ1.
     """
     lines = []
     for name in models:
@@ -831,18 +749,12 @@ def describe_duplication(summary: pd.DataFrame, models: Sequence[str]) -> str:
 
 
 def masked_table(masked: pd.DataFrame, models: Sequence[str]) -> tuple[str, pd.DataFrame]:
-    """RQ1's masked-prediction table of each model as loaded.
+    """RQ1's masked-prediction table of each model as loaded: ``(caption, table)``, the caption
+    naming each model's masked tokens, the table top-1 per hidden state (rows) and model.
 
     Args:
-        masked: :func:`probe_models` output with ``masking`` set (columns ``model``,
-            ``duplication``, ``layer``, ``top1``, ``n_tokens``; ``baseline`` rows are shown).
-        models: the models, in the order of the columns.
-
-    Returns:
-        ``(caption, table)``: a Markdown caption naming each model's number of masked tokens,
-        and the top-1 accuracy at the masked positions (3 decimals, ``""`` where a model has no
-        such hidden state), one row per hidden state, one column per model. Source: chapter RQ1,
-        "Masked prediction through every layer".
+        masked: :func:`probe_models` output with ``masking`` set.
+        models: the models, in column order.
     """
     table = masked[masked["duplication"] == BASELINE].pivot(index="layer", columns="model",
                                                             values="top1")
@@ -880,30 +792,22 @@ def _describe_one_masked(reconstruction: pd.DataFrame, masked: pd.DataFrame, nam
 
 def describe_masked(reconstruction: pd.DataFrame, masked: pd.DataFrame, models: Sequence[str],
                     share: float = 0.9) -> str:
-    """Copying against predicting, one Markdown bullet per model (RQ1, beyond the paper).
+    """Copying against predicting, one Markdown bullet per model (RQ1, beyond the paper): where
+    reconstruction and masked top-1 reach ``share`` of their best, and how the duplicated
+    variant changes the last hidden state's masked top-1.
 
     Args:
-        reconstruction: :func:`probe_models` output on unmasked sequences, with ``baseline``
-            rows (columns ``model``, ``duplication``, ``layer``, ``top1``).
-        masked: the same sequences with ``masking`` set, with ``baseline`` rows and rows of one
-            duplicated variant per model (e.g. ``duplications="paper"``).
+        reconstruction: :func:`probe_models` on unmasked sequences, with ``baseline`` rows.
+        masked: the same with ``masking``, with ``baseline`` rows and one duplicated variant per
+            model (e.g. ``duplications="paper"``).
         models: the models described, in this order.
         share: the fraction of its best top-1 a curve must reach.
-
-    Returns:
-        Per model: the first hidden state whose reconstruction top-1 reaches ``share`` of the
-        best reconstruction top-1 ("copies from"), the first whose masked top-1 reaches
-        ``share`` of the best masked top-1 ("predicts from"), both accuracies at the first, the
-        masked top-1 of the last hidden state, and how the duplicated variant's last hidden
-        state changes it (points, more or fewer). Source: chapter RQ1, "Masked prediction
-        through every layer".
     """
     return "\n".join(_describe_one_masked(reconstruction, masked, name, share) for name in models)
 
 
 def translator_table(comparison: pd.DataFrame) -> pd.DataFrame:
-    """:func:`translator_comparison` as RQ1 shows it: top-1 (3 decimals, ``""`` for NaN), one
-    row per hidden state, columns ``(model, measure, translator)``. Source: chapter RQ1, "A
-    learned translator" (Din et al. 2023)."""
+    """:func:`translator_comparison` as RQ1 shows it: top-1 per hidden state, columns ``(model,
+    measure, translator)`` (Din et al. 2023)."""
     return comparison.pivot(index="layer", columns=["model", "measure", "translator"],
                             values="top1").map(_fixed)

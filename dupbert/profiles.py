@@ -1,17 +1,13 @@
 """RQ3 sweeps planned from the notebook's parameters, so that ``notebooks/rq3.ipynb``, the command
-line (``dupbert finetune --profile notebooks/params/gpu/rq3.yaml --shard i/n``) and the GPU script
-(``scripts/gpu_rq3.sh``) run exactly the same runs, under the same run keys: a results file written
-by one is resumed by the others.
+line (``dupbert finetune --profile notebooks/params/gpu/rq3.yaml --shard i/n``) and
+``scripts/gpu_rq3.sh`` run the same runs under the same run keys (each resumes the others).
 
-Parameters (papermill YAML profiles, ``notebooks/params/{cpu,gpu}/rq3.yaml``, or the notebook's
-defaults): ``models`` (or ``model``), ``tasks``, ``duplications``, ``seeds``, ``max_train_samples``,
-``max_eval_samples`` (an int, ``None`` or ``{task: int}``), ``seeds`` (a list, or per task or
-model and task as the hyper-parameters), ``epochs``, ``max_steps``,
-``learning_rate``, ``batch_size``, ``group_by_length`` (each a value, ``None`` for the
-run_glue/run_qa default, ``{task: value}`` or ``{task: {model: value}}``: one value per model and
-task, the same for all its configurations), ``device``, ``results_path``, ``outputs_dir``,
-``run_missing`` (``False``: only read the runs already in the results file, e.g. to build the book
-from a study that runs in the background) and ``profile``.
+Parameters (papermill YAML profiles ``notebooks/params/{cpu,gpu}/rq3.yaml``, or the notebook's
+defaults): ``models`` (or ``model``), ``tasks``, ``duplications``, ``seeds``, the subset sizes
+:data:`PER_TASK` and the hyper-parameters :data:`PER_MODEL_TASK` (each a value, ``None`` for the
+run_glue/run_qa default, ``{task: value}`` or ``{task: {model: value}}``), ``device``,
+``results_path``, ``outputs_dir``, ``run_missing`` (``False``: only read the runs already in
+the results file) and ``profile``.
 """
 
 from __future__ import annotations
@@ -44,10 +40,9 @@ SWEEP_PARAMETERS = tuple(NOTEBOOK_PARAMETERS["rq3"])
 
 @dataclasses.dataclass(frozen=True)
 class PlannedSweep:
-    """One model on one task: its duplication configurations, subset sizes (None = all), the
-    hyper-parameter overrides of ``run_glue``/``run_qa`` defaults (identical for all its
-    configurations) and which configurations are its primary comparison (the reference and the
-    paper's configuration: ``dupbert.duplicate.finetune_variants``)."""
+    """One model on one task: its configurations, subset sizes (None = all), hyper-parameter
+    overrides (the same for all its configurations), its primary comparison (reference and the
+    paper's configuration) and seeds."""
 
     model: str
     task: str
@@ -70,8 +65,7 @@ def load_profile(path: str | os.PathLike) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: no such file.
-        DupbertError: not YAML (the message names the file and YAML's first line), not a YAML
-            mapping, or keys that the RQ3 notebook does not take.
+        DupbertError: not YAML, not a mapping, or keys the RQ3 notebook does not take.
     """
     import yaml
 
@@ -92,12 +86,8 @@ def load_profile(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def names(value: str | Sequence | None, name: str = "names") -> list[str]:
-    """A list of names from a list or a comma-separated string (``papermill -p tasks "a,b"``).
-
-    Raises:
-        ParameterError: ``value`` (the parameter ``name``) is a mapping, a number or anything
-            else that is neither a string nor a list.
-    """
+    """A list of names from a list or a comma-separated string (``papermill -p tasks "a,b"``);
+    ParameterError for anything else."""
     if value is None:
         return []
     if isinstance(value, str):
@@ -113,9 +103,7 @@ def seeds_list(value: str | int | Sequence) -> list[int]:
 
     Raises:
         ValueError: an entry is not an integer, or there are none.
-        ParameterError: a seed twice (``seeds must be distinct seeds: 0 appears 2 times in [0,
-            0, 1]``: the study would wait forever for a seed that cannot land), or one that
-            ``dupbert.finetune.check_seed`` refuses (below 0, 2**32 or more).
+        ParameterError: a seed twice, or one ``dupbert.finetune.check_seed`` refuses.
     """
 
     items = [value] if isinstance(value, int) else names(value, "seeds")
@@ -131,25 +119,18 @@ def seeds_list(value: str | int | Sequence) -> list[int]:
 
 
 def profile_models(parameters: Mapping[str, Any]) -> list[str]:
-    """The models of a parameter set: ``[model]`` if ``model`` is set, else ``models``.
-
-    Raises:
-        ParameterError: ``models`` is not a list of names (:func:`names`).
-    """
+    """``[model]`` if ``model`` is set, else ``models`` (ParameterError if malformed)."""
     return [parameters["model"]] if parameters.get("model") else names(parameters.get("models"),
                                                                        "models")
 
 
 def restrict_models(parameters: Mapping[str, Any], models: Sequence[str]) -> dict[str, Any]:
-    """The parameter set with only ``models`` of its models (run keys unchanged), e.g. to run a
-    profile's models on different machines.
-
-    Values given per model (``{task: {model: value}}``: seeds, learning rates, ...) keep only
-    these models, so that :func:`plan_sweep` has no other model's entry to report.
+    """The parameter set with only ``models`` (run keys unchanged; per-model values cut too), e.g.
+    to run a profile's models on different machines.
 
     Raises:
-        ValueError: a model that the parameter set does not have.
-        ParameterError: ``models`` is not a list of distinct names (:func:`check_list`).
+        ValueError: a model the parameter set does not have.
+        ParameterError: ``models`` not a list of distinct names.
     """
     models = check_list("models", models, what="model names")
     have = profile_models(parameters)
@@ -190,12 +171,8 @@ def _default_tasks(model: str) -> list[str]:
 
 
 def model_tasks(tasks: str | Sequence[str] | Mapping[str, Sequence[str]] | None, model: str) -> list[str]:
-    """The tasks of ``model`` from a profile's ``tasks``: a list (every model), ``{model: list}``
-    (a model not named gets its defaults) or ``None`` (:func:`_default_tasks`).
-
-    Raises:
-        ParameterError: the tasks are neither a list nor a comma-separated string (:func:`names`).
-    """
+    """The tasks of ``model`` from a profile's ``tasks``: a list, ``{model: list}`` or ``None``
+    (defaults: USPTO-50k for SMILES models, else the paper's three tasks)."""
     if isinstance(tasks, Mapping):
         tasks = tasks.get(model)
     return names(tasks, "tasks") or _default_tasks(model)
@@ -203,13 +180,8 @@ def model_tasks(tasks: str | Sequence[str] | Mapping[str, Sequence[str]] | None,
 
 def per_task(value: int | None | Mapping[str, Any], task: str, name: str = "max_train_samples",
              model: str | None = None) -> int | None:
-    """A subset size for ``model`` on ``task`` from an int, ``None``, ``{task: int}`` or
-    ``{task: {model: int}}`` (a missing task or model = all rows).
-
-    Raises:
-        ParameterError: the size is not a whole number >= 1 (``max_train_samples for snli must
-            be None (all rows) or an integer >= 1, got 2.5``; it was cut to 2).
-    """
+    """A subset size for ``model`` on ``task`` (:func:`per_model_task`; missing = all rows).
+    ParameterError unless None or an integer >= 1."""
     size = per_model_task(value, model, task)
     if size is None:
         return None
@@ -222,7 +194,7 @@ def per_task(value: int | None | Mapping[str, Any], task: str, name: str = "max_
 
 def per_model_task(value: Any, model: str, task: str) -> Any:
     """A parameter's value for ``model`` on ``task`` from a plain value, ``{task: value}`` or
-    ``{task: {model: value}}`` (a missing task or model gives ``None``, i.e. the default)."""
+    ``{task: {model: value}}`` (missing: ``None``, the default)."""
     if isinstance(value, Mapping):
         value = value.get(task)
     if isinstance(value, Mapping):
@@ -238,26 +210,20 @@ TASK_PRIORITY = ("snli", "sst2", "uspto50k", "squad2")
 
 
 def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[str]]:
-    """The (model, task) sweeps of an RQ3 parameter set, in the order they run: by task (the
-    order of ``tasks`` if it is a list, else ``TASK_PRIORITY``), then models in the order given,
-    each with the configurations it has. ``tasks`` may name each model's tasks,
-    ``{model: [task, ...]}`` (:func:`model_tasks`; e.g. a task piloted and dropped for one model).
+    """The (model, task) sweeps of an RQ3 parameter set, in run order: by task (``tasks`` if a list,
+    else ``TASK_PRIORITY``), then models as given, each with the configurations it has.
 
     Returns:
-        ``(plan, notes)``: notes name configurations skipped because a model does not have them
-        (e.g. ``repeat shared +3`` for BERT models), and models that a ``tasks`` mapping, or a
-        ``{task: {model: value}}`` value (seeds, learning rates, ...), names but ``models`` lacks
-        (a misspelt one would otherwise pass unseen, its runs taking the defaults).
+        ``(plan, notes)``: notes name configurations skipped for a model that lacks them, and
+        models named in ``tasks`` or per-model values but absent from ``models``.
 
     Raises:
-        ValueError: no models, an unknown task (also as a key of a ``{task: ...}`` value), or
-            ``duplications`` empty.
-        ParameterError: ``models``, ``duplications``, a model's tasks or seeds not distinct
-            (``duplications must be distinct configuration names: 'copy last' appears 2
-            times ...``: a study would wait forever for runs that cannot land); a subset size,
-            seed or hyper-parameter that cannot train (the message names the model and task).
+        ValueError: no models, an unknown task (also as a ``{task: ...}`` key), or no
+            ``duplications``.
+        ParameterError: lists not distinct; a subset size, seed or hyper-parameter that cannot
+            train (model and task named).
         ConfigurationNotAvailable: a model has none of the configurations asked for.
-        ModelNotAvailable: a model that cannot be found (from ``resolve_model_path``).
+        ModelNotAvailable: a model that cannot be found.
     """
 
     models = check_list("models", profile_models(parameters), what="model names",
@@ -311,8 +277,7 @@ def plan_sweep(parameters: Mapping[str, Any]) -> tuple[list[PlannedSweep], list[
 
 
 def _check_task_keys(parameters: Mapping[str, Any]) -> None:
-    """Raises ValueError for a ``{task: ...}`` value whose key is not a task: its task would
-    silently take the default (all rows, run_glue's learning rate, ...)."""
+    """Raises UnknownTask for a ``{task: ...}`` key that is not a task (it would take defaults)."""
 
     for name in (*PER_TASK, *PER_MODEL_TASK):
         value = parameters.get(name)
@@ -339,9 +304,7 @@ def _stranger_models(parameters: Mapping[str, Any], models: Sequence[str]) -> li
 
 
 def _check_overrides(model: str, task: str, overrides: Mapping[str, Any]) -> None:
-    """Raises ParameterError, naming the model and task, if the hyper-parameters could not
-    train (``dupbert.finetune.HyperParameters``): before any run, not at the first run of that
-    model and task."""
+    """Raises ParameterError, naming model and task, for hyper-parameters that could not train."""
 
     try:
         check_for_task(HyperParameters.for_task(TASKS[task].kind, **overrides), task)
@@ -351,16 +314,9 @@ def _check_overrides(model: str, task: str, overrides: Mapping[str, Any]) -> Non
 
 def _hyperparameter_overrides(parameters: Mapping[str, Any], model: str | None = None,
                              task: str | None = None) -> dict[str, float | int]:
-    """The parameters that override the run_glue/run_qa defaults for ``model`` on ``task``, the
-    same for every configuration: ``epochs``, ``max_steps``, ``learning_rate``, ``batch_size``,
-    ``group_by_length`` (``None`` = default; per task or model as :func:`per_model_task`).
-
-    Raises:
-        ParameterError: a value that is not a number (``learning_rate for snli must be a number,
-            got 'fast' (str)``), a whole number where one is needed (``batch_size``,
-            ``max_steps``: 2.7 is not cut to 2), or ``group_by_length`` not True or False.
-            Ranges are checked by ``dupbert.finetune.HyperParameters`` (:func:`plan_sweep`).
-    """
+    """The run_glue/run_qa overrides for ``model`` on ``task`` (:data:`PER_MODEL_TASK` but seeds;
+    ``None`` = default). ParameterError for a non-number, a non-integer where one is needed, or a
+    non-bool ``group_by_length``; ranges are checked later."""
     integers = {"epochs": False, "max_steps": True, "learning_rate": False, "batch_size": True}
     overrides = {}
     for name in (*integers, "group_by_length"):
@@ -379,12 +335,11 @@ def _hyperparameter_overrides(parameters: Mapping[str, Any], model: str | None =
 
 
 def planned_seeds(plan: Sequence[PlannedSweep] | str | os.PathLike) -> dict[tuple[str, str], int]:
-    """``{(model, task): number of seeds}`` of a plan, or of the RQ3 profile file that plans it
-    (e.g. ``notebooks/params/cpu/rq3.yaml``): the sizes at which ``dupbert.paper.comparison``
-    may judge a comparison (before them: ``pending``).
+    """``{(model, task): number of seeds}`` of a plan or of its RQ3 profile file: the sizes at which
+    ``dupbert.paper.comparison`` judges (before them: ``pending``).
 
     Raises:
-        FileNotFoundError: a profile path that does not exist; as :func:`plan_sweep`.
+        FileNotFoundError: no such profile; as :func:`plan_sweep`.
     """
     if isinstance(plan, (str, os.PathLike)):
         plan = plan_sweep(load_profile(plan))[0]
@@ -392,13 +347,11 @@ def planned_seeds(plan: Sequence[PlannedSweep] | str | os.PathLike) -> dict[tupl
 
 
 def planned_family_sizes(plan: Sequence[PlannedSweep] | str | os.PathLike) -> dict[tuple[str, str], int]:
-    """``{(model, task): m}``: the secondary comparisons of a plan, or of the RQ3 profile file that
-    plans it: every planned configuration but the baseline and the primary one (each is
-    compared with its reference, ``dupbert.duplicate.finetune_variants``). The Holm family that
-    ``dupbert.paper.comparison`` counts while some of them have not landed.
+    """``{(model, task): m}``, the secondary comparisons of a plan or of its RQ3 profile file (every
+    configuration but the baseline and the primary one): the Holm family size.
 
     Raises:
-        FileNotFoundError: a profile path that does not exist; as :func:`plan_sweep`.
+        FileNotFoundError: no such profile; as :func:`plan_sweep`.
     """
     if isinstance(plan, (str, os.PathLike)):
         plan = plan_sweep(load_profile(plan))[0]
@@ -408,8 +361,7 @@ def planned_family_sizes(plan: Sequence[PlannedSweep] | str | os.PathLike) -> di
 
 
 def planned_run_keys(plan: Sequence[PlannedSweep]) -> set[str]:
-    """The ``run_key`` of every run of the plan (to select this plan's rows from a results file
-    that also holds other runs)."""
+    """The ``run_key`` of every run of the plan."""
 
     source = data_source()
     keys = set()
@@ -426,11 +378,9 @@ def planned_run_keys(plan: Sequence[PlannedSweep]) -> set[str]:
 
 
 def run_order(plan: Sequence[PlannedSweep]) -> list[tuple[PlannedSweep, tuple[str, ...]]]:
-    """The order in which a plan runs: first the primary comparison of every (model, task) (the
-    reference and the paper's configuration, in plan order), then the secondary configurations,
-    so that a study cut short by its budget has decided its pre-registered comparisons first.
-    Within each, seeds run in order with a seed's configurations together (paired runs finish
-    together)."""
+    """The order in which a plan runs: every primary comparison first, then the secondaries (a study
+    cut short has decided the pre-registered comparisons); within each, seeds in order, a seed's
+    configurations together."""
     first = [(entry, entry.primary) for entry in plan if entry.primary]
     rest = [(entry, tuple(d for d in entry.duplications if d not in entry.primary))
             for entry in plan]
@@ -438,7 +388,7 @@ def run_order(plan: Sequence[PlannedSweep]) -> list[tuple[PlannedSweep, tuple[st
 
 
 def read_plan_rows(plan: Sequence[PlannedSweep], results_path: str | os.PathLike) -> pd.DataFrame:
-    """This plan's rows of the results file (other runs in the file are left out)."""
+    """This plan's rows of the results file (other runs left out)."""
 
     results = ResultsFile(results_path).frame()
     if results.empty:
@@ -474,15 +424,9 @@ def confirmatory_study(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def plan_progress(plan: Sequence[PlannedSweep], rows: pd.DataFrame) -> pd.DataFrame:
-    """How far a plan's queue got: per (model, task), the primary and secondary runs planned and
-    landed in ``rows`` (:func:`read_plan_rows`), and the measured cost per run.
-
-    Returns:
-        Index ``(model, task)``; columns ``seeds``, ``primary`` and ``secondary``
-        (``"landed/planned"``),
-        ``planned`` and ``landed`` (counts), ``train_min`` and ``eval_min`` (mean minutes per
-        landed run; NaN before any has landed).
-    """
+    """How far a plan got, per (model, task) (index): ``seeds``, ``primary`` and ``secondary``
+    (``"landed/planned"``), ``planned`` and ``landed`` (counts), ``train_min`` and ``eval_min``
+    (mean minutes per landed run; NaN before any)."""
     records = []
     for entry in plan:
         mine = rows[(rows["model"] == entry.model) & (rows["task"] == entry.task)] \
@@ -512,29 +456,22 @@ STUDY_SUMMARY_COLUMNS = [
 
 def study_summary(plan: Sequence[PlannedSweep], rows: pd.DataFrame,
                   table: pd.DataFrame) -> pd.DataFrame:
-    """A pre-registered study in one row per planned (model, task), on the primary metric of
-    the task: how far its queue got, its baseline, what a run cost, and the primary comparison
-    that decides (issue 10's acceptance table).
+    """A pre-registered study in one row per planned (model, task), on the task's primary metric.
 
     Args:
         plan: :func:`plan_sweep`'s plan.
         rows: the plan's runs (:func:`read_plan_rows`).
         table: ``dupbert.paper.comparison`` of ``rows`` with the plan's seeds and families
-            (an empty frame while nothing has landed).
+            (empty while nothing has landed).
 
     Returns:
-        :data:`STUDY_SUMMARY_COLUMNS`, one row per plan entry in plan order: ``seeds`` planned;
-        ``runs_primary``/``runs_secondary`` as ``"landed/planned"`` (:func:`plan_progress`);
-        the baseline's ``baseline_mean`` and 95% CI over seeds and the ``trivial`` baseline
-        (points); ``train_min``/``eval_min``, the mean wall-clock minutes per landed run; the
-        ``primary`` configuration, its paired ``gain`` over the baseline with 95% CI,
-        ``p_value``, ``n_pairs`` and ``min_detectable_gain`` (points); ``verdict``, as
-        ``dupbert.paper.overall`` gives it (``pending (k/n seeds)`` until every planned seed has
-        landed; ``no primary run`` before the first). NaN/None where nothing has landed.
+        :data:`STUDY_SUMMARY_COLUMNS` in plan order: runs landed/planned (:func:`plan_progress`),
+        the baseline mean and 95% CI and the trivial baseline (points), minutes per run, and the
+        primary comparison as ``dupbert.paper.overall`` gives it (``pending (k/n seeds)`` until
+        complete). NaN/None where nothing has landed.
 
     Raises:
-        ParameterError (a ValueError): ``table`` not empty and without a column of
-            ``dupbert.paper.comparison`` that ``dupbert.paper.overall`` needs.
+        ParameterError (a ValueError): ``table`` not empty and lacking a column.
     """
 
     progress = plan_progress(plan, rows)
@@ -578,15 +515,9 @@ def study_summary(plan: Sequence[PlannedSweep], rows: pd.DataFrame,
 def run_plan(plan: Sequence[PlannedSweep], results_path: str | os.PathLike, device: str = "cpu",
              outputs_dir: str | os.PathLike | None = None, shard: str | None = None,
              progress: bool = False) -> pd.DataFrame:
-    """Run every planned sweep with ``dupbert.profiles.sweep`` (resumable: runs already in
-    ``results_path`` are skipped; rows are appended as each run finishes), in :func:`run_order`.
-
-    ``shard="i/n"`` runs configurations ``i, i+n, ...`` of every (model, task), so n processes
-    (on one GPU, or on n machines) each finish their share of SNLI before any starts SST-2.
-
-    Returns:
-        This plan's rows of the results file (:func:`read_plan_rows`).
-    """
+    """Run every planned sweep with :func:`sweep` in :func:`run_order` (resumable; rows appended as
+    runs finish). ``shard="i/n"`` runs configurations ``i, i+n, ...`` of every (model, task).
+    Returns this plan's rows (:func:`read_plan_rows`)."""
 
     for entry, duplications in run_order(plan):
         overrides = dict(entry.overrides)
@@ -612,18 +543,14 @@ PROFILE_NOTES = {
 
 
 def profile_note(profile: str) -> str:
-    """One Markdown sentence naming the profile that produced a chapter's numbers, for the top of
-    the RQ3-RQ5 chapters and the results-at-a-glance page (an unknown name is shown as given)."""
+    """A Markdown sentence naming the profile behind a chapter's numbers."""
     note = PROFILE_NOTES.get(profile, f"the `{profile}` profile")
     return f"**These numbers come from {note}.**"
 
 
 def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
-    """``"i/n"`` (0-based ``i``) or ``(i, n)`` -> ``(i, n)``; ``None`` -> ``(0, 1)``.
-
-    Raises:
-        ValueError: not of that form, or not ``0 <= i < n``.
-    """
+    """``"i/n"`` (0-based ``i``) or ``(i, n)`` -> ``(i, n)``; ``None`` -> ``(0, 1)``. ValueError
+    unless ``0 <= i < n``."""
     if shard is None:
         return 0, 1
     try:
@@ -637,8 +564,7 @@ def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
 
 def sweep_configurations(models: Sequence[str], tasks: Sequence[str],
                          duplications: Sequence[str], seeds: Sequence[int]) -> list[dict]:
-    """Every (task, model, seed, duplication), tasks in the order given (put the slow,
-    informative ones first), duplications innermost so paired runs finish together."""
+    """Every (task, model, seed, duplication), tasks in the order given, duplications innermost."""
     return [dict(model=m, task=t, duplication=d, seed=s)
             for t in tasks for m in models for s in seeds for d in duplications]
 
@@ -659,35 +585,25 @@ def sweep(
     progress: bool = True,
 ) -> pd.DataFrame:
     """Run ``finetune`` for every configuration of this shard that ``results_path`` lacks,
-    appending each row as soon as it exists.
-
-    Under ``torchrun``/``accelerate launch`` every process runs this same sweep (all train each
-    configuration together); only rank 0 appends rows, and the others wait for it.
+    appending each row as it finishes. Under ``torchrun``/``accelerate launch`` only rank 0
+    appends.
 
     Args:
-        hyperparameters: overrides per task kind, e.g. ``{"classification": {"epochs": 1}}``;
-            the same for every configuration.
-        shard: ``"i/n"``: run only configurations ``i, i+n, i+2n, ...``; shards on one machine
-            may share ``results_path`` (appends are locked); on several machines, write each to
-            its own results file and combine them with ``merge_results``.
+        hyperparameters: overrides per task kind, e.g. ``{"classification": {"epochs": 1}}``.
+        shard: ``"i/n"``: only configurations ``i, i+n, ...``; shards on one machine may share
+            ``results_path`` (appends are locked); on several, combine with :func:`merge_results`.
 
     Returns:
-        The results file as a frame (all rows in it, not just this call's).
+        The results file as a frame (all its rows).
 
     Raises:
-        ParameterError: before anything is trained: ``models``, ``tasks``, ``duplications`` or
-            ``seeds`` not a list of distinct items (a string, ``[0, 0, 1]``: :func:`check_list`);
-            a bad seed (:func:`check_seed`) or subset size; ``hyperparameters`` with an unknown
-            task kind (``hyperparameters names unknown task kind 'clasification'; kinds are
-            'classification', 'qa'``), an unknown field or a bad value (:class:`HyperParameters`);
-            an ``outputs_dir`` that is not a folder path, or (runs still to do) cannot be written.
-        UnknownTask: a task that is not in ``dupbert.tasks.TASKS`` (the message lists them).
-        ConfigurationNotAvailable, ModelNotAvailable: a model with runs still to do that cannot
-            be loaded, or lacks one of ``duplications``.
-        ResultsFileError: ``results_path`` is a directory or lies under a file, or holds a line
-            that is not a result row; runs are still to do and it cannot be written. A sweep
-            with every run already in ``results_path`` loads no model and writes nothing: it
-            returns the file's rows.
+        ParameterError: before training: lists not distinct, a bad seed, subset size,
+            ``hyperparameters`` or ``outputs_dir``.
+        UnknownTask: a task not in ``dupbert.tasks.TASKS``.
+        ConfigurationNotAvailable, ModelNotAvailable: a model with runs to do that cannot be
+            loaded or lacks a configuration.
+        ResultsFileError: ``results_path`` unreadable, or not writable while runs remain (with
+            every run done nothing is loaded or written).
         ValueError: a bad ``shard``.
     """
 
@@ -732,7 +648,7 @@ def sweep(
 
 
 def _check_sweep_lists(models, tasks, duplications, seeds) -> tuple[list, list, list, list]:
-    """The four lists of :func:`sweep`, checked (:func:`check_list`; tasks known, seeds valid)."""
+    """The four lists of :func:`sweep`, checked."""
 
     models = check_list("models", models, what="model names")
     tasks = check_list("tasks", tasks, what="task names")
@@ -749,14 +665,10 @@ def _check_sweep_lists(models, tasks, duplications, seeds) -> tuple[list, list, 
 
 
 def hyperparameters_per_kind(hyperparameters) -> dict[str, HyperParameters]:
-    """``{task kind: HyperParameters}`` from a sweep's overrides per task kind (``None``: the
-    defaults), e.g. ``{"classification": {"epochs": 1}}``.
+    """``{task kind: HyperParameters}`` from overrides per task kind (``None``: defaults).
 
     Raises:
-        ParameterError: not a mapping; a key that is not a task kind (``hyperparameters names
-            unknown task kind 'clasification'; kinds are 'classification', 'qa'``); overrides
-            that are not a mapping of fields; an unknown field or a bad value
-            (:meth:`HyperParameters.for_task`).
+        ParameterError: not a mapping, an unknown task kind, or a bad field or value.
     """
     given = {} if hyperparameters is None else hyperparameters
     if not isinstance(given, Mapping):
@@ -784,16 +696,14 @@ def _check_models(models: Sequence[str], duplications: Sequence[str]) -> None:
 
 
 def merge_results(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> pd.DataFrame:
-    """Combine shard results files into ``out``: every row once (by ``run_key``), in the order
-    of ``paths``. Nothing is written unless every file reads.
+    """Combine shard results files into ``out``: every row once (by ``run_key``), in the order of
+    ``paths``; nothing is written unless every file reads.
 
     Raises:
-        FileNotFoundError: a file of ``paths`` does not exist (``no results file typo.jsonl;
-            nothing was written``).
-        ParameterError: ``paths`` is a single path or empty, not a list of paths.
-        ResultsFileError: ``out`` is a directory; a line of an input is not a result row (the
-            message names the file and line).
-        ValueError: two files hold different rows under the same ``run_key``, except for timings.
+        FileNotFoundError: a file of ``paths`` does not exist.
+        ParameterError: ``paths`` a single path or empty.
+        ResultsFileError: ``out`` is a directory; an input line is not a result row.
+        ValueError: two files hold different rows under one ``run_key`` (beyond timings).
     """
     if isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Iterable):
         raise ParameterError(f"paths must be a list of results files, got {paths!r}; write "
@@ -825,20 +735,12 @@ def _without_timings(row: dict) -> dict:
 
 def rerun(row: dict, device: str = "cpu", data_dir: str | os.PathLike | None = None,
           progress: bool = False) -> dict:
-    """Run again the run that ``row`` (a results row) records: same model, task,
-    configuration, seed, hyper-parameters and subsets.
-
-    Returns:
-        The new row (its ``run_key`` equals ``row["run_key"]``).
+    """Run again the run that a results ``row`` records; returns the new row (same ``run_key``).
 
     Raises:
-        ValueError: the row was made under another design (its ``train_subset_seed`` is not
-            ``TRAIN_SUBSET_SEED``, or it has none), or the re-run's key differs (the row's fields
-            do not reproduce its key: edited, or from an incompatible version).
-        ResultsFileError: ``row`` is not a dict, or lacks a field a re-run needs (``run
-            0123456789abcdef lacks hyperparameters; a re-run needs run_key, model, task, ...``).
-        ParameterError: its hyperparameters have an unknown field or a bad value. As
-            :func:`finetune`, before anything is loaded.
+        ValueError: a row of another design (``train_subset_seed``), or the re-run's key differs.
+        ResultsFileError: ``row`` not a dict, or lacking a field a re-run needs.
+        ParameterError: bad hyperparameters; as :func:`finetune`.
     """
     _check_rerunnable(row)
     if row.get("train_subset_seed") != TRAIN_SUBSET_SEED:
@@ -877,8 +779,7 @@ def _check_rerunnable(row) -> None:
 
 
 def _compared_metrics(row: Mapping) -> list[str]:
-    """The metrics of ``row``'s task that its evaluation set defines: without SQuAD 2.0
-    unanswerable questions there is no ``NoAns_f1`` (:func:`dupbert.tasks.empty_subset`)."""
+    """The metrics of ``row``'s task that its evaluation set defines (``empty_subset``)."""
 
     counts = pd.json_normalize([{field: row.get(field) for field in ("metrics", "baselines")
                                  if isinstance(row.get(field), Mapping)}])
@@ -891,17 +792,13 @@ def rerun_table(rows: Sequence[dict], device: str = "cpu",
     """Re-run each row (:func:`rerun`) and set committed beside re-run metrics.
 
     Returns:
-        One row per run and metric of its task that its evaluation set defines (no SQuAD 2.0
-        ``NoAns_*`` without unanswerable questions): ``run_key, model, task, duplication, seed,
-        metric, committed, rerun, difference`` (points: accuracy × 100, SQuAD as it is;
-        ``difference`` = rerun - committed), ``identical_losses`` (every training step's loss
-        equal to 5 digits), and where each ran, ``committed_on`` and ``rerun_on``
-        (:func:`device_description`): across CPU kinds the floating-point kernels differ, and a
-        run's trajectory with them.
+        One row per run and defined metric: ``run_key, model, task, duplication, seed, metric,
+        committed, rerun, difference`` (points; rerun - committed), ``identical_losses`` (every
+        step's loss equal to 5 digits), ``committed_on`` and ``rerun_on``
+        (:func:`device_description`: CPU kinds differ in floating-point kernels).
 
     Raises:
-        ResultsFileError: before any re-run, a row that :func:`rerun` would refuse for a missing
-            field, or that lacks a metric of its task (nothing to compare the re-run with).
+        ResultsFileError: before any re-run, a row lacking a field or a metric of its task.
         As :func:`rerun`.
     """
 

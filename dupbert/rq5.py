@@ -2,40 +2,19 @@
 
 Kao et al. (2020), experiments (ensemble): models fine-tuned with different duplication
 configurations, combined by summing their output probabilities, give the paper's best SQuAD 2.0
-score (85.50 EM / 88.59 F1, ALBERT-based; :data:`dupbert.paper.PAPER_SCORES`). This module decides
-which RQ3 runs are combined and what is compared with what; :mod:`dupbert.ensemble` combines and
-scores them from their stored outputs.
+score (:data:`dupbert.paper.PAPER_SCORES`). This module decides which RQ3 runs are combined and
+what is compared with what; :mod:`dupbert.ensemble` combines and scores them.
 
-The RQ5 comparison (:func:`rq5_ensembles`, :func:`rq5_summary`, :func:`rq5_differences`), per
-model and task, on the same runs: (a) single models, and the *best single* configuration (best
-mean over seeds of the task's primary metric, chosen on the evaluation data itself, which favours
-it); (b) *cross-configuration* ensembles: ``k`` different configurations, each member from a
-different seed; (c) the *same-configuration* control: each configuration of the cross ensemble
-alone, at the same ``k`` seeds. Both arms draw their members from the same ``k`` different seeds
-and have the same size, so that (b) − (c) isolates what the diversity of configurations adds
-beyond ensembling runs of different seeds; and both weigh
-the same configurations equally, so that it is not a better or worse configuration swapped in.
+Per model and task, on the same runs (methods.md, "RQ5: the ensemble rule"): single models and
+the *best single* configuration (chosen on the evaluation data: optimistic); *cross-
+configuration* ensembles of ``k`` configurations at ``k`` different seeds; and their matched
+*same-configuration* control, each of those configurations alone at the same seeds, so that the
+difference isolates what diverse configurations add beyond ensembling seeds
+(:func:`matched_ensembles`). Ensembles of overlapping seeds share runs: every ensemble is shown,
+but means and tests use one unit per *disjoint seed block* (offsets ``0, k, 2k, ...`` with
+``j + k <= n``).
 
-The membership rule (:func:`matched_ensembles`): with the seeds sorted ``s_0 .. s_{n-1}`` and
-``k = min(configurations, seeds)`` unless given, for every seed offset ``j = 0 .. n-1`` and every
-``k``-subset ``S = (c_1 .. c_k)`` of the configurations (``itertools.combinations`` in order of
-first appearance) and every rotation ``r = 0 .. k-1``, the cross-configuration ensemble takes
-member ``i`` from configuration ``c_i`` at seed ``s_{(j + (i+r) mod k) mod n}`` (``i = 0 ..
-k-1``, ``c`` 0-based here): over its rotations every configuration sits at every seed of the
-block once (a Latin square); its matched control is the ``k`` same-configuration ensembles of
-``c_0 .. c_{k-1}``, each at the same seeds, and the paired difference is the cross ensemble
-minus their mean. Nothing is picked. Ensembles of nearby
-offsets share runs, so they are dependent: each cross ensemble is compared with its own control
-(a paired difference), and the tests use only the *disjoint seed blocks*, offsets ``j = 0, k,
-2k, ...`` with ``j + k <= n`` (one unit per block: the mean paired difference of its
-ensembles); every ensemble is shown descriptively.
-:func:`rq5_differences` with ``start`` tests the other cyclic partitions of the seeds into disjoint
-blocks, and :func:`rq5_partition_differences` every partition, as robustness checks
-(``book/methods.md`` gives the history of the rule).
-
-The chapter's tables (:func:`ensemble_counts`, :func:`summary_table`, :func:`difference_table`,
-:func:`cyclic_partitions`, :func:`every_partition_table`, :func:`paper_beside_table`,
-:func:`findings_text`) format these frames for ``notebooks/rq5.ipynb``; scores are in points
+The chapter's tables format these frames for ``notebooks/rq5.ipynb``; scores are in points
 (accuracy x 100, SQuAD EM/F1 as they are).
 """
 
@@ -65,31 +44,23 @@ KINDS = ("single", "cross-configuration", "same-configuration")
 
 
 def ensemble_size(n_configurations: int, n_seeds: int) -> int:
-    """``k = min(configurations, seeds)``: the size of both the cross-configuration ensembles and
-    the same-configuration control, each member from a different seed.
-
-    Raises:
-        ParameterError (a ValueError): a count that is not an integer >= 0.
-    """
+    """``k = min(configurations, seeds)``, the default size of both arms; ParameterError for a count
+    that is not an integer >= 0."""
     return min(check_number("n_configurations", n_configurations, integer=True, minimum=0),
                check_number("n_seeds", n_seeds, integer=True, minimum=0))
 
 
 def matched_ensembles(configurations: Sequence[str], seeds: Sequence[int], k: int) -> list[dict]:
-    """The RQ5 membership rule (module notes; Kao et al. 2020, ensemble experiment): every
-    cross-configuration ensemble with its matched same-configuration control.
+    """The RQ5 membership rule: every cross-configuration ensemble with its matched
+    same-configuration control.
 
-    With ``s_0 .. s_{n-1}`` the seeds sorted, for every offset ``j = 0 .. n-1`` (outer loop),
-    every ``k``-subset ``S`` of ``configurations`` (``itertools.combinations``, in the order
-    given) and every rotation ``r = 0 .. k-1`` (inner loop): the cross ensemble is
-    ``[(S[i], s_{(j + (i+r) mod k) mod n}) for i in 0 .. k-1]``, the controls
-    ``[(c, s_{(j+i) mod n}) for i in 0 .. k-1]`` for each ``c`` in ``S``: the same ``k``
-    different seeds, every configuration of the cross ensemble weighed equally. The ``k``
-    rotations form a Latin square, so that within a block every configuration sits at every one
-    of its seeds once: with rotation 0 alone the earlier configuration would always take the
-    block's lower seed, and a seed effect could pass for one of diversity. A cross
-    ensemble whose members an earlier pair already has is skipped (only when ``k == n``, where
-    the offsets are themselves rotations).
+    With ``s_0 .. s_{n-1}`` the seeds sorted, for every offset ``j = 0 .. n-1``, every
+    ``k``-subset ``S`` of ``configurations`` (``itertools.combinations``, in the order given) and
+    every rotation ``r = 0 .. k-1``: the cross ensemble is ``[(S[i], s_{(j + (i+r) mod k) mod n})
+    for i in 0 .. k-1]``, the controls ``[(c, s_{(j+i) mod n}) for i in 0 .. k-1]`` for each ``c``
+    in ``S``. The rotations form a Latin square (every configuration at every seed of the block
+    once), so a seed effect cannot pass for diversity. A cross ensemble already seen is skipped
+    (only when ``k == n``).
 
     Args:
         configurations: distinct configuration names, in order of first appearance.
@@ -98,19 +69,15 @@ def matched_ensembles(configurations: Sequence[str], seeds: Sequence[int], k: in
 
     Returns:
         One dict per pair, ``n * C(len(configurations), k) * k`` in all (fewer when ``k == n``):
-        ``pair`` (0-based, in order), ``offset`` (``j``), ``rotation`` (``r``), ``seeds``
-        (tuple, ``s_{(j+i) mod n}`` for ``i = 0..k-1``: the block's seeds, in order),
-        ``disjoint`` (``j % k == 0 and j + k <= n``: the blocks whose seed sets do not overlap,
-        used by the tests), ``cross`` (a list of ``(configuration, seed)``), ``controls`` (``k``
-        such lists, one per configuration of ``S``, in its order), ``control_configurations``
-        (``S``).
+        ``pair`` (0-based), ``offset`` (``j``), ``rotation`` (``r``), ``seeds`` (the block's
+        seeds, in order), ``disjoint`` (``j % k == 0 and j + k <= n``: used by the tests),
+        ``cross`` (a list of ``(configuration, seed)``), ``controls`` (``k`` such lists, in the
+        order of ``S``), ``control_configurations`` (``S``).
 
     Raises:
-        ValueError: ``k < 2``; ``k`` above the number of configurations or of seeds (members
-            must differ in configuration, and in seed).
-        ParameterError (a ValueError): ``configurations`` or ``seeds`` a string, empty or with
-            an item twice (``seeds must be distinct seeds: 1 appears 2 times in [1, 1]``); a seed
-            or ``k`` that is not an integer.
+        ValueError: ``k`` not in ``2 .. min(configurations, seeds)``.
+        ParameterError (a ValueError): ``configurations`` or ``seeds`` malformed, empty or
+            repeated; a seed or ``k`` not an integer.
     """
     configurations = check_list("configurations", configurations, what="configuration names")
     ordered = sorted(check_number(f"seeds[{i}]", s, integer=True)
@@ -141,26 +108,20 @@ WAITING_COLUMNS = ["model", "task", "configuration", "seeds", "planned"]
 
 def complete_configurations(runs: pd.DataFrame, plan=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The runs of the configurations whose planned seeds have all landed, and the planned
-    configurations still short of them: RQ5 combines a study that runs in the background only
-    at its planned size, as RQ3 judges it (``dupbert.paper.comparison``'s ``planned_seeds``), so
-    that no ensemble mixes complete configurations with one whose seeds are still landing (its
-    disjoint seed blocks would then differ in what they contain).
+    configurations still short of them: RQ5 combines a study only at its planned size, as RQ3
+    judges it (``dupbert.paper.comparison``'s ``planned_seeds``).
 
     Args:
-        runs: :func:`dupbert.ensemble.read_runs` rows (``model``, ``task``, ``duplication``, ``seed``).
-        plan: the study's ``dupbert.profiles.PlannedSweep`` entries (``plan_sweep`` of its RQ3
-            profile), or ``None``: every run is kept and nothing waits.
+        runs: :func:`dupbert.ensemble.read_runs` rows.
+        plan: the study's ``dupbert.profiles.PlannedSweep`` entries, or ``None`` (keep every run).
 
     Returns:
-        ``(kept, waiting)``: ``kept`` the rows of ``runs`` of every model and task not in the
-        plan, and of every planned configuration with runs at all of its planned seeds (those
-        seeds only); ``waiting`` one row per planned configuration
-        that has fewer (:data:`WAITING_COLUMNS`: ``model, task, configuration``, ``seeds``
-        landed, ``planned``), in plan order.
+        ``(kept, waiting)``: the rows of models and tasks not in the plan and of every complete
+        planned configuration (its planned seeds only); one :data:`WAITING_COLUMNS` row per
+        planned configuration still short (``seeds`` landed, ``planned``), in plan order.
 
     Raises:
-        ParameterError (a ValueError): ``runs`` not a DataFrame, or (with a plan) without a
-            column of ``model, task, duplication, seed``.
+        ParameterError (a ValueError): ``runs`` not a DataFrame, or (with a plan) lacking a column.
     """
     check_columns(runs, () if plan is None else RUN_COLUMNS[1:], "runs")
     if plan is None:
@@ -185,53 +146,33 @@ def complete_configurations(runs: pd.DataFrame, plan=None) -> tuple[pd.DataFrame
 
 def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
                   k: int | None = None) -> pd.DataFrame:
-    """Every single run and every RQ5 ensemble of the runs, per model and task, scored.
+    """Every single run and every RQ5 ensemble of the runs, per model and task, scored from the
+    stored outputs.
 
-    Rule, per (model, task), over its configurations (order of first appearance) and seeds:
-
-    - ``single``: every run alone (scored through the ensemble code, i.e. from the stored
-      outputs, so that it is comparable with the ensembles);
-    - ``cross-configuration`` and ``same-configuration`` (the control): the pairs of
-      :func:`matched_ensembles`: member ``i`` of a cross ensemble is configuration ``c_i`` at
-      seed ``s_{(j + (i+r) mod k) mod n}`` (every rotation ``r``), its control each of
-      ``c_0 .. c_{k-1}`` alone at the same seeds
-      (``k`` same-configuration ensembles per cross ensemble, one row each, sharing its
-      ``pair``); both arms have the same size and the same seeds, and weigh the same
-      configurations equally;
-    - ``k`` = :func:`ensemble_size` unless given; no ensembles for a model and task with fewer
-      than ``k`` configurations or seeds (or ``k < 2``). A pair is left out, cross ensemble
-      and controls together, when one of their runs is missing.
+    ``single``: every run alone (through the ensemble code, so comparable); ``cross-configuration``
+    and ``same-configuration``: the pairs of :func:`matched_ensembles` (``k`` control rows per
+    cross ensemble, sharing its ``pair``), ``k`` = :func:`ensemble_size` unless given. No
+    ensembles with fewer than ``k`` configurations or seeds; a pair with a missing run is left out.
 
     Args:
-        runs: :func:`dupbert.ensemble.read_runs` rows (``run_key``, ``model``, ``task``, ``duplication``,
-            ``seed``, ``outputs_dir``, settings; ``reference``/``role`` are carried but not
-            used). Runs of one model and task must share one setting
-            (:func:`dupbert.paper.run_settings`: hyper-parameters, subset sizes and seed, data
-            source): filter first (:func:`dupbert.paper.keep_main_setting`).
+        runs: :func:`dupbert.ensemble.read_runs` rows of one setting per model and task (filter
+            with :func:`dupbert.paper.keep_main_setting`).
         data_dir: overrides ``$DUPBERT_DATA_DIR``.
-        k: ensemble size (>= 2), default the rule above.
+        k: ensemble size (>= 2).
 
     Returns:
-        One row per single run or ensemble: ``model, task, kind, k`` (members), ``pair`` (Int64:
-        the index of a cross ensemble and its controls within the model and task; NA for single
-        runs; a control recurs, scored once, in every pair of its configuration at its offset:
-        :func:`distinct_ensembles` keeps one of each), ``offset`` (Int64, ``j``), ``rotation``
-        (Int64, ``r``), ``disjoint``
-        (boolean: in a disjoint seed block),
-        ``seed`` (Int64, single runs only), ``seeds`` (the block's seeds, ``"0 + 1"``),
-        ``configuration`` (of a single run or control; None for cross ensembles), ``members``
-        (``"baseline (seed 0) + copy last (seed 1)"``), ``run_keys`` (space-separated, member
-        order), and ``metrics.<name>`` in the units of the results rows (fractions; SQuAD
-        percent).
+        One row per single run or ensemble: ``model, task, kind, k`` (members), ``pair`` (Int64;
+        NA for single runs; a control recurs in every pair of its configuration at its offset:
+        :func:`distinct_ensembles`), ``offset``, ``rotation`` (Int64), ``disjoint`` (boolean),
+        ``seed`` (Int64, single runs only), ``seeds`` (``"0 + 1"``), ``configuration`` (None for
+        cross ensembles), ``members`` (``"baseline (seed 0) + copy last (seed 1)"``),
+        ``run_keys`` (space-separated), and ``metrics.<name>`` in the results rows' units
+        (fractions; SQuAD percent).
 
     Raises:
-        OutputsNotFound, OutputsMismatch: as :func:`dupbert.ensemble.evaluate_ensemble`; OutputsMismatch also
-            when one model and task has runs of several settings, or two runs of one
-            configuration and seed.
-        ParameterError (a ValueError): ``k`` not an integer >= 2 (``k must be an integer >= 2,
-            got 1``); ``runs`` not a DataFrame or without a column of ``run_key, model, task,
-            duplication, seed`` (``pd.DataFrame()``: "no runs"; with the columns but no rows
-            the result is the columns and no rows).
+        OutputsNotFound, OutputsMismatch: as :func:`dupbert.ensemble.evaluate_ensemble`;
+            OutputsMismatch also for several settings, or two runs of one configuration and seed.
+        ParameterError (a ValueError): ``k`` not an integer >= 2; ``runs`` lacking a column.
     """
 
     if k is not None:
@@ -261,8 +202,7 @@ _ENSEMBLE_COLUMNS = ["model", "task", "kind", "k", "pair", "offset", "disjoint",
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`rq5_ensembles` columns in order (``rotation`` after ``offset``), nullable integer
-    and boolean types."""
+    """:func:`rq5_ensembles` columns in order, with nullable integer and boolean types."""
     columns = [*_ENSEMBLE_COLUMNS[:6], "rotation", *_ENSEMBLE_COLUMNS[6:]]
     if frame.empty:
         return pd.DataFrame(columns=columns)
@@ -293,10 +233,8 @@ def _member_label(row: Mapping) -> str:
 
 
 def _memberships(rows: Sequence[Mapping], k: int | None):
-    """One dict per single run and RQ5 ensemble of one model and task (the rule of
-    :func:`rq5_ensembles`), in a fixed order: singles by seed then configuration, then each
-    pair's cross ensemble followed by its ``k`` controls. Keys: ``kind, pair, offset, disjoint,
-    seed, seeds, configuration, members`` (the member rows)."""
+    """One dict per single run and RQ5 ensemble of one model and task (:func:`rq5_ensembles`), with
+    the member rows under ``members``."""
     configurations = list(dict.fromkeys(r["duplication"] for r in rows))
     seeds = sorted({int(r["seed"]) for r in rows})
     run = _run_index(rows)
@@ -338,15 +276,11 @@ def _run_index(rows: Sequence[Mapping]) -> dict[tuple[str, int], Mapping]:
 
 
 def distinct_ensembles(ensembles: pd.DataFrame) -> pd.DataFrame:
-    """:func:`rq5_ensembles` rows with each ensemble once: a same-configuration control recurs in
-    every pair of its configuration at its offset (``C(m-1, k-1)`` pairs of ``m``
-    configurations); the first row of each (model, task, members) is kept, in order, and every
-    other row. For counts, means and plots of ensembles; the pairing (:func:`rq5_differences`)
-    needs them all.
+    """:func:`rq5_ensembles` rows with each same-configuration control once (first row kept): for
+    counts, means and plots; the pairing (:func:`rq5_differences`) needs them all.
 
     Raises:
-        ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
-            ``model, task, kind, run_keys``.
+        ParameterError (a ValueError): ``ensembles`` lacking ``model, task, kind, run_keys``.
     """
     check_columns(ensembles, ["model", "task", "kind", "run_keys"], "ensembles")
     control = ensembles["kind"] == "same-configuration"
@@ -355,19 +289,15 @@ def distinct_ensembles(ensembles: pd.DataFrame) -> pd.DataFrame:
 
 
 def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
-    """:func:`rq5_ensembles` rows as one row per single run or ensemble and task metric, in
-    points (accuracy × 100; SQuAD as it is), the task's metrics in order (primary first).
+    """:func:`rq5_ensembles` rows as one row per single run or ensemble and task metric, in points,
+    metrics in the task's order (primary first).
 
     Returns:
-        Columns ``model, task, kind, k, pair, offset, disjoint, seed, seeds, configuration,
-        members, metric, value``; no rows when ``ensembles`` has none, or none of its tasks'
-        ``metrics.<name>`` columns. A SQuAD 2.0 subset metric is left out where the evaluation
-        set has no question of its subset (:func:`dupbert.tasks.empty_subset`).
+        The :func:`rq5_ensembles` columns without ``run_keys`` and metrics, plus ``metric,
+        value``. A SQuAD 2.0 subset metric is left out where the set has no question of it.
 
     Raises:
-        ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
-            :func:`rq5_ensembles` (named; ``pd.DataFrame()``: no runs); an unknown task
-            (:func:`dupbert.tasks.task_metrics`).
+        ParameterError (a ValueError): a missing column; an unknown task.
     """
     columns = [c for c in _ENSEMBLE_COLUMNS if c != "run_keys"]
     check_columns(ensembles, columns, "ensembles")
@@ -390,20 +320,16 @@ def ensemble_points(ensembles: pd.DataFrame) -> pd.DataFrame:
 
 
 def best_single(ensembles: pd.DataFrame) -> pd.DataFrame:
-    """The best single configuration per model and task: the highest mean over seeds of the
-    task's primary metric (:data:`dupbert.tasks.TASKS` ``metrics[0]``; ties: first configuration),
-    among the configurations with the most seeds (a configuration whose seeds are still landing
-    cannot win on its first few). Chosen on the evaluation data itself, so its score is
-    optimistic.
+    """The best single configuration per model and task: the highest mean over seeds of the primary
+    metric (ties: first), among the configurations with the most seeds. Optimistic (chosen on the
+    evaluation data).
 
     Returns:
         ``model, task, configuration`` (one row per model and task with single runs).
 
     Raises:
-        ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
-            ``model, task, kind, configuration, seed``; single runs without their task's primary
-            metric column, or with NaN in it (the message names the model, task, configuration
-            and seed: a mean over fewer seeds would pick the best on other seeds).
+        ParameterError (a ValueError): a missing column; single runs without their primary metric
+            or with NaN in it.
     """
     check_columns(ensembles, ["model", "task", "kind", "configuration", "seed"], "ensembles")
     rows = []
@@ -459,32 +385,25 @@ SUMMARY_COLUMNS = ["model", "task", "metric", "kind", "k", "n", "mean", "std", "
 
 
 def rq5_summary(ensembles: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
-    """Mean and 95% CI (:func:`dupbert.significance.mean_ci`, Student t) per model, task, metric
-    and kind, in points (accuracy × 100; SQuAD as it is).
+    """Mean and 95% CI (:func:`dupbert.significance.mean_ci`) per model, task, metric and kind, in
+    points.
 
-    Units of the mean (independent replications): ``single``: every run; ``baseline`` (only when
-    ``baseline`` names a configuration) and ``best single`` (:func:`best_single`): that
-    configuration's run at each seed; ``cross-configuration`` and ``same-configuration``: each
-    disjoint seed block (offsets ``0, k, 2k, ...`` with ``j + k <= n``; the mean of the block's
-    ensembles of the kind), since ensembles of overlapping seeds share runs. ``n_all`` and
-    ``mean_all`` describe every run or ensemble of the kind, overlapping ones included, each
-    distinct ensemble once (:func:`distinct_ensembles`).
+    Units: ``single``: every run; ``baseline`` (if ``baseline`` is given) and ``best single``: its
+    run at each seed; ensembles: each disjoint seed block. ``n_all`` and ``mean_all`` describe
+    every distinct run or ensemble of the kind, overlapping ones included.
 
     Args:
         ensembles: :func:`rq5_ensembles` output.
-        baseline: the configuration to report on its own as ``baseline`` (e.g. ``"baseline"``).
+        baseline: the configuration to report on its own as ``baseline``.
 
     Returns:
-        ``model, task, metric, kind, k, n`` (units), ``mean, std, ci_low, ci_high`` (points;
-        NaN where there are no units, std and CI NaN with one unit), ``configuration`` (of a
-        ``baseline``/``best single`` row, else None), ``n_all``, ``mean_all``; kinds in the order
-        of :data:`SUMMARY_KINDS`, metrics in the task's order (primary first); these columns
-        (:data:`SUMMARY_COLUMNS`) and no rows for ``ensembles`` with no rows.
+        :data:`SUMMARY_COLUMNS`: ``n`` (units), ``mean, std, ci_low, ci_high`` (points; NaN
+        without units), ``configuration`` (of ``baseline``/``best single`` rows); kinds in
+        :data:`SUMMARY_KINDS` order, metrics primary first.
 
     Raises:
-        ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
-            :func:`rq5_ensembles` (``pd.DataFrame()``: no runs); ``baseline`` not a
-            configuration of any single run (the message lists them); as :func:`best_single`.
+        ParameterError (a ValueError): a missing column; ``baseline`` not a configuration of any
+            single run; as :func:`best_single`.
     """
     check_columns(ensembles, _ENSEMBLE_COLUMNS, "ensembles")
     configurations = list(dict.fromkeys(
@@ -519,41 +438,28 @@ DIFFERENCE_COLUMNS = ["model", "task", "metric", "comparison", "n_pairs", "mean_
 
 
 def rq5_differences(ensembles: pd.DataFrame, start: int = 0) -> pd.DataFrame:
-    """The RQ5 comparisons per model, task and metric, in points, with 95% CIs and p-values.
+    """The RQ5 comparisons per model, task and metric, in points: ``cross-configuration −
+    same-configuration`` (each cross ensemble minus the mean of its ``k`` controls) and
+    ``cross-configuration − best single`` (minus the best single configuration's mean at its
+    seeds; a seed without that run leaves the ensemble out).
 
-    Both are paired per cross-configuration ensemble, then tested over independent units:
-
-    - ``cross-configuration − same-configuration``: each cross ensemble minus the mean of its
-      ``k`` matched controls (same seeds, same size, each of its configurations alone;
-      :func:`matched_ensembles`);
-    - ``cross-configuration − best single``: each cross ensemble minus the mean of the best
-      single configuration's runs at the ensemble's seeds (chosen on the evaluation data:
-      optimistic for it); an ensemble with a seed lacking that run is left out.
-
-    ``n_pairs`` and ``mean_all``: every such paired difference (overlapping seed sets, so
-    dependent: descriptive only). The test uses the disjoint seed blocks (offsets ``0, k, 2k,
-    ...`` with ``j + k <= n``, the planned partition; with ``start = p`` the offsets ``p, p + k,
-    ...`` with ``j - p + k <= n``, the seeds cut into blocks from ``s_p`` on, wrapping round, a
-    robustness check): one unit per block, the mean of its paired differences;
-    ``n_units`` of them; ``difference`` is their mean with a Student-t 95% CI, ``p_value`` the
-    two-sided paired t-test (:func:`dupbert.significance.paired_p_value`: NaN with fewer than 2
-    units; zero spread decided as 1 or 0). No correction for multiple comparisons.
+    ``n_pairs`` and ``mean_all`` describe every paired difference (dependent). The test has one
+    unit per disjoint seed block (the mean of its differences): ``difference`` with a Student-t
+    95% CI and the paired t-test's ``p_value`` (:func:`dupbert.significance.paired_p_value`), over
+    ``n_units`` blocks. Uncorrected.
 
     Args:
-        ensembles: :func:`rq5_ensembles` output (or a subset of its rows, e.g. one rotation).
-        start: the first offset of the tested blocks, ``0 <= start < k``; 0 (the default) is the
-            planned partition, the one the chapter's verdicts use.
+        ensembles: :func:`rq5_ensembles` output (or a subset, e.g. one rotation).
+        start: first offset of the tested blocks, ``0 <= start < k``: 0 is the planned partition
+            (the chapter's verdicts); ``p`` cuts the seeds into blocks from ``s_p`` on, wrapping
+            round (a robustness check).
 
     Returns:
-        :data:`DIFFERENCE_COLUMNS`: ``model, task, metric, comparison, n_pairs, mean_all,
-        n_units, difference, ci_low, ci_high, p_value, test`` (points; rows only for model and
-        task with cross-configuration ensembles; none for ``ensembles`` with no rows).
+        :data:`DIFFERENCE_COLUMNS`; rows only for models and tasks with cross ensembles.
 
     Raises:
-        ParameterError (a ValueError): ``ensembles`` not a DataFrame or without a column of
-            :func:`rq5_ensembles` (``pd.DataFrame()``: no runs); ``start`` not an integer
-            ``>= 0``, or not below a model and task's ``k`` (``start must be below k = 2 of
-            rxnfp-bert on uspto50k, got 2``); as :func:`best_single`.
+        ParameterError (a ValueError): a missing column; ``start`` not an integer in
+            ``0 .. k-1``; as :func:`best_single`.
     """
     start = check_number("start", start, integer=True, minimum=0)
     points = ensemble_points(ensembles)
@@ -578,9 +484,7 @@ def rq5_differences(ensembles: pd.DataFrame, start: int = 0) -> pd.DataFrame:
 
 
 def _blocks_from(cross: pd.DataFrame, start: int, where: str) -> pd.Series:
-    """Whether each cross ensemble (``offset``, ``k``, ``seeds``) is in a block of the partition
-    that starts at offset ``start`` (:func:`rq5_differences`); ``n`` is the number of seeds the
-    cross ensembles use."""
+    """Whether each cross ensemble is in a block of the partition starting at offset ``start``."""
     k = int(cross["k"].max())
     if start >= k:
         raise ParameterError(f"start must be below k = {k} of {where}, got {start}")
@@ -590,16 +494,14 @@ def _blocks_from(cross: pd.DataFrame, start: int, where: str) -> pd.Series:
 
 
 def _at_seeds(seeds: pd.Series, runs: pd.DataFrame) -> pd.Series:
-    """The mean value of ``runs`` (one per seed) at each entry's seeds (``"0 + 1"``); NaN where
-    a seed has no run."""
+    """The mean of ``runs`` at each entry's seeds (``"0 + 1"``); NaN where a seed has no run."""
     by_seed = runs.set_index(runs["seed"].astype(int))["value"]
     return seeds.map(lambda text: by_seed.reindex([int(s) for s in text.split(" + ")]).mean(
         skipna=False))
 
 
 def _paired_test(pairs: pd.DataFrame) -> dict:
-    """``value - other`` per pair (rows with ``offset``, ``disjoint``), described over all pairs
-    and tested over the disjoint seed blocks (:func:`rq5_differences`)."""
+    """``value - other`` per pair, described over all pairs and tested over disjoint seed blocks."""
     pairs = pairs.assign(difference=pairs["value"] - pairs["other"]).dropna(subset=["difference"])
     blocks = (pairs[pairs["disjoint"].fillna(False).astype(bool)]
               .groupby("offset", sort=True)["difference"].mean().to_numpy(float))
@@ -622,8 +524,7 @@ MAX_PARTITIONS = 10_000
 
 def count_partitions(n_seeds: int, k: int) -> int:
     """The number of partitions of ``n_seeds`` seeds into disjoint blocks of ``k``:
-    ``n! / ((k!)^(n/k) (n/k)!)`` (105 for 8 seeds in pairs, 2,027,025 for 16); 0 when ``k``
-    does not divide ``n_seeds``."""
+    ``n! / ((k!)^(n/k) (n/k)!)`` (105 for 8 seeds in pairs); 0 when ``k`` does not divide it."""
     if n_seeds % k:
         return 0
     blocks = n_seeds // k
@@ -631,17 +532,14 @@ def count_partitions(n_seeds: int, k: int) -> int:
 
 
 def seed_partitions(seeds: Sequence[int], k: int) -> list[tuple[tuple[int, ...], ...]]:
-    """Every partition of ``seeds`` into disjoint blocks of ``k`` seeds,
-    :func:`count_partitions` of them (3 for 4 seeds and ``k = 2``, 105 for 8, 945 for 10; 10
-    for 6 seeds and ``k = 3``). Each block is sorted, the blocks of a partition are ordered by
-    their first seed, and the partitions come in lexicographic order: the first is the planned
-    one of :func:`rq5_differences` (``s_0 s_1, s_2 s_3, ...``).
+    """Every partition of ``seeds`` into disjoint blocks of ``k`` (:func:`count_partitions`),
+    blocks sorted, partitions in lexicographic order: the first is the planned one of
+    :func:`rq5_differences`.
 
     Raises:
-        ParameterError (a ValueError): ``seeds`` a string, empty, not integers or with a seed
-            twice; ``k`` not an integer >= 1.
-        ValueError: the number of seeds is not a multiple of ``k`` (``7 seeds cannot be cut
-            into disjoint blocks of 2``).
+        ParameterError (a ValueError): ``seeds`` malformed, empty or repeated; ``k`` not an
+            integer >= 1.
+        ValueError: the number of seeds is not a multiple of ``k``.
     """
     ordered = tuple(sorted(check_number(f"seeds[{i}]", s, integer=True)
                            for i, s in enumerate(check_list("seeds", seeds, what="seeds"))))
@@ -666,48 +564,28 @@ def seed_partitions(seeds: Sequence[int], k: int) -> list[tuple[tuple[int, ...],
 def rq5_partition_differences(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
                               k: int | None = None,
                               max_partitions: int = MAX_PARTITIONS) -> pd.DataFrame:
-    """How much RQ5's cross − same-configuration test depends on which seeds are paired into
-    blocks: the difference of :func:`rq5_differences` on *every* partition of a model and
-    task's seeds into disjoint blocks (:func:`seed_partitions`), not only the ``k`` cyclic ones
-    that ``start`` gives. Exploratory (no verdict reads it).
-
-    Per block (every ``k``-subset of the seeds), its unit is that of :func:`rq5_differences`:
-    the pairs of :func:`matched_ensembles` on the block's seeds (every ``k``-subset of the
-    configurations, every rotation) whose runs all exist, each cross-configuration ensemble
-    minus the mean of its ``k`` same-configuration controls, averaged. Per partition: the mean
-    of its ``n / k`` units with a Student-t 95% CI and the paired t-test's p
-    (:func:`dupbert.significance.paired_p_value`). The partitions share blocks, so they are not
-    independent samples: the share of them with a positive difference, or with p < 0.05,
-    describes how much the planned result owes to its pairing; it is not a test. The task's
-    primary metric only (:func:`dupbert.tasks.task_metrics`), in points.
+    """The cross − same-configuration difference of :func:`rq5_differences` on *every* partition
+    of a model and task's seeds into disjoint blocks (:func:`seed_partitions`). Exploratory: the
+    partitions share blocks, so their counts describe how much the planned result owes to its
+    pairing and are not tests. Primary metric only, in points.
 
     Args:
-        runs: :func:`dupbert.ensemble.read_runs` rows of one setting per model and task (as
-            :func:`rq5_ensembles`), with every run of the configurations combined
-            (:func:`complete_configurations`).
-        data_dir: overrides ``$DUPBERT_DATA_DIR`` (SQuAD 2.0: to re-derive the features).
-        k: block and ensemble size, default :func:`ensemble_size` (as :func:`rq5_ensembles`).
-        max_partitions: refuse a model and task with more partitions than this
-            (:func:`count_partitions`; :data:`MAX_PARTITIONS`).
+        runs: :func:`dupbert.ensemble.read_runs` rows as :func:`rq5_ensembles` takes them, with
+            every run of the configurations combined (:func:`complete_configurations`).
+        data_dir: overrides ``$DUPBERT_DATA_DIR``.
+        k: block and ensemble size, default :func:`ensemble_size`.
+        max_partitions: refuse a model and task with more partitions (:data:`MAX_PARTITIONS`).
 
     Returns:
-        :data:`PARTITION_COLUMNS`: ``model, task, metric, partition`` (0-based, the order of
-        :func:`seed_partitions`: 0 is the planned one), ``blocks`` (``"0 + 1 | 2 + 3"``),
-        ``n_units`` (``n / k``, at least 2), ``difference``, ``ci_low``, ``ci_high``,
-        ``p_value`` (points). No rows for a model and task with fewer than ``k``
-        configurations or seeds, with one partition only (``n = k``: it is
-        :func:`rq5_differences`' own), or whose number of seeds is not a multiple of ``k``
-        (:func:`rq5_differences` still tests its ``n // k`` blocks); a partition with a block
-        none of whose pairs has all its runs is left out.
+        :data:`PARTITION_COLUMNS`: ``partition`` (0-based, :func:`seed_partitions` order: 0 is
+        the planned one), ``blocks`` (``"0 + 1 | 2 + 3"``), ``n_units``, ``difference``,
+        ``ci_low``, ``ci_high``, ``p_value``. No rows where seeds are fewer than ``k``, not a
+        multiple of ``k``, or make one partition; a partition with an unusable block is left out.
 
     Raises:
-        OutputsNotFound, OutputsMismatch, OutputsInvalid: as :func:`dupbert.ensemble.evaluate_ensemble`;
-            OutputsMismatch also for runs of several settings in one model and task, or two
-            runs of one configuration and seed.
-        ParameterError (a ValueError): ``runs`` not a DataFrame or without a column of
-            ``run_key, model, task, duplication, seed``; ``k`` not an integer >= 2;
-            ``max_partitions`` not an integer >= 1, or exceeded (the message gives the count);
-            an unknown task (:func:`dupbert.tasks.task_metrics`).
+        OutputsNotFound, OutputsMismatch, OutputsInvalid: as :func:`rq5_ensembles`.
+        ParameterError (a ValueError): a missing column; ``k`` not an integer >= 2;
+            ``max_partitions`` not an integer >= 1, or exceeded; an unknown task.
     """
     if k is not None:
         k = check_number("k", k, integer=True, minimum=2)
@@ -767,17 +645,16 @@ def rq5_partition_differences(runs: pd.DataFrame, data_dir: str | os.PathLike | 
 
 
 def run_smoke_sweeps(sweeps: Sequence[Mapping]) -> tuple[Path, Path]:
-    """Run the smoke profile's tiny RQ3 sweeps into a fresh temporary folder, on one torch
-    thread (deterministic, and faster on small shared CPUs), with Trainer's log lines (which
-    hold timings) captured.
+    """Run the smoke profile's tiny RQ3 sweeps into a fresh temporary folder, on one torch thread,
+    with Trainer's log lines captured.
 
     Args:
         sweeps: ``dupbert.profiles.sweep`` keyword arguments, one dict per sweep (without
             ``results_path``, ``outputs_dir``, ``progress``).
 
     Returns:
-        ``(results_file, outputs_dir)``: ``<tmp>/rq3.jsonl`` and ``<tmp>/rq3-outputs``, for
-        :func:`dupbert.ensemble.read_runs`. The folder is left for the caller.
+        ``(results_file, outputs_dir)``: ``<tmp>/rq3.jsonl`` and ``<tmp>/rq3-outputs``. The
+        folder is left for the caller.
 
     Raises:
         What ``dupbert.profiles.sweep`` raises for a bad argument.
@@ -803,20 +680,9 @@ def run_smoke_sweeps(sweeps: Sequence[Mapping]) -> tuple[Path, Path]:
 
 def study_files(results_paths: str | Sequence[str],
                 outputs_dirs: str | Sequence[str | None] | None = None) -> list[tuple[str, Path, Path]]:
-    """The results files of a study and their outputs folders, both from the repository root.
-
-    Args:
-        results_paths: one results file or a list, relative to the repository root.
-        outputs_dirs: one outputs folder per results file; ``None`` (or a ``None`` entry):
-            :func:`dupbert.ensemble.default_outputs_dir`, ``<results stem>-outputs`` beside it.
-
-    Returns:
-        ``[(given, results_file, outputs_folder), ...]`` in the order given: the path as given,
-        then both as absolute paths.
-
-    Raises:
-        ValueError: not one outputs folder per results file.
-    """
+    """``[(given, results_file, outputs_folder), ...]``: the results files of a study and their
+    outputs folders (default :func:`dupbert.ensemble.default_outputs_dir`), absolute, from the
+    repository root. ValueError if not one outputs folder per results file."""
     paths = [results_paths] if isinstance(results_paths, str) else list(results_paths)
     folders = [None] * len(paths) if outputs_dirs is None else (
         [outputs_dirs] if isinstance(outputs_dirs, str) else list(outputs_dirs))
@@ -826,9 +692,8 @@ def study_files(results_paths: str | Sequence[str],
 
 
 def waiting_text(waiting: pd.DataFrame, model: str | None = None, task: str | None = None) -> str:
-    """The configurations of :func:`complete_configurations`' ``waiting`` (of one model and task
-    if given) as ``"copy last 3/8 seeds; ..."``; with neither given, prefixed with the model and
-    task (``"MiniLM on snli: copy last (3/8 seeds)"``). ``""`` when none waits."""
+    """:func:`complete_configurations`' ``waiting`` (of one model and task if given) as ``"copy last
+    3/8 seeds; ..."``, else prefixed with model and task; ``""`` when none waits."""
     if model is None:
         return "; ".join(f"{r.model} on {r.task}: {r.configuration} ({r.seeds}/{r.planned} seeds)"
                          for r in waiting.itertuples())
@@ -837,9 +702,8 @@ def waiting_text(waiting: pd.DataFrame, model: str | None = None, task: str | No
 
 
 def ensemble_counts(runs: pd.DataFrame, ensembles: pd.DataFrame) -> pd.DataFrame:
-    """Per model and task (index): ``k``, seeds, configurations, evaluation examples, the number
-    of distinct ensembles of each of :data:`KINDS` (``"<kind> (count)"``; a control shared by
-    several pairs once) and of disjoint seed blocks. Integers, 0 where none.
+    """Per model and task (index): ``k``, seeds, configurations, evaluation examples, the number of
+    distinct ensembles of each of :data:`KINDS` and of disjoint seed blocks (integers).
 
     Args:
         runs: the :func:`dupbert.ensemble.read_runs` rows that were combined.
@@ -861,9 +725,8 @@ def ensemble_counts(runs: pd.DataFrame, ensembles: pd.DataFrame) -> pd.DataFrame
 
 
 def trivial_scores(runs: pd.DataFrame) -> dict[tuple[str, str, str], float]:
-    """``{(model, task, metric): points}``: the trivial baseline (majority class; SQuAD 2.0 no
-    answer to every question) of each model and task's evaluation set, the mean of the runs'
-    ``baselines.<metric>``, for every metric of the task that the runs carry."""
+    """``{(model, task, metric): points}``: the trivial baseline of each model and task's evaluation
+    set (mean of the runs' ``baselines.<metric>``)."""
     trivial = {}
     for (model, task), group in runs.groupby(["model", "task"], sort=False):
         for metric in task_metrics(task):
@@ -874,8 +737,8 @@ def trivial_scores(runs: pd.DataFrame) -> dict[tuple[str, str, str], float]:
 
 
 def floor_text(status: pd.DataFrame, model: str, task: str) -> str:
-    """``"accuracy 28.91 vs floor 80: did not learn"``: a model and task's baseline mean against
-    its learning floor (:func:`dupbert.paper.learning_status`), ``"no baseline runs"`` without."""
+    """``"accuracy 28.91 vs floor 80: did not learn"`` (:func:`dupbert.paper.learning_status`), or
+    ``"no baseline runs"``."""
     cell = status[(status["model"] == model) & (status["task"] == task)]
     if cell.empty:
         return "no baseline runs"
@@ -895,10 +758,8 @@ def _summary_cell(row: Mapping) -> str:
 
 def summary_table(summary: pd.DataFrame, trivial: Mapping, status: pd.DataFrame,
                   baseline: str = "baseline") -> pd.DataFrame:
-    """RQ5's table of single models and ensembles: rows ``task, model, metric``; the trivial
-    baseline, the baseline against its floor, then one column per kind of :func:`rq5_summary`
-    (``"cross-configuration ensembles, k = 2"``): mean [95% CI] (points), the best single's
-    configuration in brackets, the ensembles' count and mean over all of them after ``all``.
+    """RQ5's table of single models and ensembles: rows ``task, model, metric``; trivial baseline,
+    baseline vs floor, then per kind of :func:`rq5_summary` its mean [95% CI] (points).
 
     Args:
         summary: :func:`rq5_summary`.
@@ -924,9 +785,8 @@ def summary_table(summary: pd.DataFrame, trivial: Mapping, status: pd.DataFrame,
 
 
 def difference_table(differences: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
-    """RQ5's comparisons table: rows ``task, model, metric``; the baseline against its floor,
-    then per comparison of :func:`rq5_differences` its difference [95% CI] (points), p, and
-    ``"<blocks> of <pairs> (all: <mean of every pair>)"``.
+    """RQ5's comparisons table: rows ``task, model, metric``; baseline vs floor, then per comparison
+    of :func:`rq5_differences` its difference [95% CI] (points), p, and blocks tested of pairs.
 
     Args:
         differences: :func:`rq5_differences`.
@@ -951,13 +811,10 @@ _CROSS_VS_SAME = "cross-configuration − same-configuration"
 
 
 def cyclic_partitions(ensembles: pd.DataFrame, metrics: Mapping[str, str]) -> pd.DataFrame:
-    """The cross − same-configuration difference (:func:`rq5_differences`) of every model and
-    task on ``metrics[task]``, on each of the ``k`` cyclic partitions of the seeds into blocks
-    (``blocks from`` ``s0``, ``s1``, ...), with every rotation and with rotation 0 alone: columns
-    ``task, model, assignment, blocks from, blocks, difference [95% CI]`` (points), ``p`` (``"(1
-    df: descriptive)"`` appended below 3 blocks), ``all pairs`` (``"<n>: <mean>"``). Strings,
-    in :func:`rq5_differences` order; no rows without cross-configuration ensembles.
-    """
+    """The cross − same-configuration difference (:func:`rq5_differences`) on ``metrics[task]`` on
+    each of the ``k`` cyclic partitions of the seeds, with every rotation and rotation 0 alone:
+    columns ``task, model, assignment, blocks from, blocks, difference [95% CI]`` (points), ``p``,
+    ``all pairs``, as strings."""
     cross = ensembles[ensembles["kind"] == "cross-configuration"]
     first = set(zip(cross.loc[cross["rotation"] == 0, "model"], cross.loc[cross["rotation"] == 0, "task"],
                     cross.loc[cross["rotation"] == 0, "pair"]))
@@ -983,16 +840,14 @@ def cyclic_partitions(ensembles: pd.DataFrame, metrics: Mapping[str, str]) -> pd
 
 
 def partition_table(partitions: pd.DataFrame) -> pd.DataFrame:
-    """:func:`cyclic_partitions` sorted by task and model (stable), indexed by ``task, model,
-    assignment, blocks from``."""
+    """:func:`cyclic_partitions` sorted by task and model, indexed by its first four columns."""
     return partitions.sort_values(["task", "model"], kind="stable").set_index(
         ["task", "model", "assignment", "blocks from"])
 
 
 def robustness_text(partitions: pd.DataFrame) -> str:
     """Per model and task of :func:`cyclic_partitions` (every rotation), a Markdown bullet: the
-    range of the difference over the partitions, whether its sign holds, and in how many
-    partitions of at least 3 blocks it is nominally significant."""
+    difference's range, whether its sign holds, and how often it is nominally significant."""
     lines = []
     balanced = partitions[partitions["assignment"].str.startswith("every rotation")]
     for (task, model), group in balanced.groupby(["task", "model"], sort=False):
@@ -1012,10 +867,8 @@ def robustness_text(partitions: pd.DataFrame) -> str:
 
 
 def every_partition_table(found: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
-    """Per model and task (index ``task, model``) of :func:`rq5_partition_differences`: the
-    baseline against its floor, the number of partitions and blocks each, the planned
-    partition's difference, the range and median over all partitions (points), how many are
-    positive and how many of those with at least 3 blocks have p < 0.05."""
+    """Per model and task (index ``task, model``) of :func:`rq5_partition_differences`: partitions,
+    the planned difference, range, median, how many positive and nominally significant (points)."""
     rows = []
     for (model, task), group in found.groupby(["model", "task"], sort=False):
         tested = group[group["n_units"] >= 3]
@@ -1035,9 +888,8 @@ def every_partition_table(found: pd.DataFrame, status: pd.DataFrame) -> pd.DataF
 
 
 def unpartitioned_text(found: pd.DataFrame, differences: pd.DataFrame) -> str:
-    """The models and tasks of :func:`rq5_differences` with no row in
-    :func:`rq5_partition_differences` (seeds not a multiple of ``k``, or one partition only), as
-    a Markdown sentence; ``""`` when every one was partitioned."""
+    """The models and tasks of :func:`rq5_differences` without partitions, as a Markdown sentence;
+    ``""`` when none."""
     shown = set(zip(found["model"], found["task"]))
     left = [f"{m} on {t}" for m, t in dict.fromkeys(zip(differences["model"], differences["task"]))
             if (m, t) not in shown]
@@ -1047,11 +899,9 @@ def unpartitioned_text(found: pd.DataFrame, differences: pd.DataFrame) -> str:
 
 
 def paper_beside_table(summary: pd.DataFrame, ensembles: pd.DataFrame, trivial: Mapping) -> pd.DataFrame:
-    """SQuAD 2.0 exact match and F1 (index ``source, model, what``): the paper's best ensemble
-    (:data:`dupbert.paper.PAPER_SCORES`) and its best single model (not stated), then per model
-    of ours the best single configuration, the cross- and same-configuration ensembles (means),
-    the best cross-configuration ensemble (picked on the evaluation data) and the trivial
-    no-answer baseline. Strings, two decimals.
+    """SQuAD 2.0 EM and F1 (index ``source, model, what``; strings): the paper's best ensemble and
+    per model of ours the best single configuration, the ensembles' means, the best cross ensemble
+    (picked on the evaluation data) and the trivial baseline.
 
     Args:
         summary: :func:`rq5_summary`.
@@ -1113,11 +963,7 @@ def _partitions_text(found: pd.DataFrame, model: str, task: str) -> str:
 
 def findings_text(summary: pd.DataFrame, differences: pd.DataFrame, partitions: pd.DataFrame,
                   waiting: pd.DataFrame, status: pd.DataFrame, metrics: Mapping[str, str]) -> str:
-    """RQ5's "what the numbers say", one Markdown bullet per model and task on ``metrics[task]``:
-    below the floor, that its ensembles say nothing; else the cross-configuration ensembles
-    against their same-configuration controls (with the share of positive partitions) and
-    against the best single configuration, with p and how to read it, and the configurations
-    still waiting for seeds. A closing bullet when no cell is informative.
+    """RQ5's "what the numbers say", one Markdown bullet per model and task on ``metrics[task]``.
 
     Args:
         summary: :func:`rq5_summary`; differences: :func:`rq5_differences`; partitions:

@@ -1,16 +1,11 @@
-"""RQ3/RQ4 statistics: mean ± confidence interval over seeds, paired gains against each
-configuration's reference with the same seeds, the pre-registered primary/secondary split with
-Holm's correction on the secondaries, the exact smallest detectable gain, and the verdict rule.
+"""RQ3/RQ4 statistics (Kao et al. 2020, section 5): mean ± CI over seeds, paired gains against
+each configuration's reference on the same seeds, Holm's correction, the smallest detectable
+gain and the verdict rule.
 
-The paper (Kao et al. 2020, section 5) reports single numbers; a one-seed replication cannot
-separate gains of a few tenths of a point from seed noise, so every comparison here is paired
-by seed: gain_s = metric(configuration, seed s) - metric(reference, seed s).
-
-Pre-registration (RQ3 chapter, "The study, fixed before the runs"): per model and task, one
-*primary* comparison (the paper's configuration against the baseline) is tested at level
-``ALPHA`` with no multiplicity penalty; every other configuration is *secondary*, and the
-secondaries of a model, task and metric form one Holm family (every test counted, also those
-that could not be computed).
+Every comparison is paired by seed: gain_s = metric(configuration, s) - metric(reference, s).
+Pre-registration (RQ3 chapter): per model and task one *primary* comparison (the paper's
+configuration against the baseline) is tested at ``ALPHA``; the other, *secondary*, ones of a
+model, task and metric form one Holm family (tests not computed count too).
 """
 
 from __future__ import annotations
@@ -33,13 +28,7 @@ PRIMARY, SECONDARY = "primary", "secondary"
 
 
 def _numbers(name: str, values, *, nan: bool = False) -> np.ndarray:
-    """``values`` as a 1-D float array, if it is a list (tuple, array, Series) of numbers.
-
-    Raises:
-        ParameterError: a string, a mapping, a scalar or a nested list; an item that is not a
-            number (a string, a bool, None); a NaN (unless ``nan``) or infinite item. The
-            message names ``name``, the item and its position.
-    """
+    """``values`` as a 1-D float array (NaN allowed if ``nan``), else ParameterError."""
     try:
         array = None if isinstance(values, (str, bytes, Mapping)) else np.asarray(values)
     except (TypeError, ValueError):  # ragged lists
@@ -69,21 +58,19 @@ def _numbers(name: str, values, *, nan: bool = False) -> np.ndarray:
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict:
-    """Mean, sample standard deviation and the two-sided Student-t confidence interval.
+    """Mean, sample standard deviation and two-sided Student-t confidence interval.
 
     Args:
-        values: a list (array, Series) of finite numbers.
-        confidence: the interval's level, strictly between 0 and 1 (``0.95``, not ``95``).
+        confidence: strictly between 0 and 1 (``0.95``, not ``95``).
 
     Returns:
         ``{"n", "mean", "std", "ci_low", "ci_high"}`` in the units of ``values``; with one
-        value the std and the interval are NaN; with zero spread the interval is the mean.
+        value the std and the interval are NaN.
 
     Raises:
         ValueError: no values.
-        ParameterError (a ValueError): ``values`` is a string or not a list of numbers, holds
-            NaN or infinity (``values must be finite numbers: item 1 is nan``); ``confidence``
-            not in (0, 1) (``confidence must be a number > 0 and < 1, got 95``).
+        ParameterError (a ValueError): ``values`` not a list of finite numbers; ``confidence``
+            not in (0, 1).
     """
     check_number("confidence", confidence, above=0, below=1)
     values = _numbers("values", values)
@@ -101,13 +88,11 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict:
 def paired_p_value(differences: Sequence[float]) -> float:
     """Two-sided p-value of the paired t-test on per-seed differences (H0: mean 0).
 
-    Zero spread is decided, not left as NaN: every difference 0 -> ``1.0``; every difference
-    the same non-zero value -> ``0.0`` (the t statistic is infinite: the configuration changed
-    every seed's result by exactly that much). Fewer than 2 differences -> NaN (no test).
+    All differences 0 -> ``1.0``; all the same non-zero value -> ``0.0``; fewer than 2 -> NaN.
 
     Raises:
-        ParameterError (a ValueError): ``differences`` is a string or not a list of numbers, or
-            holds NaN or infinity (a missing pair is left out before, never passed as NaN).
+        ParameterError (a ValueError): ``differences`` not a list of finite numbers (leave a
+            missing pair out, never pass NaN).
     """
     d = _numbers("differences", differences)
     if d.size < 2:
@@ -120,15 +105,11 @@ def paired_p_value(differences: Sequence[float]) -> float:
 def holm(p_values: Sequence[float]) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values (Holm 1979), in the input order.
 
-    The family has ``m = len(p_values)`` tests, *including* those whose p-value is NaN (a test
-    that could not be computed still counts: dropping it would make the others look better);
-    NaN p-values rank last and stay NaN. The i-th smallest p-value is multiplied by
-    ``m - i + 1`` (i from 1), made monotone, capped at 1.
+    The family has ``m = len(p_values)`` tests, *including* NaN ones (a test not computed still
+    counts); NaN p-values rank last and stay NaN.
 
     Raises:
-        ParameterError (a ValueError): ``p_values`` is a string or not a list of numbers, or
-            holds a value outside [0, 1] (``p_values must be in [0, 1] (NaN for a test not
-            computed): item 0 is 5.0``) or an infinite one.
+        ParameterError (a ValueError): not a list of numbers, or a value outside [0, 1].
     """
     p = _numbers("p_values", p_values, nan=True)
     outside = np.flatnonzero((p < 0) | (p > 1))
@@ -147,13 +128,12 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 
 
 def paired_t_power(gain: float, std_of_differences: float, n_seeds: int, alpha: float = ALPHA) -> float:
-    """Power of the two-sided paired t-test at level ``alpha`` over ``n_seeds`` pairs when the
-    true mean difference is ``gain`` (exact: noncentral t with df = n - 1 and noncentrality
-    ``gain * sqrt(n) / sd``).
+    """Power of the two-sided paired t-test at ``alpha`` over ``n_seeds`` pairs for a true mean
+    difference ``gain`` (exact, noncentral t).
 
     Raises:
-        ParameterError (a ValueError): ``gain`` not a finite number; ``std_of_differences`` not
-            > 0; ``n_seeds`` not an integer >= 2; ``alpha`` not in (0, 1).
+        ParameterError (a ValueError): an argument out of range (``std_of_differences`` > 0,
+            ``n_seeds`` >= 2, ``alpha`` in (0, 1)).
     """
     check_number("gain", gain)
     check_number("std_of_differences", std_of_differences, above=0)
@@ -169,24 +149,19 @@ def paired_t_power(gain: float, std_of_differences: float, n_seeds: int, alpha: 
 
 def minimum_detectable_gain(std_of_differences: float, n_seeds: int, alpha: float = ALPHA,
                             power: float = POWER, n_tests: int = 1) -> float:
-    """The smallest true paired gain that a two-sided paired t-test over ``n_seeds`` seeds
-    detects with probability ``power``, after the multiplicity correction actually applied.
+    """The smallest true paired gain that a two-sided paired t-test over ``n_seeds`` seeds detects
+    with probability ``power`` at level ``alpha / n_tests`` (exact, via :func:`paired_t_power`).
 
-    Exact, not the normal approximation: the gain solves :func:`paired_t_power` = ``power`` at
-    level ``alpha / n_tests`` (the noncentral t distribution). ``n_tests`` is 1 for the primary
-    comparison; for a secondary one it is the size of its Holm family, whose strictest step is
-    ``alpha / m``, so a gain this large is detected whatever the other p-values are.
+    ``n_tests`` is 1 for the primary comparison, the Holm family's size for a secondary one (its
+    strictest step).
 
     Returns:
-        The gain in the metric's units; ``0.0`` when the differences have no spread (any
-        non-zero gain is detected); NaN for fewer than 2 seeds or a NaN (or None) std.
+        The gain in the metric's units; ``0.0`` when the differences have no spread; NaN for
+        fewer than 2 seeds or a NaN (or None) std.
 
     Raises:
-        ParameterError (a ValueError): ``alpha`` or ``power`` not in (0, 1) (``power must be a
-            number > 0 and < 1, got 80``: a power of 1 is never reached); ``power`` not above
-            the test's level ``alpha / n_tests`` (the power at a gain of 0); ``n_tests`` not an
-            integer >= 1; ``n_seeds`` not an integer >= 0; a std that is negative or not a
-            number.
+        ParameterError (a ValueError): ``alpha`` or ``power`` not in (0, 1), ``power`` not above
+            ``alpha / n_tests``, or another argument out of range.
     """
     check_number("alpha", alpha, above=0, below=1)
     check_number("power", power, above=0, below=1)
@@ -216,16 +191,9 @@ def minimum_detectable_gain(std_of_differences: float, n_seeds: int, alpha: floa
 
 def equivalence_sd_limit(n_seeds: int, margin: float = EQUIVALENCE_MARGIN,
                          confidence: float = 0.95) -> float:
-    """The largest standard deviation of the per-seed differences at which a "no gain" claim
-    can still be reproduced over ``n_seeds`` seeds: the rule of :func:`verdict` needs the whole
-    95% t interval within ``±margin``, i.e. a half-width ``t(0.975, n-1) * sd / sqrt(n) <=
-    margin`` (reached only when, besides, the mean difference is 0). A smallest detectable
-    *gain* says nothing about such a claim; this is its counterpart.
-
-    Args:
-        n_seeds: paired seeds (>= 2).
-        margin: the equivalence margin, in the metric's units (points), > 0.
-        confidence: the interval's level, in (0, 1).
+    """The largest standard deviation of the per-seed differences at which a "no gain" claim can
+    still be reproduced over ``n_seeds`` seeds (:func:`verdict`: the whole 95% t interval within
+    ``±margin``); the counterpart of :func:`minimum_detectable_gain` for such claims.
 
     Returns:
         ``margin * sqrt(n) / t(1 - (1 - confidence) / 2, n - 1)`` in the metric's units (0.60
@@ -244,9 +212,7 @@ def equivalence_sd_limit(n_seeds: int, margin: float = EQUIVALENCE_MARGIN,
 
 
 def _check_frame(frame, columns: Sequence[str], metric: str | None = None) -> None:
-    """Refuse a ``frame`` that is not a DataFrame, lacks one of ``columns``, or (``metric``
-    given) lacks the metric's column, holds a non-number in it, or a NaN in it (a run without
-    the metric it is judged on: leaving it out would silently change the seeds compared)."""
+    """Refuse a non-DataFrame, a missing column, or a ``metric`` column with a non-number or NaN."""
     if metric is not None and not isinstance(metric, str):
         raise ParameterError(f"metric must be a column name (a string), got {metric!r}")
     if isinstance(frame, pd.DataFrame) and len(frame.columns) and metric is not None \
@@ -275,15 +241,12 @@ def _check_frame(frame, columns: Sequence[str], metric: str | None = None) -> No
 
 
 def check_one_run_per_seed(frame: pd.DataFrame, by: Sequence[str]) -> None:
-    """Refuse a frame in which some configuration has two runs with the same seed.
-
-    Such rows come from different settings (hyper-parameters, subsets, data source) and must
-    never be pooled into one mean: select one setting first (e.g. the run keys of one plan).
+    """Refuse a frame in which some configuration has two runs with the same seed (runs of
+    different settings must never be pooled).
 
     Raises:
         ValueError: names the first duplicated (``by``, duplication, seed) groups.
-        ParameterError (a ValueError): ``frame`` not a DataFrame or without a column of
-            ``by``, ``duplication``, ``seed``; ``by`` a string or with a column twice.
+        ParameterError (a ValueError): ``frame`` not a DataFrame or lacking a column.
     """
     by = check_list("by", by, what="column names", allow_empty=True)
     keys = [*by, "duplication", "seed"]
@@ -298,8 +261,7 @@ def check_one_run_per_seed(frame: pd.DataFrame, by: Sequence[str]) -> None:
 
 
 def _group_names(by: Sequence[str], key) -> dict:
-    """``{column: value}`` of one group of ``frame.groupby(list(by))`` (its key a tuple, or a
-    scalar for one column)."""
+    """``{column: value}`` of one group key of ``frame.groupby(list(by))``."""
     return dict(zip(by, key if isinstance(key, tuple) else (key,)))
 
 
@@ -311,18 +273,13 @@ def summarize_runs(frame: pd.DataFrame, metric: str,
         frame: one row per run, with the columns ``by``, ``seed`` and ``metric``.
 
     Returns:
-        Columns ``by`` + ``n, mean, std, ci_low, ci_high``; a frame with these columns and no
-        rows when ``frame`` has its columns but no rows.
+        Columns ``by`` + ``n, mean, std, ci_low, ci_high`` (no rows for a frame without rows).
 
     Raises:
         ValueError: two rows of one group share a seed (:func:`check_one_run_per_seed`).
-        ParameterError (a ValueError): ``frame`` lacks a column (``by``; ``seed`` when ``by``
-            holds ``duplication``; the message lists the missing and the existing ones; a
-            frame with no columns: "no runs");
-            ``metric`` is not a column (``metric 'acc' is not a column of the frame (did you
-            mean 'accuracy'?); its columns are [...]``) or holds a non-number; a run's
-            ``metric`` is NaN (the message names the run by ``by`` and ``seed``); ``by`` is a
-            string or empty.
+        ParameterError (a ValueError): a missing column, ``metric`` not a numeric column (the
+            message suggests a close name), a run whose ``metric`` is NaN, ``by`` a string or
+            empty.
     """
     by = check_list("by", by, what="column names")
     _check_frame(frame, [*by, *(["seed"] if "duplication" in by and "seed" not in by else [])],
@@ -337,9 +294,8 @@ def summarize_runs(frame: pd.DataFrame, metric: str,
 
 
 def _comparisons(group: pd.DataFrame, baseline: str) -> list[tuple[str, str, str]]:
-    """``(configuration, reference, role)`` of one model, task and metric: from the frame's
-    ``reference``/``role`` columns where present (see ``dupbert.duplicate.finetune_variants``),
-    else every configuration against ``baseline``, all secondary."""
+    """``(configuration, reference, role)`` per configuration: from ``reference``/``role``
+    columns, else each against ``baseline``, secondary."""
     out = []
     for configuration, rows in group.groupby("duplication", sort=False):
         first = rows.iloc[0]
@@ -358,8 +314,7 @@ GAIN_COLUMNS = ["duplication", "reference", "role", "n_pairs", "gain", "gain_ci_
 
 
 def _check_plan(name: str, plan: Mapping | None, by: Sequence[str]) -> None:
-    """Refuse a ``family_sizes``/``planned_seeds`` that is not ``{(model, task): integer >= 0}``,
-    or one given while ``by`` cannot name a model and task."""
+    """Refuse a plan not ``{(model, task): integer >= 0}``, or while ``by`` lacks model or task."""
     if plan is None:
         return
     if not isinstance(plan, Mapping):
@@ -380,47 +335,32 @@ def paired_gains(frame: pd.DataFrame, metric: str, baseline: str = "baseline",
 
     Args:
         frame: one row per run with columns ``by``, ``duplication``, ``seed`` and ``metric``;
-            optional ``reference`` (the configuration it is compared with, e.g. ``unshared
-            baseline`` for unshared ALBERT variants) and ``role`` (``primary``/``secondary``).
-            Without them every configuration is a secondary comparison with ``baseline``.
+            optional ``reference`` and ``role`` (``primary``/``secondary``), as
+            ``dupbert.duplicate.finetune_variants`` gives; without them every configuration is a
+            secondary comparison with ``baseline``.
         baseline: the default reference.
-        family_sizes: ``{(model, task): m}``, the planned number of secondary comparisons of a
-            pre-registered study (``dupbert.profiles.planned_family_sizes``; ``by`` must then
-            hold ``model`` and ``task``): while some have not landed, Holm and the detectable
-            gain still count all ``m`` (the missing ones as NaN p-values, :func:`holm`), so a
-            partial family never looks stronger than the planned one. ``None``: the family is
-            the secondary comparisons present.
-        planned_seeds: ``{(model, task): seeds}`` of that study (``by`` must hold ``model`` and
-            ``task``): a secondary comparison with fewer seed pairs enters Holm as NaN (a test
-            of the family not yet done) and gets no ``p_adjusted``, so that its partial p-value
-            never moves the verdict of a complete one.
+        family_sizes: ``{(model, task): m}``, the planned number of secondary comparisons
+            (``dupbert.profiles.planned_family_sizes``): Holm and the detectable gain count all
+            ``m``, the missing ones as NaN, so a partial family never looks stronger. ``None``:
+            the secondaries present.
+        planned_seeds: ``{(model, task): seeds}``: a secondary with fewer seed pairs enters Holm
+            as NaN and gets no ``p_adjusted``.
 
     Returns:
-        One row per (``by``, configuration): ``reference``, ``role``, ``n_pairs``, ``gain`` (mean
-        paired difference, metric units), ``gain_ci_low``, ``gain_ci_high`` (95% t interval),
-        ``p_value`` (two-sided paired t-test, :func:`paired_p_value`), ``n_tests`` (1 for the
-        primary, else the size of the group's secondary family: those present, or the planned
-        ``m`` where larger), ``bonferroni_confidence``, ``bonferroni_ci_low``,
-        ``bonferroni_ci_high`` (the t interval at ``1 - ALPHA / n_tests``: 95% for the primary,
-        the Bonferroni level ``1 - 0.05/m`` for a secondary of a family of ``m``, shown beside
-        a Holm p-value, where the 95% interval would look more decisive than the test; a
-        simultaneous interval, conservative: Holm's later steps test at ``ALPHA / (m - k)``, so
-        it can cover 0 for a secondary that Holm finds significant; the verdict reads the
-        pre-registered 95% interval, ``gain_ci_*``), ``p_adjusted`` (the primary's own p; Holm
-        over the secondary family of each group of ``by``; NaN for a secondary short of its
-        planned seeds),
-        ``min_detectable_gain`` (80% power at ``ALPHA / n_tests``) and ``significant``
-        (``p_adjusted < ALPHA``). Seeds missing on either side are left out of the pair; a
-        reference with no run gives ``n_pairs`` 0. A frame with its columns but no rows, or
-        with no comparison (the baseline alone), gives ``by`` + :data:`GAIN_COLUMNS` and no
-        rows.
+        One row per (``by``, configuration), columns :data:`GAIN_COLUMNS`: ``n_pairs``, ``gain``
+        (mean paired difference, metric units), ``gain_ci_low/high`` (95% t interval, the one the
+        verdict reads), ``p_value`` (:func:`paired_p_value`), ``n_tests`` (1 for the primary,
+        else the family size), ``bonferroni_confidence`` and ``bonferroni_ci_low/high`` (the t
+        interval at ``1 - ALPHA / n_tests``; methods.md), ``min_detectable_gain`` (80% power at
+        ``ALPHA / n_tests``), ``p_adjusted`` (the primary's own p; Holm over each secondary
+        family) and ``significant`` (``p_adjusted < ALPHA``). Seeds missing on either side are
+        left out of the pair. No comparison: the columns and no rows.
 
     Raises:
         ValueError: a configuration has two runs with one seed (:func:`check_one_run_per_seed`).
-        ParameterError (a ValueError): as :func:`summarize_runs` for the frame, ``metric`` (a
-            run whose metric is NaN is refused, never dropped from its pair) and ``by``;
-            ``family_sizes`` or ``planned_seeds`` not a mapping of integers >= 0, or given
-            while ``by`` lacks ``model`` or ``task``.
+        ParameterError (a ValueError): as :func:`summarize_runs`; ``family_sizes`` or
+            ``planned_seeds`` not a mapping of integers >= 0, or given while ``by`` lacks
+            ``model`` or ``task``.
     """
     by = check_list("by", by, what="column names")
     _check_frame(frame, [*by, *[c for c in ("duplication", "seed") if c not in by]], metric)
