@@ -130,6 +130,11 @@ _PROFILE = Parameter("str")
 _STUDY = Parameter("str", none=True, check=lambda path: _files_exist([path]))
 
 
+# The RQ3 parameter file of a pre-registered confirmatory test (dupbert.profiles.confirmatory_study)
+# that a chapter reports; None: none shown.
+_CONFIRM = Parameter("str", none=True, check=lambda path: _files_exist([path]))
+
+
 NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     # `dupbert probe` reads the parameters that have an option (:func:`option_parameters`)
     "rq1": dict(models=Parameter("names", option="--model",
@@ -208,7 +213,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                               help="save per-example outputs (for RQ5 ensembles) here (with "
                                    "--profile, default: the profile's outputs_dir)"),
         run_missing=Parameter("bool", default=True),
-        profile=Parameter("str", default="smoke")),
+        profile=Parameter("str", default="smoke"), confirm_profile=_CONFIRM),
     "rq4": dict(results_paths=Parameter("names", check=_files_exist), baseline=Parameter("str"),
                 study_profile=_STUDY, pilot_paths=Parameter("names", none=True, check=_files_exist),
                 profile=_PROFILE),
@@ -220,7 +225,8 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                       threshold=Parameter("float", above=0.0, maximum=1.0)),
     "glance": dict(tables_dir=Parameter("str"), results_paths=Parameter("names"),
                    study_profile=_STUDY,
-                   pilot_paths=Parameter("names", none=True, check=_files_exist), profile=_PROFILE),
+                   pilot_paths=Parameter("names", none=True, check=_files_exist), profile=_PROFILE,
+                   confirm_profile=_CONFIRM),
 }
 """The parameters of each chapter notebook (``notebooks/<name>.ipynb``) and how each is read."""
 
