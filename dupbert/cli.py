@@ -204,7 +204,7 @@ def _finetune(args: argparse.Namespace) -> int:
         return _finetune_profile(args)
     if not args.model or not args.task or not args.results:
         raise ValueError("dupbert finetune needs --model, --task and --results, or --profile FILE")
-    from . import checks, params
+    from . import checks
 
     overrides = {k: v for k, v in dict(epochs=args.epochs, max_steps=args.max_steps,
                                        learning_rate=args.learning_rate,
@@ -212,13 +212,10 @@ def _finetune(args: argparse.Namespace) -> int:
                                        group_by_length=args.group_by_length).items()
                  if v is not None}
     hyperparameters = {"classification": overrides, "qa": overrides}
-    # inputs first, in seconds: nothing is loaded or trained before they are known to work
-    _check_sweep_options(args, hyperparameters)
-    if args.device:
+    if args.device:  # the one input sweep does not check before it trains
         checks.check_device(args.device)
-    params.check_tasks(args.task)
-    # models and their configurations: checked by the sweep, before it trains, for the models
-    # with runs still to do (a finished sweep reads its rows without loading any model config)
+    # every other option is checked once, by sweep, before anything is loaded or trained (a
+    # finished sweep reads its rows without loading any model config)
     _quiet_loading(args.progress)
     from .profiles import sweep
 
@@ -229,33 +226,6 @@ def _finetune(args: argparse.Namespace) -> int:
                   progress=args.progress)
     _print_runs(frame, args.results)
     return 0
-
-
-def _check_sweep_options(args: argparse.Namespace, hyperparameters: dict) -> None:
-    """The options of ``dupbert finetune --model ...`` that need no model or data, checked.
-
-    Raises:
-        ParameterError: a bad option (named in the message).
-        ResultsFileError: ``--results`` is a directory or lies under a file.
-        ValueError: a bad ``--shard``.
-    """
-    from . import finetune, profiles, results
-    from .checks import check_list
-
-    check_list("--model", args.model, what="model names")
-    check_list("--task", args.task, what="task names")
-    check_list("--duplication", args.duplication or ["baseline"], what="configuration names")
-    for seed in check_list("--seed", args.seed or [0], what="seeds"):
-        finetune.check_seed(seed, "--seed")
-    for name in ("max_train_samples", "max_eval_samples"):
-        if getattr(args, name) is not None:  # omitted: all rows
-            _check_numbers(args, **{name: dict(integer=True, minimum=1)})
-    profiles.hyperparameters_per_kind(hyperparameters)
-    profiles.parse_shard(args.shard)
-    # a path that can never hold results fails here; one that cannot be written fails in sweep,
-    # once it knows that runs are still to do (all done: a read-only checkout still reads)
-    results.ResultsFile(args.results).check_path()
-    finetune.check_folder("--outputs-dir", args.outputs_dir, writable=False)
 
 
 def _finetune_profile(args: argparse.Namespace) -> int:

@@ -243,14 +243,15 @@ def nothing_loads(monkeypatch):
     (["--learning-rate", "-1"], "learning_rate must be a number > 0, got -1.0"),
     (["--learning-rate", "nan"], "learning_rate must be a number > 0, got nan"),
     (["--max-steps", "0"], "max_steps must be -1 (train for epochs) or an integer >= 1, got 0"),
-    (["--seed", "-1"], "--seed must be an integer from 0 to 2**32 - 1, got -1"),
-    (["--seed", "0", "--seed", "0"], "--seed must be distinct seeds: 0 appears 2 times in [0, 0]"),
+    (["--seed", "-1"], "each of seeds must be an integer from 0 to 2**32 - 1, got -1"),
+    (["--seed", "0", "--seed", "0"], "seeds must be distinct seeds: 0 appears 2 times in [0, 0]"),
     (["--duplication", "baseline", "--duplication", "baseline"],
-     "--duplication must be distinct configuration names: 'baseline' appears 2 times in "
+     "duplications must be distinct configuration names: 'baseline' appears 2 times in "
      "['baseline', 'baseline']"),
-    (["--task", "uspto50k"], "--task must be distinct task names: 'uspto50k' appears 2 times in "
+    (["--task", "uspto50k"], "tasks must be distinct task names: 'uspto50k' appears 2 times in "
                              "['uspto50k', 'uspto50k']"),
-    (["--max-train-samples", "0"], "--max-train-samples must be an integer >= 1, got 0"),
+    (["--max-train-samples", "0"], "max_train_samples must be None (all rows) or an integer >= 1, "
+                                    "got 0"),
 ])
 def test_finetune_bad_options_are_named_before_anything_loads(tmp_path, capsys, nothing_loads,
                                                               options, message):
@@ -272,7 +273,7 @@ def test_finetune_into_a_directory_fails_before_training(tmp_path, capsys, nothi
     blocker.write_text("")
     assert main(["finetune", "--model", "rxnmapper-albert", "--task", "uspto50k", "--results",
                  str(tmp_path / "r.jsonl"), "--outputs-dir", str(blocker / "out")]) == 2
-    assert capsys.readouterr().err == (f"dupbert: error: --outputs-dir {str(blocker / 'out')!r} "
+    assert capsys.readouterr().err == (f"dupbert: error: outputs_dir {str(blocker / 'out')!r} "
                                        f"cannot be a folder: {blocker} is a file\n")
 
 
