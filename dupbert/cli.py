@@ -242,8 +242,9 @@ def _finetune_profile(args: argparse.Namespace) -> int:
     if args.model:  # a filter: these models of the profile only (same run keys)
         parameters = profiles.restrict_models(parameters, args.model)
 
-    # the profile's inputs first, in seconds, as the notebook checks them
-    params.profile_parameters(parameters, device=args.device)
+    # the profile's inputs first, in seconds, as the notebook checks them; planned from the
+    # values as read there
+    parameters = params.profile_parameters(parameters, device=args.device)
     _quiet_loading(args.progress)
     plan, notes = profiles.plan_sweep(parameters)
     for note in notes:
@@ -258,15 +259,9 @@ def _finetune_profile(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.profile} names no results_path: give --results FILE")
     outputs_dir = args.outputs_dir or (parameters.get("outputs_dir")
                                        and repository_path(parameters["outputs_dir"]))
-    from .results import ResultsFile
-    from .finetune import check_folder
-    from .profiles import parse_shard
-
-    parse_shard(args.shard)
-    # before the first run, not after it; write permission is checked by each sweep that has
-    # runs to do (a finished study reads from a read-only checkout)
-    ResultsFile(results).check_path()
-    check_folder("outputs_dir", outputs_dir, writable=False)
+    # the shard, the results path and the outputs folder: checked by the first sweep before its
+    # first run; write permission by each sweep with runs to do (a finished study reads from a
+    # read-only checkout)
     frame = profiles.run_plan(plan, results, device=device, outputs_dir=outputs_dir,
                               shard=args.shard, progress=args.progress)
     _print_runs(frame, results)

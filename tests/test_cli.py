@@ -282,7 +282,8 @@ def test_a_profile_into_a_directory_fails_before_training(tmp_path, monkeypatch,
     from dupbert import profiles
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
-    monkeypatch.setattr(profiles, "run_plan", lambda *a, **k: pytest.fail("ran the plan"))
+    monkeypatch.setattr(profiles, "finetune", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(profiles, "_check_models", lambda *a, **k: pytest.fail("loaded a model"))
     profile = tmp_path / "rq3.yaml"
     profile.write_text(f"models: [rxnmapper-albert]\nresults_path: {tmp_path}\n")
     assert main(["finetune", "--profile", str(profile)]) == 2
