@@ -16,7 +16,7 @@ import dataclasses
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
@@ -525,13 +525,6 @@ def _papermill_parameters(path: str | os.PathLike) -> list[str]:
             source = "".join(cell["source"])
             return re.findall(r"^([A-Za-z_]\w*)\s*=", source, flags=re.MULTILINE)
     raise DupbertError(f"{path} has no cell tagged 'parameters'")
-
-
-def check_tasks(tasks: Sequence[str]) -> list[str]:
-    """``tasks`` as a list; ParameterError for an unknown task (the message lists the tasks)."""
-    tasks = [tasks] if isinstance(tasks, str) else list(tasks)
-    _task_check(tasks)
-    return tasks
 
 
 def add_options(parser, notebook: str = "rq3") -> None:
