@@ -60,6 +60,21 @@ def write_table(frame: pd.DataFrame, folder: str | os.PathLike | None, name: str
                              frame.to_csv(index=False, float_format="%.6g"))
 
 
+def read_table(folder: str | os.PathLike, name: str) -> pd.DataFrame | None:
+    """The table :func:`write_table` wrote as ``<folder>/<name>.csv`` (``folder`` from the
+    repository root), or None where there is none."""
+    path = repository_path(folder) / f"{name}.csv"
+    return pd.read_csv(path) if path.is_file() else None
+
+
+def read_results(paths: Iterable[str | os.PathLike]) -> pd.DataFrame | None:
+    """The rows of the results files ``paths`` (from the repository root) that exist, in one
+    frame (:meth:`ResultsFile.frame`); None where none exists."""
+    frames = [ResultsFile(repository_path(path)).frame() for path in paths
+              if repository_path(path).is_file()]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
 def source_fingerprint(*module_names: str) -> str:
     """sha256 (16 hex digits) of the sources of ``dupbert`` modules (e.g. ``"probe"``): in cache
     keys, so a result made by other code is never reused."""

@@ -39,3 +39,24 @@ def test_zoo_models_by_their_wheel_and_hub_ids_by_name(tmp_path):
         ZOO["rxnfp-bert"].wheel_sha256)
     assert input_fingerprint("bert-base-uncased", "uspto50k-test", tmp_path) == {
         "model_weights": "bert-base-uncased", "corpus_file": "hub"}
+
+
+def test_a_table_and_results_files_read_back(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from dupbert.results import read_results, read_table, write_table
+
+    frame = pd.DataFrame({"model": ["a", "b"], "top1": [0.123456789, 0.5]})
+    write_table(frame, tmp_path, "rq1-reconstruction")
+    back = read_table(tmp_path, "rq1-reconstruction")
+    assert back["model"].tolist() == ["a", "b"] and back["top1"].tolist() == [0.123457, 0.5]
+    assert read_table(tmp_path, "rq2-spearman") is None
+    rows = [{"run_key": f"k{i}", "model": "m", "task": "sst2", "duplication": "baseline",
+             "seed": i} for i in range(3)]
+    for name, part in (("one.jsonl", rows[:2]), ("two.jsonl", rows[2:])):
+        (tmp_path / name).write_text("".join(json.dumps(row) + "\n" for row in part))
+    both = read_results([tmp_path / "one.jsonl", tmp_path / "missing.jsonl", tmp_path / "two.jsonl"])
+    assert both["run_key"].tolist() == ["k0", "k1", "k2"] and both.index.tolist() == [0, 1, 2]
+    assert read_results([tmp_path / "missing.jsonl"]) is None
