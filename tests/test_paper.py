@@ -1209,3 +1209,4 @@ def test_confirmatory_text_says_the_verdict_the_interval_and_the_floor():
     assert paper.confirmatory_text(partial) == (
         "- m x snli, copy last - baseline (accuracy): **pending (2/5 seeds)**; nothing is judged "
         "before every planned pair has landed.")
+

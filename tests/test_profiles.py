@@ -414,3 +414,14 @@ def test_a_confirmatory_study_tests_one_configuration(tmp_path):
     tests = profiles.confirmatory_study(profile)  # no runs yet
     assert tests[["model", "task", "configuration", "seeds", "n_pairs", "verdict"]].values.tolist() \
         == [["rxnmapper-albert", "uspto50k", "copy last", "none", 0, "pending (0/1 seeds)"]]
+
+
+def test_the_confirmatory_test_is_not_confirmed_on_its_committed_runs(zoo_env):
+    """Issue 29 item 5: copy last against baseline on MiniLM x SNLI, seeds 8-15, all 16 runs
+    (read with the local data, as they were run: the data source is part of each run key)."""
+    row = profiles.confirmatory_study(PARAMS / "cpu" / "rq3-confirm.yaml").iloc[0]
+    assert row["seeds"] == "8, 9, 10, 11, 12, 13, 14, 15" and row["n_pairs"] == 8
+    assert (row["gain"], row["gain_ci_low"], row["gain_ci_high"], row["p_value"]) \
+        == pytest.approx((0.165, -0.21363, 0.54363, 0.337078), abs=5e-6)
+    assert row["baseline_mean"] == pytest.approx(75.75, abs=1e-9)
+    assert row["verdict"] == "not confirmed"
