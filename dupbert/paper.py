@@ -693,19 +693,23 @@ def rq3_claims(tasks) -> pd.DataFrame:
 
 
 def pilot_table(path) -> pd.DataFrame:
-    """RQ3's classification pilots (``scripts/pilot_rq3.py`` JSON lines), one row per model and
-    task: sizes, hyper-parameters, ``accuracy by step`` (points) and ``minutes``. Empty where
-    ``path`` does not exist."""
+    """RQ3's classification pilots (``scripts/pilot_rq3.py`` JSON lines), one row per pilot:
+    sizes, hyper-parameters, ``steps`` (the last evaluated), ``accuracy along the way`` and
+    ``final`` (points, the accuracy at the last step, which a floor is judged on) and ``minutes``.
+    Empty where ``path`` does not exist."""
     from pathlib import Path
 
     if not Path(path).is_file():
         return pd.DataFrame()
     pilots = pd.read_json(path, lines=True)
-    pilots["accuracy by step"] = [", ".join(f"{step}: {100 * acc:.1f}" for step, acc, _ in curve)
-                                  for curve in pilots["curve"]]
+    pilots["steps"] = [curve[-1][0] for curve in pilots["curve"]]
+    pilots["accuracy along the way"] = [", ".join(f"{100 * acc:.1f}" for _, acc, _ in curve)
+                                        for curve in pilots["curve"]]
+    pilots["final"] = [round(100 * curve[-1][1], 1) for curve in pilots["curve"]]
     pilots["minutes"] = (pilots["wall_s"] / 60).round(1)
     return pilots[["model", "task", "n_train", "n_eval", "learning_rate", "epochs", "batch_size",
-                   "accuracy by step", "minutes"]].set_index(["model", "task"])
+                   "steps", "accuracy along the way", "final", "minutes"]
+                  ].set_index(["model", "task"])
 
 
 def squad_pilot_table(path) -> pd.DataFrame:

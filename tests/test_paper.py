@@ -1010,7 +1010,8 @@ def test_pilot_tables_read_their_files_and_are_empty_without_one(tmp_path):
                                  "learning_rate": 1e-4, "epochs": 2, "batch_size": 32, "wall_s": 90.0,
                                  "curve": [[32, 0.5, 0.7], [64, 0.612, 0.6]]}) + "\n")
     row = paper.pilot_table(pilot).reset_index().to_dict("records")[0]
-    assert row["accuracy by step"] == "32: 50.0, 64: 61.2" and row["minutes"] == 1.5
+    assert row["accuracy along the way"] == "50.0, 61.2" and row["final"] == 61.2
+    assert row["steps"] == 64 and row["minutes"] == 1.5
     squad = tmp_path / "squad.jsonl"
     squad.write_text(json.dumps({"model": "m", "n_train": 2000, "n_eval": 2000, "train_steps": 334,
                                  "train_time_s": 2460.0,
