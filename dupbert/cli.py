@@ -70,11 +70,11 @@ def _probe(args: argparse.Namespace) -> int:
         duplications = {f"order {args.order}": _order(args.order)}
     # inputs first, in seconds: nothing is loaded before they are known to work; the options
     # that RQ1's notebook shares are read and checked through its declaration (dupbert.params)
+    used = option_parameters(args, "rq1")
     translators = _translator_options(args)
     if args.translator == "linear" and translators is None and args.fit_sequences is None:
         raise ValueError("--translator linear needs --fit-sequences N (fit one per probed model "
                          "on the N sequences after the first --n-sequences) or --translators FILE")
-    used = option_parameters(args, "rq1")
     if translators is not None:
         translators = {name: translators for name in used["models"]}
     from .probe import probe_models

@@ -1046,53 +1046,68 @@ def confirmatory_test(results: pd.DataFrame, planned_seeds: Mapping[tuple[str, s
                       configuration: str = "copy last", metric: str = "accuracy",
                       baseline: str = "baseline") -> pd.DataFrame:
     """One pre-registered comparison put to a test on new seeds (RQ3 chapter, "A finding put to
-    a test"; ``notebooks/params/cpu/rq3-confirm.yaml``): ``configuration`` against ``baseline``,
-    one test, no multiplicity correction.
+    a test"; ``notebooks/params/cpu/rq3-confirm.yaml``): ``configuration`` against ``baseline``
+    (whatever reference its runs record), one test, no multiplicity correction.
 
     The statistic is the mean of the per-seed paired differences (points) with its two-sided 95%
-    t-interval (:func:`comparison`). Verdict: ``"confirmed"`` if the interval lies above 0,
-    ``"refuted"`` if below, ``"not confirmed"`` if it covers 0; :func:`pending` until the
+    t-interval (:func:`comparison`). Verdict, in this order: :func:`pending` until the
     ``planned_seeds`` pairs of the model and task have landed; :data:`DID_NOT_LEARN` if the
-    baseline's mean misses the task's floor (:func:`learning_floor`).
+    baseline's mean misses the task's floor (:func:`learning_floor`); ``"no interval (1 pair)"``
+    for a plan of one seed; ``"confirmed"`` if the interval lies above 0, ``"refuted"`` if below,
+    ``"not confirmed"`` if it covers 0.
 
     Returns:
-        One row per model and task with a baseline run (:data:`CONFIRMATORY_COLUMNS`): means and
-        gains in points, ``seeds`` the paired seeds as text.
+        One row per planned model and task, in ``planned_seeds`` order
+        (:data:`CONFIRMATORY_COLUMNS`): means and gains in points (NaN before their runs),
+        ``seeds`` the paired seeds as text.
 
     Raises:
-        ParameterError: as :func:`comparison`; a ``metric`` that is not one of the task's.
+        ParameterError: as :func:`comparison`; a ``metric`` that is not one of a task's; runs of a
+            model and task that ``planned_seeds`` lacks.
     """
+    if results.empty:  # no run yet (a results file with no rows reads as a frame without columns)
+        results = pd.DataFrame(columns=["model", "task", "duplication", "seed"])
     runs = results[results["duplication"].isin([baseline, configuration])]
-    table = comparison(runs, baseline=baseline)
+    # every run against the baseline: an ALBERT's copies record the unshared baseline instead
+    runs = runs.drop(columns=[c for c in ("reference", "role") if c in runs])
+    stranger = sorted(set(zip(runs["model"], runs["task"])) - set(planned_seeds))
+    if stranger:
+        raise ParameterError(f"results hold runs of {stranger}, which planned_seeds lacks "
+                             f"(it plans {sorted(planned_seeds)})")
+    table = comparison(runs, baseline=baseline) if len(runs) else pd.DataFrame(
+        columns=COMPARISON_COLUMNS)
     rows = []
-    for (model, task), group in table.groupby(["model", "task"], sort=False):
+    for (model, task), planned in planned_seeds.items():
         if metric not in task_metrics(task):
             raise ParameterError(f"metric {metric!r} is not one of {task}'s: "
                                  f"{', '.join(task_metrics(task))}")
-        base = group[(group["duplication"] == baseline) & (group["metric"] == metric)].iloc[0]
-        tested = group[(group["duplication"] == configuration) & (group["metric"] == metric)]
-        row = tested.iloc[0] if len(tested) else None
-        paired = runs[(runs["model"] == model) & (runs["task"] == task)]
-        seeds = sorted(set(paired.loc[paired["duplication"] == baseline, "seed"])
-                       & set(paired.loc[paired["duplication"] == configuration, "seed"]))
-        n_pairs = len(seeds)
-        planned = int(planned_seeds[(model, task)])
-        gain = [np.nan] * 4 if row is None else [row["mean"], row["gain"], row["gain_ci_low"],
-                                                 row["gain_ci_high"]]
-        if n_pairs < planned:
-            verdict = pending(n_pairs, planned)
-        elif not base["learned"]:
+        cell = table[(table["model"] == model) & (table["task"] == task)
+                     & (table["metric"] == metric)]
+        base = cell[cell["duplication"] == baseline]
+        tested = cell[cell["duplication"] == configuration]
+        mine = runs[(runs["model"] == model) & (runs["task"] == task)]
+        seeds = sorted(set(mine.loc[mine["duplication"] == baseline, "seed"])
+                       & set(mine.loc[mine["duplication"] == configuration, "seed"]))
+        row = tested.iloc[0] if len(tested) and len(seeds) else None
+        if len(seeds) < int(planned):
+            verdict = pending(len(seeds), int(planned))
+        elif not base.iloc[0]["learned"]:
             verdict = DID_NOT_LEARN
+        elif pd.isna(row["gain_ci_low"]):
+            verdict = f"no interval ({len(seeds)} pair)"
         elif row["gain_ci_low"] > 0:
             verdict = "confirmed"
         elif row["gain_ci_high"] < 0:
             verdict = "refuted"
         else:
             verdict = "not confirmed"
+        base_values = [base.iloc[0][c] for c in ("mean", "ci_low", "ci_high")] if len(base) \
+            else [np.nan] * 3
+        gain = [row[c] for c in ("mean", "gain", "gain_ci_low", "gain_ci_high", "p_value")] \
+            if row is not None else [np.nan] * 5
         rows.append([model, task, metric, configuration,
-                     ", ".join(map(str, seeds)) if seeds else "none", n_pairs, base["mean"],
-                     base["ci_low"], base["ci_high"], *gain,
-                     np.nan if row is None else row["p_value"], learning_floor(task)[1], verdict])
+                     ", ".join(map(str, seeds)) if seeds else "none", len(seeds), *base_values,
+                     *gain, learning_floor(task)[1], verdict])
     return pd.DataFrame(rows, columns=CONFIRMATORY_COLUMNS)
 
 

@@ -26,7 +26,7 @@ from .duplicate import check_configurations, configuration_specs
 from .errors import ConfigurationNotAvailable, DupbertError, ParameterError
 from .finetune import (TASK_KINDS, TRAIN_SUBSET_SEED, HyperParameters, check_fields, check_folder,
                        check_for_task, check_name, check_seed, check_subset_size, finetune)
-from .paper import CONFIRMATORY_COLUMNS, confirmatory_test, overall, pending
+from .paper import confirmatory_test, overall, pending
 from .params import NOTEBOOK_PARAMETERS
 from .results import (ResultsFile, ResultsFileError, atomic_write_text, device_description,
                       is_main_process, repository_path, run_key, wait_for_main_process)
@@ -410,16 +410,13 @@ def confirmatory_study(path: str | os.PathLike) -> pd.DataFrame:
     parameters = load_profile(path)
     plan = plan_sweep(parameters)[0]
     tested = sorted({name for entry in plan for name in entry.duplications} - {"baseline"})
-    if len(tested) != 1 or not parameters.get("results_path"):
+    if len(tested) != 1 or not parameters.get("results_path") \
+            or any("baseline" not in entry.duplications for entry in plan):
         raise ParameterError(f"{path} must plan the baseline and one configuration to test, and "
-                             f"name a results_path; it plans {', '.join(tested) or 'no other'} "
+                             f"name a results_path; it plans "
+                             f"{', '.join(sorted({d for e in plan for d in e.duplications}))} "
                              f"and results_path {parameters.get('results_path')!r}")
     rows = read_plan_rows(plan, repository_path(parameters["results_path"]))
-    if rows.empty:  # no run yet: nothing to judge, every planned pair pending
-        return pd.DataFrame([{"model": entry.model, "task": entry.task, "configuration": tested[0],
-                              "seeds": "none", "n_pairs": 0,
-                              "verdict": pending(0, len(entry.seeds))}
-                             for entry in plan], columns=CONFIRMATORY_COLUMNS)
     return confirmatory_test(rows, planned_seeds(plan), configuration=tested[0])
 
 

@@ -1211,3 +1211,33 @@ def test_confirmatory_text_says_the_verdict_the_interval_and_the_floor():
         "- m x snli, copy last - baseline (accuracy): **pending (2/5 seeds)**; nothing is judged "
         "before every planned pair has landed.")
 
+
+
+def test_confirmatory_test_is_against_the_baseline_whatever_reference_the_runs_record():
+    """An ALBERT's copies record the unshared baseline as their reference (finetune): the
+    confirmatory test still pairs them with the baseline."""
+    base = [0.800, 0.802, 0.799, 0.801, 0.800]
+    better = [b + 0.050 + 0.001 * i for i, b in enumerate(base)]
+    results = _results("snli", "accuracy", {"baseline": base, "copy last": better},
+                       roles={"copy last": ("unshared baseline", "secondary")})
+    row = paper.confirmatory_test(results, {("m", "snli"): 5}).iloc[0]
+    assert row["gain"] == pytest.approx(5.2, abs=1e-9) and row["verdict"] == "confirmed"
+
+
+def test_confirmatory_test_rows_follow_the_plan():
+    base = [0.50, 0.52, 0.51]  # below SNLI's floor of 55 points: pending still comes first
+    weak = _results("snli", "accuracy", {"baseline": base, "copy last": base[:2]})
+    assert paper.confirmatory_test(weak, {("m", "snli"): 3})["verdict"].item() \
+        == "pending (2/3 seeds)"
+    only_tested = _results("snli", "accuracy", {"copy last": [0.8, 0.81]})
+    row = paper.confirmatory_test(only_tested, {("m", "snli"): 2}).iloc[0]
+    assert row["verdict"] == "pending (0/2 seeds)" and math.isnan(row["baseline_mean"])
+    one = _results("snli", "accuracy", {"baseline": [0.80], "copy last": [0.81]})
+    assert paper.confirmatory_test(one, {("m", "snli"): 1})["verdict"].item() \
+        == "no interval (1 pair)"
+    none = paper.confirmatory_test(pd.DataFrame(), {("m", "snli"): 4, ("n", "sst2"): 4})
+    assert none[["model", "task", "verdict"]].values.tolist() == [
+        ["m", "snli", "pending (0/4 seeds)"], ["n", "sst2", "pending (0/4 seeds)"]]
+    with pytest.raises(ValueError, match=r"results hold runs of \[\('m', 'snli'\)\], which "
+                                         r"planned_seeds lacks"):
+        paper.confirmatory_test(one, {("n", "snli"): 1})
