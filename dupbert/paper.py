@@ -1036,7 +1036,7 @@ def consistency_text(summary: pd.DataFrame, main: pd.DataFrame, status: pd.DataF
 
 
 CONFIRMATORY_COLUMNS = [
-    "model", "task", "metric", "configuration", "seeds", "n_pairs", "baseline_mean",
+    "model", "task", "metric", "configuration", "reference", "seeds", "n_pairs", "baseline_mean",
     "baseline_ci_low", "baseline_ci_high", "mean", "gain", "gain_ci_low", "gain_ci_high",
     "p_value", "floor", "verdict"]
 """The columns of :func:`confirmatory_test`."""
@@ -1105,7 +1105,7 @@ def confirmatory_test(results: pd.DataFrame, planned_seeds: Mapping[tuple[str, s
             else [np.nan] * 3
         gain = [row[c] for c in ("mean", "gain", "gain_ci_low", "gain_ci_high", "p_value")] \
             if row is not None else [np.nan] * 5
-        rows.append([model, task, metric, configuration,
+        rows.append([model, task, metric, configuration, baseline,
                      ", ".join(map(str, seeds)) if seeds else "none", len(seeds), *base_values,
                      *gain, learning_floor(task)[1], verdict])
     return pd.DataFrame(rows, columns=CONFIRMATORY_COLUMNS)
@@ -1116,7 +1116,7 @@ def confirmatory_text(tests: pd.DataFrame) -> str:
     its 95% interval and p-value, and the baseline's mean beside its floor (points)."""
     lines = []
     for row in tests.itertuples():
-        head = f"- {row.model} x {row.task}, {row.configuration} - baseline ({row.metric}): "
+        head = f"- {row.model} x {row.task}, {row.configuration} - {row.reference} ({row.metric}): "
         if str(row.verdict).startswith("pending"):
             lines.append(f"{head}**{row.verdict}**; nothing is judged before every planned pair "
                          f"has landed.")

@@ -1007,11 +1007,12 @@ def test_pilot_tables_read_their_files_and_are_empty_without_one(tmp_path):
 
     pilot = tmp_path / "pilot.jsonl"
     pilot.write_text(json.dumps({"model": "m", "task": "sst2", "n_train": 4000, "n_eval": 872,
-                                 "learning_rate": 1e-4, "epochs": 2, "batch_size": 32, "wall_s": 90.0,
-                                 "curve": [[32, 0.5, 0.7], [64, 0.612, 0.6]]}) + "\n")
+                                 "learning_rate": 1e-4, "epochs": 2, "batch_size": 32, "wall_s": 100.0,
+                                 "curve": [[32, 0.5, 0.7], [64, 0.612, 0.6],
+                                           [96, 0.60449, 0.6]]}) + "\n")
     row = paper.pilot_table(pilot).reset_index().to_dict("records")[0]
-    assert row["accuracy along the way"] == "50.0, 61.2" and row["final"] == 61.2
-    assert row["steps"] == 64 and row["minutes"] == 1.5
+    assert row["accuracy along the way"] == "50.0, 61.2, 60.4" and row["final"] == 60.4
+    assert row["steps"] == 96 and row["minutes"] == 1.7  # 100 s
     squad = tmp_path / "squad.jsonl"
     squad.write_text(json.dumps({"model": "m", "n_train": 2000, "n_eval": 2000, "train_steps": 334,
                                  "train_time_s": 2460.0,
@@ -1232,6 +1233,7 @@ def test_confirmatory_test_rows_follow_the_plan():
     only_tested = _results("snli", "accuracy", {"copy last": [0.8, 0.81]})
     row = paper.confirmatory_test(only_tested, {("m", "snli"): 2}).iloc[0]
     assert row["verdict"] == "pending (0/2 seeds)" and math.isnan(row["baseline_mean"])
+    assert math.isnan(row["mean"]) and math.isnan(row["gain"])  # nothing paired: nothing shown
     one = _results("snli", "accuracy", {"baseline": [0.80], "copy last": [0.81]})
     assert paper.confirmatory_test(one, {("m", "snli"): 1})["verdict"].item() \
         == "no interval (1 pair)"
@@ -1241,3 +1243,21 @@ def test_confirmatory_test_rows_follow_the_plan():
     with pytest.raises(ValueError, match=r"results hold runs of \[\('m', 'snli'\)\], which "
                                          r"planned_seeds lacks"):
         paper.confirmatory_test(one, {("n", "snli"): 1})
+
+
+def test_confirmatory_test_keeps_models_apart_and_reads_the_baseline_it_is_given():
+    """Two models in one file: each is judged on its own runs; the baseline may have any name."""
+    base = [0.800, 0.802, 0.799, 0.801, 0.800]
+    first = _results("snli", "accuracy", {"control": base,
+                                          "copy last": [b + 0.01 + 0.001 * i for i, b in enumerate(base)]})
+    second = _results("snli", "accuracy", {"control": base, "copy last": base[:4]}).assign(model="n")
+    tests = paper.confirmatory_test(pd.concat([first, second], ignore_index=True),
+                                    {("m", "snli"): 5, ("n", "snli"): 5}, baseline="control")
+    assert tests["verdict"].tolist() == ["confirmed", "pending (4/5 seeds)"]
+    assert tests["gain"].tolist() == pytest.approx([1.2, 0.0], abs=1e-9)  # a partial gain, pending
+    assert tests["seeds"].tolist() == ["0, 1, 2, 3, 4", "0, 1, 2, 3"]
+    assert paper.confirmatory_text(tests).splitlines() == [
+        "- m x snli, copy last - control (accuracy): **confirmed**: +1.20 [+1.00, +1.40] points "
+        "(p <0.001, seeds 0, 1, 2, 3, 4); baseline 80.04 [79.90, 80.18] against a floor of 55.",
+        "- n x snli, copy last - control (accuracy): **pending (4/5 seeds)**; nothing is judged "
+        "before every planned pair has landed."]

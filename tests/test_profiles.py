@@ -408,17 +408,19 @@ def test_a_confirmatory_study_tests_one_configuration(tmp_path):
                        f"results_path: {tmp_path / 'r.jsonl'}\n")
     with pytest.raises(ParameterError, match=r"confirm.yaml must plan the baseline and one "
                                              r"configuration to test, and name a results_path; "
-                                             r"it plans baseline, copy last, repeat shared \+3"):
+                                             r"it plans baseline, copy last, repeat shared \+3 "
+                                             r"and results_path '.*r\.jsonl'$"):
         profiles.confirmatory_study(profile)
-    profile.write_text(profile.read_text().replace(", repeat shared +3", ""))
+    profile.write_text(profile.read_text().replace("copy last, ", ""))
     tests = profiles.confirmatory_study(profile)  # no runs yet
     assert tests[["model", "task", "metric", "configuration", "seeds", "n_pairs", "floor",
                   "verdict"]].values.tolist() == [["rxnmapper-albert", "uspto50k", "accuracy",
-                                                   "copy last", "none", 0, 80.0,
+                                                   "repeat shared +3", "none", 0, 80.0,
                                                    "pending (0/1 seeds)"]]
     assert paper.confirmatory_text(tests) == (
-        "- rxnmapper-albert x uspto50k, copy last - baseline (accuracy): **pending (0/1 seeds)**; "
-        "nothing is judged before every planned pair has landed.")
+        "- rxnmapper-albert x uspto50k, repeat shared +3 - baseline (accuracy): **pending (0/1 "
+        "seeds)**; nothing is judged before every planned pair has landed.")
+    profile.write_text(profile.read_text().replace("repeat shared +3", "copy last"))
     profile.write_text(profile.read_text().replace("[baseline, copy last]", "[copy last]"))
     with pytest.raises(ParameterError, match=r"must plan the baseline .* it plans copy last "):
         profiles.confirmatory_study(profile)
