@@ -1252,12 +1252,13 @@ def test_confirmatory_test_keeps_models_apart_and_reads_the_baseline_it_is_given
                                           "copy last": [b + 0.01 + 0.001 * i for i, b in enumerate(base)]})
     second = _results("snli", "accuracy", {"control": base, "copy last": base[:4]}).assign(model="n")
     tests = paper.confirmatory_test(pd.concat([first, second], ignore_index=True),
-                                    {("m", "snli"): 5, ("n", "snli"): 5}, baseline="control")
-    assert tests["verdict"].tolist() == ["confirmed", "pending (4/5 seeds)"]
-    assert tests["gain"].tolist() == pytest.approx([1.2, 0.0], abs=1e-9)  # a partial gain, pending
-    assert tests["seeds"].tolist() == ["0, 1, 2, 3, 4", "0, 1, 2, 3"]
+                                    {("n", "snli"): 5, ("m", "snli"): 5}, baseline="control")
+    assert tests["model"].tolist() == ["n", "m"]  # the plan's order
+    assert tests["verdict"].tolist() == ["pending (4/5 seeds)", "confirmed"]
+    assert tests["gain"].tolist() == pytest.approx([0.0, 1.2], abs=1e-9)  # a partial gain, pending
+    assert tests["seeds"].tolist() == ["0, 1, 2, 3", "0, 1, 2, 3, 4"]
     assert paper.confirmatory_text(tests).splitlines() == [
-        "- m x snli, copy last - control (accuracy): **confirmed**: +1.20 [+1.00, +1.40] points "
-        "(p <0.001, seeds 0, 1, 2, 3, 4); baseline 80.04 [79.90, 80.18] against a floor of 55.",
         "- n x snli, copy last - control (accuracy): **pending (4/5 seeds)**; nothing is judged "
-        "before every planned pair has landed."]
+        "before every planned pair has landed.",
+        "- m x snli, copy last - control (accuracy): **confirmed**: +1.20 [+1.00, +1.40] points "
+        "(p <0.001, seeds 0, 1, 2, 3, 4); baseline 80.04 [79.90, 80.18] against a floor of 55."]
