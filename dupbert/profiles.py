@@ -409,12 +409,12 @@ def confirmatory_study(path: str | os.PathLike) -> pd.DataFrame:
     """
     parameters = load_profile(path)
     plan = plan_sweep(parameters)[0]
-    tested = sorted({name for entry in plan for name in entry.duplications} - {"baseline"})
+    configurations = sorted({name for entry in plan for name in entry.duplications})
+    tested = [name for name in configurations if name != "baseline"]
     if len(tested) != 1 or not parameters.get("results_path") \
             or any("baseline" not in entry.duplications for entry in plan):
         raise ParameterError(f"{path} must plan the baseline and one configuration to test, and "
-                             f"name a results_path; it plans "
-                             f"{', '.join(sorted({d for e in plan for d in e.duplications}))} "
+                             f"name a results_path; it plans {', '.join(configurations)} "
                              f"and results_path {parameters.get('results_path')!r}")
     rows = read_plan_rows(plan, repository_path(parameters["results_path"]))
     return confirmatory_test(rows, planned_seeds(plan), configuration=tested[0])
