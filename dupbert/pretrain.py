@@ -76,6 +76,10 @@ class PretrainConfig:
     seed: int = 0
     evals_per_decade: int = 5
     checkpoint_every: int = 100
+    init: str | None = None  # zoo name of a pretrained encoder to continue from; None: from scratch
+    head_learning_rate: float | None = None  # the MLM head's peak learning rate; None: learning_rate
+    freeze_embeddings: bool = False  # keep the (tied) input embeddings as they are
+    heldout_unk: str = "keep"  # WikiText's <unk> in the held-out text: "keep" or "[UNK]"
 
     def __post_init__(self):
         if self.architecture not in ARCHITECTURES:
@@ -94,6 +98,13 @@ class PretrainConfig:
         check_number("mask_rate", self.mask_rate, above=0, below=1)
         check_number("dropout", self.dropout, minimum=0, below=1)
         check_number("seed", self.seed, integer=True, minimum=0)
+        if self.head_learning_rate is not None:
+            check_number("head_learning_rate", self.head_learning_rate, above=0, maximum=1)
+        if self.heldout_unk not in ("keep", "[UNK]"):
+            raise ValueError(f"heldout_unk must be 'keep' or '[UNK]', got {self.heldout_unk!r}")
+        if self.freeze_embeddings and self.init is None:
+            raise ValueError("freeze_embeddings needs init: a model trained from scratch must "
+                             "learn its embeddings")
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads "
                              f"{self.num_heads}")
@@ -108,10 +119,17 @@ class PretrainConfig:
         return sorted(steps)
 
 
-# The two models of this round (DESIGN.md §6): same tokenizer, data, schedule and seed.
 MODELS: dict[str, PretrainConfig] = {
+    # from scratch: same tokenizer, data, schedule and seed
     "bert-en-small": PretrainConfig(name="bert-en-small", architecture="bert"),
     "albert-en-small": PretrainConfig(name="albert-en-small", architecture="albert"),
+    # all-MiniLM-L6-v2's body continued with a new MLM head (Gururangan et al. 2020); its input
+    # embeddings, tied to the decoder, stay the wheel's, so only blocks and head are published
+    "minilm-mlm-en": PretrainConfig(
+        name="minilm-mlm-en", architecture="bert", init="all-MiniLM-L6-v2", vocab_size=30522,
+        hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536,
+        learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=120, total_steps=2400,
+        checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]"),
 }
 
 
@@ -342,6 +360,8 @@ def build_model(config: PretrainConfig, tokenizer):
                   attention_probs_dropout_prob=config.dropout,
                   pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
     torch.manual_seed(config.seed)
+    if config.init is not None:
+        return _continued_model(config)
     if config.architecture == "bert":
         return transformers.BertForMaskedLM(transformers.BertConfig(**common))
     albert = transformers.AlbertConfig(embedding_size=config.embedding_size, num_hidden_groups=1,
@@ -349,6 +369,36 @@ def build_model(config: PretrainConfig, tokenizer):
                                        bos_token_id=tokenizer.cls_token_id,
                                        eos_token_id=tokenizer.sep_token_id, **common)
     return transformers.AlbertForMaskedLM(albert)
+
+
+def _continued_model(config: PretrainConfig):
+    """``config.init``'s pretrained body (zoo) under a freshly initialised BERT MLM head (dense,
+    GELU, LayerNorm, decoder tied to the word embeddings, bias), dropout as in ``config``.
+
+    Raises:
+        ValueError: the body's sizes differ from ``config``'s (names them).
+    """
+    import transformers
+
+    from .zoo import zoo_folder
+
+    folder = zoo_folder(config.init)
+    body = transformers.AutoConfig.from_pretrained(folder)
+    wanted = dict(vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+                  num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
+                  intermediate_size=config.intermediate_size)
+    differ = {k: (getattr(body, k), v) for k, v in wanted.items() if getattr(body, k) != v}
+    if body.model_type != config.architecture or differ:
+        raise ValueError(f"{config.name}: the body {config.init!r} is a {body.model_type} with "
+                         f"other sizes than the configuration's ({differ}, as (body, config))")
+    body.update(dict(hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout,
+                     tie_word_embeddings=True, architectures=["BertForMaskedLM"]))
+    with warnings.catch_warnings():  # the head is new by design: "newly initialized" is expected
+        warnings.simplefilter("ignore")
+        transformers.logging.set_verbosity_error()
+        model = transformers.BertForMaskedLM.from_pretrained(folder, config=body)
+        transformers.logging.set_verbosity_warning()
+    return model
 
 
 def mask_tokens(tokenizer, input_ids, mask_rate: float):
@@ -410,8 +460,9 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
     from transformers import AutoTokenizer
 
     work = Path(work)
-    tok_dir = work / f"tokenizer-{config.vocab_size}"
-    rows_path = work / f"train-{config.vocab_size}-{config.seq_length}.npy"
+    vocabulary = config.init or config.vocab_size  # a continued model keeps its tokenizer
+    tok_dir = work / f"tokenizer-{vocabulary}"
+    rows_path = work / f"train-{vocabulary}-{config.seq_length}.npy"
     report_path = work / "corpus.json"
     if tok_dir.is_dir() and rows_path.is_file():
         return AutoTokenizer.from_pretrained(tok_dir), np.load(rows_path)
@@ -423,7 +474,11 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
     published = WEIGHTS / config.name / "tokenizer.json"
     if not tok_dir.is_dir():
         tmp = tok_dir.with_name(tok_dir.name + ".tmp")
-        if published.is_file():  # WordPiece training breaks ties in no fixed order: reuse it
+        if config.init is not None:
+            from .zoo import zoo_folder
+
+            AutoTokenizer.from_pretrained(zoo_folder(config.init)).save_pretrained(tmp)
+        elif published.is_file():  # WordPiece training breaks ties in no fixed order: reuse it
             tmp.mkdir(parents=True, exist_ok=True)
             for name in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(published.with_name(name), tmp / name)
@@ -567,16 +622,12 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
             f"checkpoint {checkpoint} was made with another configuration ({differ}, as "
             "(checkpoint, now)); resume with its configuration, or move it away to start anew")
     tokenizer, rows = prepare(config, data_dir, work, progress)
-    paragraphs = heldout_texts(data_dir, 400)  # read once: the first 64 are the probe's texts
+    paragraphs = heldout_texts(data_dir, 400, config.heldout_unk)  # the first 64: the probe's
     heldout = pack(tokenizer, [paragraphs], config.seq_length)[:64]
     texts = paragraphs[:64]
     model = build_model(config, tokenizer)
-    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
-    groups = [{"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)],
-               "weight_decay": config.weight_decay},
-              {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)],
-               "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, betas=(0.9, 0.98), eps=1e-6)
+    optimizer = torch.optim.AdamW(_parameter_groups(model, config), lr=config.learning_rate,
+                                  betas=(0.9, 0.98), eps=1e-6)
     schedule = transformers.get_linear_schedule_with_warmup(optimizer, config.warmup_steps,
                                                             config.total_steps)
     step, elapsed = 0, 0.0
@@ -632,6 +683,28 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def _parameter_groups(model, config: PretrainConfig) -> list[dict]:
+    """AdamW's groups: weight decay except on biases and LayerNorm weights; the head at
+    ``head_learning_rate`` (when set); the input embeddings frozen (``freeze_embeddings``)."""
+    if config.freeze_embeddings:
+        model.base_model.embeddings.requires_grad_(False)
+    head = {id(p) for p in _head(model).parameters()} - \
+        {id(p) for p in model.base_model.parameters()}  # the tied decoder weight is the body's
+    parts = [(lambda p: True, config.learning_rate)] if config.head_learning_rate is None else \
+        [(lambda p: id(p) not in head, config.learning_rate),
+         (lambda p: id(p) in head, config.head_learning_rate)]
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight")
+    groups = []
+    for belongs, lr in parts:
+        for decay in (True, False):
+            params = [p for n, p in model.named_parameters()
+                      if p.requires_grad and belongs(p) and n.endswith(no_decay) != decay]
+            if params:
+                groups.append({"params": params, "lr": lr,
+                               "weight_decay": config.weight_decay if decay else 0.0})
+    return groups
 
 
 def _save_checkpoint(path: Path, model, optimizer, schedule, step: int, identity: dict,
