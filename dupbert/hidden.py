@@ -57,7 +57,8 @@ def tokenize_for_probe(
     ``max_length`` (or the tokenizer's smaller ``model_max_length``).
 
     Returns:
-        One dict per text: ``input_ids`` and ``special_tokens_mask`` (lists of equal length).
+        One dict per text: ``input_ids`` and ``special_tokens_mask`` (lists of equal length; 1 at
+        special tokens and at the unknown token, which no probe scores).
 
     Warns:
         TruncationWarning: how many texts were cut.
@@ -83,8 +84,10 @@ def tokenize_for_probe(
     encoded = tokenizer(
         texts, truncation=True, max_length=max_length, return_special_tokens_mask=True
     )
+    unknown = tokenizer.unk_token_id  # the word it stands for is lost: nothing to score there
     return [
-        {"input_ids": ids, "special_tokens_mask": special}
+        {"input_ids": ids,
+         "special_tokens_mask": [int(bool(s) or i == unknown) for i, s in zip(ids, special)]}
         for ids, special in zip(encoded["input_ids"], encoded["special_tokens_mask"])
     ]
 
