@@ -67,6 +67,10 @@ CORPORA: dict[str, Corpus] = {
         Corpus("wikitext2", "wikitext2/wiki.test.raw",
                "WikiText-2 raw test: non-empty paragraph lines, section headings dropped",
                "SOURCES.md, WikiText-2", hub=("Salesforce/wikitext", "wikitext-2-raw-v1", "test")),
+        Corpus("wikitext2-valid", "wikitext2/wiki.valid.tokens",
+               "WikiText-2 valid: paragraphs of 40+ words, WikiText's tokenisation and @-@ markup "
+               "undone, <unk> written as [UNK] (not scored): the held-out MLM text",
+               "SOURCES.md, WikiText-2", hub=("Salesforce/wikitext", "wikitext-2-v1", "validation")),
         Corpus("sst2", "sst2/dev.tsv", "SST-2 (GLUE) dev sentences with sentiment labels",
                "SOURCES.md, SST-2", hub=("nyu-mll/glue", "sst2", "validation")),
     ]
@@ -134,8 +138,28 @@ def _read_rxnmapper_examples(path: Path) -> dict[str, list]:
     return {"id": df.iloc[:, 0].tolist(), "text": df["rxn"].tolist()}
 
 
+WIKITEXT_MARKUP = re.compile(r" @(.)@ ")  # WikiText's " @-@ ", " @,@ ", " @.@ "
+
+
 def _wikitext_columns(lines: list[str]) -> dict[str, list]:
-    keep = [(i, s.strip()) for i, s in enumerate(lines) if s.strip() and not _HEADING.match(s.strip())]
+    keep = [(i, WIKITEXT_MARKUP.sub(r"\1", s.strip())) for i, s in enumerate(lines)
+            if s.strip() and not _HEADING.match(s.strip())]
+    return {"line": [i for i, _ in keep], "text": [s for _, s in keep]}
+
+
+def heldout_paragraphs(lines: list[str], unk: str = "[UNK]", min_words: int = 40) -> dict[str, list]:
+    """WikiText-2's tokens version as running text: paragraphs of ``min_words``+ words, headings
+    dropped, WikiText's markup and spaces before punctuation undone, ``<unk>`` replaced by ``unk``
+    (``"keep"`` leaves it)."""
+    keep = []
+    for i, line in enumerate(lines):
+        line = line.strip()
+        if line.startswith("=") or len(line.split()) < min_words:
+            continue
+        line = WIKITEXT_MARKUP.sub(r"\1", line)
+        if unk != "keep":
+            line = line.replace("<unk>", unk)
+        keep.append((i, re.sub(r" ([.,;:!?')])", r"\1", line).replace("( ", "(")))
     return {"line": [i for i, _ in keep], "text": [s for _, s in keep]}
 
 
@@ -159,12 +183,15 @@ _READERS: dict[str, tuple[Callable[[Path], dict[str, list]], datasets.Features]]
     "uspto50k-valid": (read_uspto50k, datasets.Features({"id": _S, "text": _S, "class": _I})),
     "rxnmapper-examples": (_read_rxnmapper_examples, datasets.Features({"id": _S, "text": _S})),
     "wikitext2": (_read_wikitext2, datasets.Features({"line": _I, "text": _S})),
+    "wikitext2-valid": (lambda path: heldout_paragraphs(path.read_text(encoding="utf-8").split("\n")),
+                        datasets.Features({"line": _I, "text": _S})),
     "sst2": (read_sst2, datasets.Features({"idx": _I, "text": _S, "label": _SST2_LABELS})),
 }
 
 # Hub copy -> the same columns as the local file.
 _HUB_COLUMNS: dict[str, Callable[[datasets.Dataset], dict[str, list]]] = {
     "wikitext2": lambda ds: _wikitext_columns(ds["text"]),
+    "wikitext2-valid": lambda ds: heldout_paragraphs(ds["text"]),
     "sst2": lambda ds: {"idx": list(ds["idx"]), "text": list(ds["sentence"]), "label": list(ds["label"])},
 }
 
@@ -240,8 +267,12 @@ def load_corpus(name: str, n_sequences: int | None = None,
       no atom maps), ``class`` (int, 1..10).
     - ``rxnmapper-examples``: ``reactions/rxnmapper_example_rxns.csv`` (996 rows): ``id``,
       ``text``.
-    - ``wikitext2``: ``wikitext2/wiki.test.raw``, non-empty non-heading lines, stripped: ``line``
-      (0-based line number), ``text``. Hub: ``Salesforce/wikitext`` ``wikitext-2-raw-v1`` test.
+    - ``wikitext2``: ``wikitext2/wiki.test.raw``, non-empty non-heading lines, stripped, WikiText's
+      ``@-@``/``@,@``/``@.@`` markup undone: ``line`` (0-based line number), ``text``. Hub:
+      ``Salesforce/wikitext`` ``wikitext-2-raw-v1`` test.
+    - ``wikitext2-valid``: ``wikitext2/wiki.valid.tokens`` as :func:`heldout_paragraphs` reads it
+      (the held-out text of the MLM-quality measure): ``line``, ``text``. Hub: ``wikitext-2-v1``
+      validation.
     - ``sst2``: ``sst2/dev.tsv`` (872 rows): ``idx`` (0-based row), ``text``, ``label``
       (ClassLabel negative/positive). Hub: ``nyu-mll/glue`` ``sst2`` validation.
 

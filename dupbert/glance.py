@@ -10,6 +10,8 @@ Each claim's rule, fixed before the runs, is in the function that decides it (:f
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -23,6 +25,9 @@ VERDICTS = ("reproduced", "refuted", "undecided", "did not learn", "not testable
 NOT_PRETRAINED_HEADS = {"splade-tiny-en"}
 DECODES = 0.5  # RQ1: a hidden state is decoded when top-1 >= 0.5 ...
 ABOVE_CONTROL = 0.1  # ... and its Wilson interval lies this far above the control's best layer
+MLM_FLOOR = 0.30  # an MLM enters RQ1/RQ2's verdicts with masked top-1 >= this ...
+MLM_FLOOR_RATIO = 3.0  # ... and >= this many times the most-frequent-token baseline
+DID_NOT_LEARN_MLM = "did not learn (MLM)"
 CHAPTERS = {1: "rq1", 2: "rq2", 3: "rq3", 4: "rq4", 5: "rq5"}
 # The section of the chapter that holds a claim's evidence (its HTML anchor); others: SECTION.
 SECTION = "what-the-numbers-say"
@@ -78,7 +83,10 @@ def _worst_block_output(rows: pd.DataFrame, what: str) -> tuple[float, float, fl
                              f"{int(undefined['layer'].iloc[0])}; the worst hidden state cannot "
                              "be chosen without it")
     worst = inner.loc[inner["top1"].idxmin()]
-    low, high = wilson_interval(float(worst["top1"]), int(worst["n_tokens"]))
+    if pd.notna(worst.get("top1_low", float("nan"))):  # bootstrap over sequences (the probe's)
+        low, high = float(worst["top1_low"]), float(worst["top1_high"])
+    else:  # a table from before the probe gave one: tokens counted as independent
+        low, high = wilson_interval(float(worst["top1"]), int(worst["n_tokens"]))
     return float(worst["top1"]), low, high, int(worst["layer"])
 
 
@@ -206,6 +214,63 @@ def rq2_row(spearman: pd.DataFrame, measure: str | None = None) -> dict:
     else:
         verdict = "undecided"
     return _row("rq2-layers-distributed-similarly", "; ".join(texts) or "no correlations", verdict)
+
+
+def mlm_learned(quality: pd.DataFrame) -> dict[str, bool]:
+    """Per model of a ``dupbert.quality.quality_table``: does its masked top-1 clear the MLM floor
+    (>= :data:`MLM_FLOOR` and >= :data:`MLM_FLOOR_RATIO` x the most-frequent-token baseline)?
+
+    Raises:
+        ParameterError (a ValueError): a missing column.
+    """
+    check_columns(quality, ["model", "top1", "majority_top1"], "quality", rows="")
+    def at_least(value: float, bound: float) -> bool:  # ends included, float rounding aside
+        return value >= bound or math.isclose(value, bound, rel_tol=1e-9)
+
+    return {str(r.model): at_least(r.top1, MLM_FLOOR)
+            and at_least(r.top1, MLM_FLOOR_RATIO * r.majority_top1)
+            for r in quality.itertuples()}
+
+
+def with_mlm_floor(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None,
+                   spearman: pd.DataFrame | None, quality: pd.DataFrame) -> pd.DataFrame:
+    """RQ1's and RQ2's claims judged twice, side by side: by the registered rule (every model with
+    a pretrained head) and with the MLM floor (only the models that clear it, :func:`mlm_learned`;
+    the others are listed as :data:`DID_NOT_LEARN_MLM`).
+
+    Returns:
+        One row per claim: ``id, claim, registered rule, with the MLM floor, judged on,
+        did not learn (MLM)``.
+
+    Raises:
+        ParameterError (a ValueError): a judged model without a row in ``quality``; as
+            :func:`rq1_rows` and :func:`rq2_row`.
+    """
+    learned = mlm_learned(quality)
+    models = [m for m in dict.fromkeys(reconstruction["model"]) if m not in NOT_PRETRAINED_HEADS]
+    missing = [m for m in models if m not in learned]
+    if missing:
+        raise ParameterError(f"no MLM quality for {missing}: the floor needs every judged model's "
+                             f"masked top-1 (quality has {sorted(learned)})")
+    keep = [m for m in models if learned[m]]
+
+    def only(frame):
+        return None if frame is None else frame[frame["model"].astype(str).str.split(" ").str[0]
+                                                .isin(keep)]
+
+    def verdicts(rows):
+        return {row["id"]: row["verdict"] for row in rows}
+
+    registered = rq1_rows(reconstruction, duplicated) + ([rq2_row(spearman)] if spearman is not None else [])
+    floored = verdicts(rq1_rows(only(reconstruction), only(duplicated))
+                       + ([rq2_row(only(spearman))] if spearman is not None else [])) \
+        if keep else {}
+    return pd.DataFrame([{
+        "id": row["id"], "claim": row["claim"], "registered rule": row["verdict"],
+        "with the MLM floor": floored.get(row["id"], "not testable here"),
+        "judged on": ", ".join(keep) or "none",
+        DID_NOT_LEARN_MLM: ", ".join(m for m in models if not learned[m]) or "none"}
+        for row in registered])
 
 
 def _interval(mean: float, low: float, high: float) -> str:

@@ -313,34 +313,24 @@ def pack(tokenizer, documents: Iterable[Sequence[str]], seq_length: int) -> np.n
 
 
 def heldout_texts(data_dir: str | os.PathLike, n: int = 64, unk: str = "keep") -> list[str]:
-    """The first ``n`` WikiText-2 valid paragraphs of 40+ words, WikiText's tokenisation undone: the
-    emergence record's held-out text.
+    """The first ``n`` paragraphs of ``dupbert.data.heldout_paragraphs`` (WikiText-2 valid, 40+
+    words, tokenisation undone): the emergence record's held-out text.
 
     Args:
-        unk: ``"keep"`` leaves WikiText's ``<unk>`` as text, as the committed record read it;
+        unk: ``"keep"`` leaves WikiText's ``<unk>`` as text, as the first record read it;
             ``"[UNK]"`` writes the unknown token, which the probe does not score.
 
     Raises:
         CorpusError: the file is missing, or ``unk`` is neither.
     """
+    from .data import heldout_paragraphs
+
     if unk not in ("keep", "[UNK]"):
         raise CorpusError(f"unk must be 'keep' or '[UNK]', got {unk!r}")
     path = Path(data_dir) / "wikitext2/wiki.valid.tokens"
     if not path.is_file():
         raise CorpusError(f"the held-out text {path} does not exist (WikiText-2 valid, tokens)")
-    lines = path.read_text(encoding="utf-8").split("\n")
-    texts = []
-    for line in lines:
-        line = line.strip()
-        if line.startswith("=") or len(line.split()) < 40:
-            continue
-        line = _WIKITEXT_MARKUP.sub(r"\1", line)
-        if unk != "keep":
-            line = line.replace("<unk>", unk)
-        texts.append(re.sub(r" ([.,;:!?')])", r"\1", line).replace("( ", "("))
-        if len(texts) == n:
-            break
-    return texts
+    return heldout_paragraphs(path.read_text(encoding="utf-8").split("\n"), unk)["text"][:n]
 
 
 # --------------------------------------------------------------------------------------------------

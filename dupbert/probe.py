@@ -29,6 +29,7 @@ from .hidden import (IGNORE, TruncationWarning, batch_hidden_states, check_max_l
                      length_batches, pad_batch, tokenize_for_probe, warn_if_truncated)
 from .models import mlm_head, random_init_control
 from .results import cached_frame, input_fingerprint, source_fingerprint
+from .significance import ratio_bootstrap
 
 # The head's logits are computed for at most this many (position, vocabulary) entries at once
 # (64 MB in fp32): BERT-base's 30,522-token head then takes 549 positions per call, enough to
@@ -36,7 +37,8 @@ from .results import cached_frame, input_fingerprint, source_fingerprint
 LOGITS_BLOCK = 1 << 24
 
 PROBE_COLUMNS = ["layer", "source_block", "is_copy", "top1", "top5", "top1_macro", "n_tokens",
-                 "n_sequences"]
+                 "n_sequences", "top1_low", "top1_high"]
+"""``top1_low``/``top1_high``: 95% bootstrap interval of ``top1`` over resampled sequences."""
 
 
 TRANSLATORS = ("identity", "linear")
@@ -265,6 +267,7 @@ def _probe_examples(model, tokenizer, examples, batch_size, device, progress,
     if n_tokens == 0:
         raise ValueError("no countable token: every token of every text is special or padding")
     with_tokens = counted_per_sequence > 0
+    low, high = ratio_bootstrap(top1, counted_per_sequence)
     return pd.DataFrame(
         {
             "layer": np.arange(n_states),
@@ -275,6 +278,8 @@ def _probe_examples(model, tokenizer, examples, batch_size, device, progress,
             "top1_macro": (top1[:, with_tokens] / counted_per_sequence[with_tokens]).mean(axis=1),
             "n_tokens": n_tokens,
             "n_sequences": int(with_tokens.sum()),
+            "top1_low": low,
+            "top1_high": high,
         },
         columns=PROBE_COLUMNS,
     )
@@ -302,7 +307,7 @@ def _per_sequence(hits: torch.Tensor, columns: torch.Tensor, n: int) -> np.ndarr
 
 
 # The modules whose code determines a probe result: cached results are keyed on their source.
-PROBE_CODE = ("probe", "hidden", "models", "duplicate", "data", "zoo")
+PROBE_CODE = ("probe", "hidden", "models", "duplicate", "data", "zoo", "significance")
 BASELINE = "baseline"
 PRETRAINED = "pretrained"
 CONTROL = "random-init control"

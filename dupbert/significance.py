@@ -85,6 +85,44 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict:
             "ci_high": mean + half}
 
 
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def ratio_bootstrap(hits: np.ndarray, counts: np.ndarray, confidence: float = 0.95,
+                    n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap interval of ``hits.sum(-1) / counts.sum()`` over resampled *sequences*
+    (cluster bootstrap: a sequence's tokens stay together, as they are not independent).
+
+    Args:
+        hits: ``[S, N]`` hits per row ``s`` (e.g. hidden state) and sequence ``n``.
+        counts: ``[N]`` scored tokens per sequence.
+
+    Returns:
+        ``(low, high)``, each ``[S]``; NaN where no sequence has a scored token.
+
+    Raises:
+        ParameterError (a ValueError): shapes that disagree, or a bad ``confidence``.
+    """
+    hits, counts = np.atleast_2d(np.asarray(hits, dtype=float)), np.asarray(counts, dtype=float)
+    check_number("confidence", confidence, above=0, below=1)
+    if hits.shape[-1] != counts.shape[0] or counts.ndim != 1:
+        raise ParameterError(f"hits {hits.shape} and counts {counts.shape} disagree: hits must be "
+                             "[rows, sequences] and counts [sequences]")
+    n = counts.size
+    if n == 0 or counts.sum() == 0:
+        return np.full(hits.shape[0], np.nan), np.full(hits.shape[0], np.nan)
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for start in range(0, n_resamples, 250):  # weights [<=250, N]: memory bounded for long corpora
+        weights = rng.multinomial(n, np.full(n, 1 / n), size=min(250, n_resamples - start))
+        denominator = weights @ counts
+        ratios.append((weights @ hits.T) / np.where(denominator > 0, denominator, np.nan)[:, None])
+    tail = 100 * (1 - confidence) / 2
+    low, high = np.nanpercentile(np.concatenate(ratios), [tail, 100 - tail], axis=0)
+    return low, high
+
+
 def paired_p_value(differences: Sequence[float]) -> float:
     """Two-sided p-value of the paired t-test on per-seed differences (H0: mean 0).
 

@@ -1,0 +1,111 @@
+"""MLM quality (masked top-1 with every chosen token masked) on real models, the floor of RQ1/RQ2,
+and the bootstrap over sequences behind RQ1's intervals."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dupbert import glance
+from dupbert.data import load_texts
+from dupbert.errors import ParameterError
+from dupbert.hidden import tokenize_for_probe
+from dupbert.quality import QUALITY_COLUMNS, heldout_corpus, masked_top1, quality_table
+from dupbert.significance import ratio_bootstrap
+
+
+def test_rxnmapper_predicts_masked_tokens_far_above_the_most_frequent_one(rxnmapper,
+                                                                          shared_data_dir):
+    model, tokenizer = rxnmapper
+    row = masked_top1(model, tokenizer, load_texts("uspto50k-test", 200, shared_data_dir))
+    assert (row["n_sequences"], row["n_masked"]) == (200, 2771)
+    assert row["top1"] == pytest.approx(0.979069, abs=2e-4)  # 2,713 of 2,771
+    assert row["majority_token"] == "c" and row["majority_top1"] == pytest.approx(666 / 2771)
+    assert row["top1_low"] < row["top1"] < row["top1_high"]
+    assert glance.mlm_learned(pd.DataFrame([{"model": "rxnmapper-albert", **row}])) == \
+        {"rxnmapper-albert": True}
+
+
+def test_the_english_models_pretrained_from_scratch_sit_at_the_unigram_plateau(shared_data_dir):
+    table = quality_table(["bert-en-small"])
+    assert list(table.columns) == QUALITY_COLUMNS
+    row = table.iloc[0]
+    assert row["corpus"] == "wikitext2-valid" and row["n_masked"] == 3062
+    assert row["majority_token"] == "the"
+    assert row["top1"] == pytest.approx(0.0696, abs=5e-4)  # about "always the": 0.0670
+    assert row["majority_top1"] == pytest.approx(0.06695, abs=5e-5)
+    assert glance.mlm_learned(table) == {"bert-en-small": False}
+
+
+def test_heldout_corpus_is_the_domain_corpus_or_clean_wikitext_valid(shared_data_dir):
+    assert heldout_corpus("antiberty") == "therasabdab"
+    assert heldout_corpus("rxnfp-bert") == "uspto50k-test"
+    assert heldout_corpus("bert-base-uncased") == "wikitext2-valid"
+    texts = load_texts("wikitext2-valid", None, shared_data_dir)
+    assert len(texts) == 1495
+    assert texts[0].startswith("Homarus gammarus, known as the European lobster")
+    assert not any(" @-@ " in t or "<unk>" in t or " ." in t for t in texts)
+    assert sum("[UNK]" in t for t in texts) > 100
+
+
+def test_the_unknown_token_is_never_scored(rxnmapper):
+    from transformers import AutoTokenizer
+
+    from dupbert.zoo import zoo_folder
+
+    tokenizer = AutoTokenizer.from_pretrained(zoo_folder("splade-tiny-en"))
+    (example,) = tokenize_for_probe(tokenizer, ["the [UNK] cat"], 16)
+    assert example["input_ids"][2] == tokenizer.unk_token_id
+    assert example["special_tokens_mask"] == [1, 0, 1, 0, 1]
+
+
+def test_ratio_bootstrap_is_exact_where_every_sequence_agrees_and_widens_with_spread():
+    counts = np.array([10, 20, 30, 40])
+    same = np.array([[5, 10, 15, 20]])  # every sequence at 0.5
+    low, high = ratio_bootstrap(same, counts)
+    assert low[0] == pytest.approx(0.5) and high[0] == pytest.approx(0.5)
+    spread = np.array([[0, 20, 0, 40], [10, 20, 30, 40]])  # 0.6 overall; the second row is 1.0
+    low, high = ratio_bootstrap(spread, counts)
+    assert low[0] < 0.6 < high[0] and low[1] == high[1] == 1.0
+    again = ratio_bootstrap(spread, counts)
+    assert (again[0] == low).all() and (again[1] == high).all()  # seeded
+
+
+def test_ratio_bootstrap_refuses_shapes_that_disagree():
+    with pytest.raises(ParameterError, match=r"hits \(1, 3\) and counts \(4,\) disagree"):
+        ratio_bootstrap(np.ones((1, 3)), np.ones(4))
+
+
+def _probe_rows(model, top1):
+    return pd.DataFrame({"model": model, "variant": ["pretrained"] * 3 + ["random-init control"] * 3,
+                         "layer": [0, 1, 2] * 2, "top1": [*top1, 0.0, 0.01, 0.01],
+                         "n_tokens": 5000, "top1_low": [t - 0.02 for t in top1] + [0.0] * 3,
+                         "top1_high": [t + 0.02 for t in top1] + [0.02] * 3})
+
+
+def test_the_floor_leaves_out_a_model_that_cannot_predict_and_keeps_the_registered_verdict():
+    reconstruction = pd.concat([_probe_rows("good", [0.9, 0.8, 0.9]),
+                                _probe_rows("plateau", [0.9, 0.45, 0.9])])
+    quality = pd.DataFrame({"model": ["good", "plateau"], "top1": [0.31, 0.07],
+                            "majority_top1": [0.10, 0.067]})
+    table = glance.with_mlm_floor(reconstruction, None, None, quality)
+    row = table.set_index("id").loc["rq1-head-decodes-every-layer"]
+    assert row["registered rule"] == "undecided"  # plateau's 0.45 [0.43, 0.47] decides it
+    assert row["with the MLM floor"] == "reproduced"
+    assert row["judged on"] == "good" and row[glance.DID_NOT_LEARN_MLM] == "plateau"
+    # 0.30 is reached but not 3x a baseline of 0.11: out
+    assert glance.mlm_learned(pd.DataFrame({"model": ["m"], "top1": [0.32],
+                                            "majority_top1": [0.11]})) == {"m": False}
+    assert glance.mlm_learned(pd.DataFrame({"model": ["m"], "top1": [0.30],
+                                            "majority_top1": [0.10]})) == {"m": True}
+    with pytest.raises(ParameterError, match=r"no MLM quality for \['plateau'\]"):
+        glance.with_mlm_floor(reconstruction, None, None, quality.iloc[:1])
+
+
+def test_rq1_uses_the_bootstrap_interval_where_the_table_has_one():
+    rows = _probe_rows("m", [0.9, 0.52, 0.9])
+    (first, _) = glance.rq1_rows(rows)
+    assert "0.520 [0.500, 0.540]" in first["ours"] and first["verdict"] == "reproduced"
+    wilson = rows.drop(columns=["top1_low", "top1_high"])
+    (first, _) = glance.rq1_rows(wilson)
+    low, high = glance.wilson_interval(0.52, 5000)
+    assert f"0.520 [{low:.3f}, {high:.3f}]" in first["ours"]
