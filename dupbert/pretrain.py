@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gzip
 import json
 import os
-import re
 import shutil
 import time
 import warnings
@@ -29,20 +27,14 @@ import pandas as pd
 
 from .checks import check_number
 from .errors import DupbertError
+from .pretrain_corpus import CorpusError, pretraining_documents
 from .zoo import BUNDLED as WEIGHTS, sha256_of
 
-EVALUATION_FILES = ("wikitext2/wiki.test.raw", "wikitext2/wiki.valid.tokens", "sst2/dev.tsv",
-                    "snli/snli_dev.becel.tsv", "squad2/dev-v2.0.reconstructed.json.gz")
-PRETRAIN_FILES = ("english/wikipedia.txt.gz", "english/gutenberg.txt.gz")
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ARCHITECTURES = ("bert", "albert")
 LOSS_COLUMNS = ["model", "step", "tokens_seen", "loss", "lr", "elapsed_s"]
 EMERGENCE_COLUMNS = ["model", "step", "tokens_seen", "measure", "layer", "top1", "top5",
                      "n_tokens", "loss"]
-
-
-class CorpusError(DupbertError, ValueError):
-    """A pretraining corpus file is missing or empty, or overlaps an evaluation text."""
 
 
 class CheckpointMismatch(DupbertError, ValueError):
@@ -80,6 +72,7 @@ class PretrainConfig:
     head_learning_rate: float | None = None  # the MLM head's peak learning rate; None: learning_rate
     freeze_embeddings: bool = False  # keep the (tied) input embeddings as they are
     heldout_unk: str = "keep"  # WikiText's <unk> in the held-out text: "keep" or "[UNK]"
+    grow: tuple[int, ...] | None = None  # block order applied to the init model before training
 
     def __post_init__(self):
         if self.architecture not in ARCHITECTURES:
@@ -102,9 +95,9 @@ class PretrainConfig:
             check_number("head_learning_rate", self.head_learning_rate, above=0, maximum=1)
         if self.heldout_unk not in ("keep", "[UNK]"):
             raise ValueError(f"heldout_unk must be 'keep' or '[UNK]', got {self.heldout_unk!r}")
-        if self.freeze_embeddings and self.init is None:
-            raise ValueError("freeze_embeddings needs init: a model trained from scratch must "
-                             "learn its embeddings")
+        if (self.freeze_embeddings or self.grow) and self.init is None:
+            raise ValueError("freeze_embeddings and grow need init: a model trained from scratch "
+                             "has no embeddings or blocks to keep or copy")
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads "
                              f"{self.num_heads}")
@@ -130,148 +123,19 @@ MODELS: dict[str, PretrainConfig] = {
         hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536,
         learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=120, total_steps=2400,
         checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]"),
+    # English ALBERT, route (a): albert-en-small continued past the plateau with a fresh warm-up,
+    # twice the peak learning rate and six times the horizon
+    "albert-en-small-continued": PretrainConfig(
+        name="albert-en-small-continued", architecture="albert", init="albert-en-small",
+        learning_rate=1e-3, warmup_steps=200, total_steps=6000, heldout_unk="[UNK]"),
+    # English ALBERT, route (b): all-MiniLM-L6-v2 made recursive (dupbert.recursive), uptrained
+    # with minilm-mlm-en's schedule and data order, step for step
+    "albert-minilm-en": PretrainConfig(
+        name="albert-minilm-en", architecture="albert", init="all-MiniLM-L6-v2", vocab_size=30522,
+        hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536, embedding_size=128,
+        learning_rate=5e-4, head_learning_rate=2e-3, warmup_steps=120, total_steps=2400,
+        checkpoint_every=50, heldout_unk="[UNK]"),
 }
-
-
-# --------------------------------------------------------------------------------------------------
-# Corpus: the staged English text, kept apart from every evaluation text.
-
-_WORD = re.compile(r"[a-z0-9]+")
-_WIKITEXT_MARKUP = re.compile(r" @(.)@ ")
-
-
-def normalise(text: str) -> tuple[str, ...]:
-    """Lower-cased ``[a-z0-9]+`` tokens, WikiText's ``@-@``/``@,@``/``@.@`` undone, ``<unk>``
-    dropped: the form in which texts are compared for overlap (SOURCES-english.md)."""
-    text = _WIKITEXT_MARKUP.sub(r"\1", text.replace("<unk>", " "))
-    return tuple(_WORD.findall(text.lower()))
-
-
-def read_documents(path: str | os.PathLike) -> list[list[str]]:
-    """Documents of a staged corpus file (one paragraph per line, an empty line between documents;
-    ``.gz`` or plain), each a list of paragraphs; CorpusError if missing or empty.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise CorpusError(f"pretraining corpus file {path} does not exist; expected a text file "
-                          f"with one paragraph per line (the staged files are {list(PRETRAIN_FILES)} "
-                          "in the data directory)")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        documents, current = [], []
-        for line in handle:
-            line = line.strip()
-            if line:
-                current.append(line)
-            elif current:
-                documents.append(current)
-                current = []
-        if current:
-            documents.append(current)
-    if not documents:
-        raise CorpusError(f"pretraining corpus file {path} is empty: it holds no line of text")
-    return documents
-
-
-def evaluation_texts(data_dir: str | os.PathLike) -> dict[str, list[str]]:
-    """Every text the book evaluates on, by name (WikiText-2 test and valid, SST-2 dev, SNLI dev,
-    SQuAD 2.0 dev contexts and questions): never pretrain on these.
-    """
-    root = Path(data_dir)
-    missing = [r for r in EVALUATION_FILES if not (root / r).is_file()]
-    if missing:
-        raise CorpusError(f"evaluation files missing under {root}: {missing}; the overlap check "
-                          "needs every text the book evaluates on (the shared data folder)")
-    texts = {}
-    for name, relative in (("wikitext2-test", "wikitext2/wiki.test.raw"),
-                           ("wikitext2-valid", "wikitext2/wiki.valid.tokens")):
-        texts[name] = [line for line in (root / relative).read_text(encoding="utf-8").split("\n")
-                       if line.strip()]
-    sst2 = pd.read_csv(root / "sst2/dev.tsv", sep="\t", quoting=3, dtype=str,
-                       keep_default_na=False)
-    texts["sst2-dev"] = sst2["sentence"].tolist()
-    snli = pd.read_csv(root / "snli/snli_dev.becel.tsv", sep="\t", quoting=3, dtype=str,
-                       keep_default_na=False)
-    texts["snli-dev"] = sorted({*snli["premise"], *snli["hypothesis"]})
-    with gzip.open(root / "squad2/dev-v2.0.reconstructed.json.gz", "rt", encoding="utf-8") as f:
-        squad = json.load(f)["data"]
-    texts["squad2-dev"] = [text for article in squad for paragraph in article["paragraphs"]
-                           for text in (paragraph["context"],
-                                        *(qa["question"] for qa in paragraph["qas"]))]
-    return texts
-
-
-def overlapping_paragraphs(paragraphs: Sequence[str], evaluation: dict[str, list[str]],
-                           min_tokens: int = 8, ngram: int = 13) -> dict[int, str]:
-    """Paragraphs that equal an evaluation text (of 4+ tokens), contain one of ``min_tokens``+
-    tokens, or share a run of ``ngram`` tokens with one, in :func:`normalise` form.
-
-    Returns:
-        ``{paragraph index: name of the evaluation set it overlaps}``.
-    """
-    whole, starts, grams = {}, {}, {}
-    for name, texts in evaluation.items():
-        for text in texts:
-            tokens = normalise(text)
-            if len(tokens) >= 4:
-                whole.setdefault(tokens, name)
-            if len(tokens) >= min_tokens:
-                starts.setdefault(tokens[:min_tokens], []).append((tokens, name))
-            for i in range(len(tokens) - ngram + 1):
-                grams.setdefault(hash(tokens[i:i + ngram]), name)
-    found = {}
-    for index, paragraph in enumerate(paragraphs):
-        tokens = normalise(paragraph)
-        hit = whole.get(tokens)
-        for i in range(len(tokens)):
-            if hit:
-                break
-            for item, name in starts.get(tokens[i:i + min_tokens], ()):
-                if tokens[i:i + len(item)] == item:
-                    hit = name
-                    break
-            if not hit and i + ngram <= len(tokens) and hash(tokens[i:i + ngram]) in grams:
-                hit = grams[hash(tokens[i:i + ngram])]
-        if hit:
-            found[index] = hit
-    return found
-
-
-def pretraining_documents(data_dir: str | os.PathLike, files: Sequence[str] = PRETRAIN_FILES,
-                          on_overlap: str = "error") -> tuple[list[list[str]], dict]:
-    """The documents of ``files`` (under ``data_dir``), checked against :func:`evaluation_texts`.
-
-    Args:
-        on_overlap: ``"error"`` refuses any overlapping paragraph; ``"drop"`` removes them.
-
-    Returns:
-        ``(documents, report)``; the report counts files, documents, paragraphs, words and the
-        dropped paragraphs by evaluation set.
-
-    Raises:
-        CorpusError: a file (or an evaluation file) is missing or empty, or (``"error"``) a
-            paragraph overlaps an evaluation text.
-    """
-    if on_overlap not in ("error", "drop"):
-        raise ValueError(f"on_overlap must be 'error' or 'drop', got {on_overlap!r}")
-    documents = [doc for relative in files for doc in read_documents(Path(data_dir) / relative)]
-    flat = [(d, p) for d, doc in enumerate(documents) for p in range(len(doc))]
-    found = overlapping_paragraphs([documents[d][p] for d, p in flat], evaluation_texts(data_dir))
-    if found and on_overlap == "error":
-        examples = "; ".join(f"{documents[flat[i][0]][flat[i][1]][:80]!r} ({name})"
-                             for i, name in list(found.items())[:3])
-        raise CorpusError(f"{len(found)} pretraining paragraph(s) overlap evaluation text, e.g. "
-                          f"{examples}. Remove them, or pass on_overlap='drop' to drop them.")
-    drop = {flat[i] for i in found}
-    kept = [[p for j, p in enumerate(doc) if (d, j) not in drop] for d, doc in enumerate(documents)]
-    kept = [doc for doc in kept if doc]
-    report = {
-        "files": list(files), "documents": len(kept),
-        "paragraphs": sum(map(len, kept)),
-        "words": sum(len(p.split()) for doc in kept for p in doc),
-        "dropped_paragraphs": pd.Series(list(found.values()), dtype=str).value_counts().to_dict(),
-    }
-    return kept, report
 
 
 # --------------------------------------------------------------------------------------------------
@@ -362,33 +226,54 @@ def build_model(config: PretrainConfig, tokenizer):
 
 
 def _continued_model(config: PretrainConfig):
-    """``config.init``'s pretrained body (zoo) under a freshly initialised BERT MLM head (dense,
-    GELU, LayerNorm, decoder tied to the word embeddings, bias), dropout as in ``config``.
+    """The model a continued run starts from, seeded by ``config.seed`` where anything is new:
+
+    - ``init`` has an MLM head of ``config``'s architecture: that model, head and all;
+    - ``init`` is a BERT without one and ``architecture`` is ``"bert"``: its body under a freshly
+      initialised BERT MLM head (dense, GELU, LayerNorm, decoder tied to the word embeddings);
+    - ``init`` is a BERT and ``architecture`` is ``"albert"``: the recursive conversion
+      (``dupbert.recursive.albert_from_bert``: one shared block, the average of the six, and
+      factorised embeddings of ``embedding_size``) under a fresh ALBERT head.
+
+    ``grow`` then duplicates blocks (``dupbert.duplicate.duplicate_layers``); dropout is
+    ``config``'s.
 
     Raises:
-        ValueError: the body's sizes differ from ``config``'s (names them).
+        ValueError: the init model's sizes differ from ``config``'s (names them).
     """
     import transformers
 
+    from .duplicate import duplicate_layers
+    from .recursive import albert_from_bert
     from .zoo import zoo_folder
 
     folder = zoo_folder(config.init)
-    body = transformers.AutoConfig.from_pretrained(folder)
+    source = transformers.AutoConfig.from_pretrained(folder)
     wanted = dict(vocab_size=config.vocab_size, hidden_size=config.hidden_size,
-                  num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
-                  intermediate_size=config.intermediate_size)
-    differ = {k: (getattr(body, k), v) for k, v in wanted.items() if getattr(body, k) != v}
-    if body.model_type != config.architecture or differ:
-        raise ValueError(f"{config.name}: the body {config.init!r} is a {body.model_type} with "
-                         f"other sizes than the configuration's ({differ}, as (body, config))")
-    body.update(dict(hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout,
-                     tie_word_embeddings=True, architectures=["BertForMaskedLM"]))
-    with warnings.catch_warnings():  # the head is new by design: "newly initialized" is expected
-        warnings.simplefilter("ignore")
-        transformers.logging.set_verbosity_error()
-        model = transformers.BertForMaskedLM.from_pretrained(folder, config=body)
+                  num_attention_heads=config.num_heads, intermediate_size=config.intermediate_size)
+    if source.model_type == config.architecture:
+        wanted["num_hidden_layers"] = config.num_layers if not config.grow else \
+            source.num_hidden_layers
+    differ = {k: (getattr(source, k), v) for k, v in wanted.items() if getattr(source, k) != v}
+    if differ or (source.model_type != config.architecture and source.model_type != "bert"):
+        raise ValueError(f"{config.name}: the init model {config.init!r} ({source.model_type}) "
+                         f"does not fit the configuration ({differ}, as (init, config))")
+    source.update(dict(hidden_dropout_prob=config.dropout,
+                       attention_probs_dropout_prob=config.dropout))
+    transformers.logging.set_verbosity_error()  # the head is new by design: no "newly initialized"
+    try:
+        if config.architecture == "albert" and source.model_type == "bert":
+            model = albert_from_bert(transformers.BertModel.from_pretrained(folder, config=source),
+                                     config.embedding_size, applications=config.num_layers)
+        else:
+            has_head = any(a.endswith("ForMaskedLM") for a in source.architectures or ())
+            source.update(dict(tie_word_embeddings=True))
+            if not has_head:
+                source.update(dict(architectures=["BertForMaskedLM"]))
+            model = transformers.AutoModelForMaskedLM.from_pretrained(folder, config=source)
+    finally:
         transformers.logging.set_verbosity_warning()
-    return model
+    return duplicate_layers(model, list(config.grow)) if config.grow else model
 
 
 def mask_tokens(tokenizer, input_ids, mask_rate: float):
@@ -605,9 +490,8 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     checkpoint = run_dir / "checkpoint.pt"
     identity = dataclasses.asdict(config)
     previous = torch.load(checkpoint, weights_only=True) if checkpoint.is_file() else None
-    if previous is not None and previous["config"] != identity:
-        differ = {k: (previous["config"].get(k), v) for k, v in identity.items()
-                  if previous["config"].get(k) != v}
+    if previous is not None and _differences(previous["config"], identity):
+        differ = _differences(previous["config"], identity)
         raise CheckpointMismatch(
             f"checkpoint {checkpoint} was made with another configuration ({differ}, as "
             "(checkpoint, now)); resume with its configuration, or move it away to start anew")
@@ -673,6 +557,16 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def _differences(saved: dict, identity: dict) -> dict:
+    """Fields where a checkpoint's configuration and ``identity`` differ, as ``(saved, now)``; a
+    field newer than the checkpoint counts only when set away from its default."""
+    defaults = {f.name: f.default for f in dataclasses.fields(PretrainConfig)}
+    saved = {k: (list(v) if isinstance(v, tuple) else v) for k, v in saved.items()}
+    now = {k: (list(v) if isinstance(v, tuple) else v) for k, v in identity.items()}
+    return {k: (saved.get(k, defaults.get(k)), v) for k, v in now.items()
+            if saved.get(k, defaults.get(k)) != v}
 
 
 def _parameter_groups(model, config: PretrainConfig) -> list[dict]:

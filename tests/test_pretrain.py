@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from dupbert.errors import ParameterError
-from dupbert.pretrain import (MODELS, CheckpointMismatch, CorpusError, PretrainConfig,
-                              batch_rows, evaluation_texts, normalise, overlapping_paragraphs,
-                              pretrain, pretraining_documents, read_documents)
+from dupbert.pretrain import MODELS, CheckpointMismatch, PretrainConfig, batch_rows, pretrain
+from dupbert.pretrain_corpus import (CorpusError, evaluation_texts, normalise,
+                                     overlapping_paragraphs, pretraining_documents, read_documents)
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL_FILES = ("wikitext2/wiki.test.raw", "wikitext2/wiki.valid.tokens", "sst2/dev.tsv",
