@@ -276,3 +276,37 @@ def test_heldout_text_keeps_or_replaces_wikitext_unknown_markers(shared_data_dir
     kept, clean = heldout_texts(shared_data_dir, 64), heldout_texts(shared_data_dir, 64, "[UNK]")
     assert sum(t.count("<unk>") for t in kept) == 510  # what the committed record read
     assert sum(t.count("[UNK]") for t in clean) == 510 and "<unk>" not in "".join(clean)
+
+
+def test_a_field_newer_than_a_checkpoint_counts_only_when_set_away_from_its_default():
+    from dupbert.pretrain import _differences
+
+    config = dataclasses.asdict(MODELS["bert-en-small"])
+    older = {k: v for k, v in config.items() if k not in ("grow", "init", "heldout_unk")}
+    assert _differences(older, config) == {}
+    grown = dict(config, init="x", grow=(0, 0, 1))
+    assert _differences(older, grown) == {"init": (None, "x"), "grow": (None, [0, 0, 1])}
+
+
+def test_continued_runs_start_from_their_init_model(shared_data_dir):
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer, BertModel
+
+    from dupbert.pretrain import build_model
+    from dupbert.zoo import zoo_folder
+
+    minilm = zoo_folder("all-MiniLM-L6-v2")
+    tokenizer = AutoTokenizer.from_pretrained(minilm)
+    body = BertModel.from_pretrained(minilm)
+    bert = build_model(MODELS["minilm-mlm-en"], tokenizer)
+    for name, value in body.state_dict().items():
+        if not name.startswith("pooler"):
+            assert torch.equal(bert.bert.state_dict()[name], value), name
+    albert = build_model(MODELS["albert-minilm-en"], tokenizer)
+    shared = albert.albert.encoder.albert_layer_groups[0].albert_layers[0]
+    torch.testing.assert_close(shared.ffn_output.weight, torch.stack(
+        [block.output.dense.weight for block in body.encoder.layer]).mean(0))
+    small = zoo_folder("albert-en-small")
+    continued = build_model(MODELS["albert-en-small-continued"], AutoTokenizer.from_pretrained(small))
+    published = AutoModelForMaskedLM.from_pretrained(small)
+    assert all(torch.equal(continued.state_dict()[k], v) for k, v in published.state_dict().items())
