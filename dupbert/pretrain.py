@@ -612,7 +612,8 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     """Copy a finished run's model to ``dest`` with a model card (data, tokens seen,
     hyper-parameters, cost, last held-out MLM accuracy), and pin its weights' sha256 in
     ``dupbert/weights/sha256.json``. float32 if within :data:`MAX_WEIGHTS_BYTES`, else float16
-    loaded as float32.
+    loaded as float32; a run with ``freeze_embeddings`` publishes only the tensors it trained, as
+    a float16 overlay on its init model (``dupbert.zoo.write_overlay``).
     """
     import torch
     import transformers
@@ -625,7 +626,14 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     half = 4 * n_parameters > MAX_WEIGHTS_BYTES
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    (model.half() if half else model).save_pretrained(dest)
+    if config.freeze_embeddings:  # only what training changed: an overlay on the init's body
+        from .zoo import write_overlay, zoo_folder
+
+        half, weights = True, write_overlay(model, zoo_folder(config.init), config.init, dest)
+        model.config.save_pretrained(dest)
+    else:
+        (model.half() if half else model).save_pretrained(dest)
+        weights = dest / "model.safetensors"
     tokenizer.model_max_length = config.seq_length  # the positions the model was trained on
     tokenizer.save_pretrained(dest)
     config_path = dest / "config.json"
@@ -650,7 +658,7 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     (dest / "README.md").write_text(card, encoding="utf-8")
     pins_path = Path(pins) if pins is not None else WEIGHTS / "sha256.json"
     pins = json.loads(pins_path.read_text(encoding="utf-8")) if pins_path.is_file() else {}
-    pins[config.name] = sha256_of(dest / "model.safetensors")
+    pins[config.name] = sha256_of(weights)
     _write_json(pins_path, pins)
     return dest
 

