@@ -17,6 +17,7 @@ chapter "Emergence during pretraining" pre-states:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +28,14 @@ RECONSTRUCTION, MASKED, DUPLICATED, MLM = ("reconstruction", "masked",
                                            "reconstruction, duplicated", "mlm")
 
 
-def read_record(tables_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(record, loss)``: ``emergence.csv`` and ``pretrain-loss.csv`` of ``tables_dir``;
-    FileNotFoundError names a missing file and how to make it.
+def read_record(tables_dir: str | Path, models: Sequence[str] | None = None
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(record, loss)``: ``emergence.csv`` and ``pretrain-loss.csv`` of ``tables_dir``, the rows
+    of ``models`` only (default: every model), in that order.
+
+    Raises:
+        FileNotFoundError: a missing file (names it and how to make it).
+        ValueError: a model of ``models`` without rows (names the models that have some).
     """
     frames = []
     for name in ("emergence.csv", "pretrain-loss.csv"):
@@ -37,7 +43,16 @@ def read_record(tables_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist: scripts/pretrain.sh writes it")
         frames.append(pd.read_csv(path))
-    return frames[0], frames[1]
+    if models is None:
+        return frames[0], frames[1]
+    missing = [m for m in models if m not in set(frames[0]["model"])]
+    if missing:
+        raise ValueError(f"the record in {tables_dir} has no rows of {missing}; it has "
+                         f"{list(dict.fromkeys(frames[0]['model']))}")
+    order = {m: i for i, m in enumerate(models)}
+    return tuple(frame[frame["model"].isin(order)]
+                 .sort_values("model", key=lambda c: c.map(order), kind="stable")
+                 .reset_index(drop=True) for frame in frames)
 
 
 def _first_decodable(record: pd.DataFrame, measure: str = RECONSTRUCTION,

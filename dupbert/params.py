@@ -221,7 +221,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                 outputs_dirs=Parameter("names", none=True), baseline=Parameter("str"),
                 ensemble_size=Parameter("int", none=True, minimum=1), study_profile=_STUDY,
                 smoke_sweeps=Parameter("mappings"), tables_dir=_FOLDER, profile=_PROFILE),
-    "emergence": dict(tables_dir=Parameter("str"),
+    "emergence": dict(tables_dir=Parameter("str"), models=Parameter("names"),
                       threshold=Parameter("float", above=0.0, maximum=1.0)),
     "glance": dict(tables_dir=Parameter("str"), results_paths=Parameter("names"),
                    study_profile=_STUDY,
