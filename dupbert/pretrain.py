@@ -73,6 +73,7 @@ class PretrainConfig:
     freeze_embeddings: bool = False  # keep the (tied) input embeddings as they are
     heldout_unk: str = "keep"  # WikiText's <unk> in the held-out text: "keep" or "[UNK]"
     grow: tuple[int, ...] | None = None  # block order applied to the init model before training
+    target_top1: float | None = None  # stop at the first evaluation with masked top-1 >= this
 
     def __post_init__(self):
         if self.architecture not in ARCHITECTURES:
@@ -91,6 +92,8 @@ class PretrainConfig:
         check_number("mask_rate", self.mask_rate, above=0, below=1)
         check_number("dropout", self.dropout, minimum=0, below=1)
         check_number("seed", self.seed, integer=True, minimum=0)
+        if self.target_top1 is not None:
+            check_number("target_top1", self.target_top1, above=0, maximum=1)
         if self.head_learning_rate is not None:
             check_number("head_learning_rate", self.head_learning_rate, above=0, maximum=1)
         if self.heldout_unk not in ("keep", "[UNK]"):
@@ -123,6 +126,12 @@ MODELS: dict[str, PretrainConfig] = {
         hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536,
         learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=120, total_steps=2400,
         checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]"),
+    # the emergence record continued past the plateau: at most 4,000 more steps, stopping at the
+    # first evaluation where masked top-1 at the output reaches 0.25 (emergence chapter)
+    "bert-en-small-continued": PretrainConfig(
+        name="bert-en-small-continued", architecture="bert", init="bert-en-small",
+        learning_rate=1e-3, warmup_steps=200, total_steps=4000, seed=1, heldout_unk="[UNK]",
+        target_top1=0.25),
     # English ALBERT, route (a): albert-en-small continued past the plateau with a fresh warm-up,
     # twice the peak learning rate and six times the horizon
     "albert-en-small-continued": PretrainConfig(
@@ -519,14 +528,21 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     last = config.total_steps if stop_after is None else min(stop_after, config.total_steps)
     model.train()
     pending: list[dict] = []
+    reached = None  # the step at which target_top1 was reached
     started = time.time() - elapsed
     from tqdm.auto import tqdm
     bar = tqdm(total=config.total_steps, initial=step, desc=config.name, unit="step",
                disable=not progress, mininterval=30)
     while True:
         if step in eval_steps:
-            _append(emergence_path, _emergence_rows(model, tokenizer, config, step, texts, heldout),
-                    EMERGENCE_COLUMNS)
+            evaluated = _emergence_rows(model, tokenizer, config, step, texts, heldout)
+            _append(emergence_path, evaluated, EMERGENCE_COLUMNS)
+            if _target_reached(evaluated, config) and step < last:
+                last = reached = step  # done: flush the loss rows and keep this step's model
+                _append(loss_path, pending, LOSS_COLUMNS)
+                pending = []
+                _save_checkpoint(checkpoint, model, optimizer, schedule, step, identity,
+                                 time.time() - started)
         if step >= last:
             break
         torch.manual_seed(_step_seed(config.seed, step))
@@ -550,13 +566,21 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
             _save_checkpoint(checkpoint, model, optimizer, schedule, step, identity,
                              time.time() - started)
     bar.close()
-    if step < config.total_steps:
+    if step < config.total_steps and reached is None:
         return None  # stopped early (stop_after): the checkpoint holds the run
     out = Path(out) if out is not None else run_dir / "final"
     model.eval()
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def _target_reached(evaluated: list[dict], config: PretrainConfig) -> bool:
+    """Masked top-1 at the output (the last hidden state's ``"masked"`` row) >= ``target_top1``."""
+    if config.target_top1 is None:
+        return False
+    masked = [row for row in evaluated if row["measure"] == "masked"]
+    return max(masked, key=lambda row: row["layer"])["top1"] >= config.target_top1
 
 
 def _differences(saved: dict, identity: dict) -> dict:

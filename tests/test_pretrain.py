@@ -310,3 +310,30 @@ def test_continued_runs_start_from_their_init_model(shared_data_dir):
     continued = build_model(MODELS["albert-en-small-continued"], AutoTokenizer.from_pretrained(small))
     published = AutoModelForMaskedLM.from_pretrained(small)
     assert all(torch.equal(continued.state_dict()[k], v) for k, v in published.state_dict().items())
+
+
+def test_a_run_stops_at_its_target_and_a_resume_stops_there_too(small_data_dir, tmp_path):
+    """A run without a target, then the same run (same tokenizer and rows) with its masked top-1
+    at a later evaluation as the target: it stops there, with the first run's record so far."""
+    free = PretrainConfig(name="tiny", architecture="bert",
+                          **dict(TINY, total_steps=40, learning_rate=1e-2))
+    pretrain(free, small_data_dir, tmp_path / "free", tmp_path / "free-results", progress=False)
+    record = pd.read_csv(tmp_path / "free-results" / "emergence.csv")
+    curve = record[(record["measure"] == "masked") & (record["layer"] == free.num_layers)]
+    rising = [(int(s), t) for s, t, before in zip(curve["step"], curve["top1"], curve["top1"].cummax().shift())
+              if s > 0 and t > before]
+    assert rising, f"the tiny model never improved on its masked top-1: {curve.to_dict('list')}"
+    stop, target = rising[0]
+    (tmp_path / "work").mkdir()
+    for name in ("tokenizer-300", "train-300-16.npy", "corpus.json"):  # the same text and tokens
+        (tmp_path / "work" / name).symlink_to(tmp_path / "free" / name)
+    config = dataclasses.replace(free, target_top1=target - 1e-6)  # the CSV rounds to 6 digits
+    out = pretrain(config, small_data_dir, tmp_path / "work", tmp_path / "results", progress=False)
+    ours = pd.read_csv(tmp_path / "results" / "emergence.csv")
+    assert out is not None and ours["step"].max() == stop < config.total_steps
+    pd.testing.assert_frame_equal(ours, record[record["step"] <= stop].reset_index(drop=True))
+    loss = pd.read_csv(tmp_path / "results" / "pretrain-loss.csv")
+    assert loss["step"].tolist() == list(range(1, stop + 1))
+    again = pretrain(config, small_data_dir, tmp_path / "work", tmp_path / "results", progress=False)
+    assert again == out
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "results" / "emergence.csv"), ours)
