@@ -101,6 +101,11 @@ def _not_zero_steps(value: Any) -> None:
                              "epochs) or a number of steps >= 1")
 
 
+def _plain(bound: float) -> str:
+    """A bound as a user reads it: whole numbers in full (4294967295, not 4.29497e+09)."""
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
+
+
 _MODELS = Parameter("names")
 
 
@@ -113,7 +118,8 @@ _CORPUS = Parameter("str", none=True, check=_corpus_check)
 _POSITIVE = Parameter("int", minimum=1)
 
 
-_SEED = Parameter("int", minimum=0)
+SEED_MAXIMUM = 2**32 - 1  # transformers.set_seed takes 0 .. 2**32 - 1
+_SEED = Parameter("int", minimum=0, maximum=SEED_MAXIMUM)
 
 
 _DEVICE = Parameter("device")
@@ -178,7 +184,8 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                                option="--duplication",
                                help="configuration name, e.g. baseline, 'copy first 3', 'depth "
                                     "control'; repeat for several (default: baseline)"),
-        seeds=Parameter("ints_per_model_task", minimum=0, default=[0], option="--seed",
+        seeds=Parameter("ints_per_model_task", minimum=0, maximum=SEED_MAXIMUM, default=[0],
+                        option="--seed",
                         help="repeat for several (default: 0)"),
         max_train_samples=Parameter("per_task_int", none=True, minimum=1,
                                     option="--max-train-samples",
@@ -309,9 +316,9 @@ def _number(value: Any, cast: type, spec: Parameter) -> int | float | bool:
     except (TypeError, ValueError):
         raise _Bad(f"{value!r} is not {'an integer' if cast is int else 'a number'}") from None
     if spec.minimum is not None and number < spec.minimum:
-        raise _Bad(f"{number!r} is below the smallest allowed value, {spec.minimum:g}")
+        raise _Bad(f"{number!r} is below the smallest allowed value, {_plain(spec.minimum)}")
     if spec.maximum is not None and number > spec.maximum:
-        raise _Bad(f"{number!r} is above the largest allowed value, {spec.maximum:g}")
+        raise _Bad(f"{number!r} is above the largest allowed value, {_plain(spec.maximum)}")
     if spec.above is not None and number <= spec.above:
         raise _Bad(f"{number!r} is not above {spec.above:g}")
     if cast is float and not math.isfinite(number):

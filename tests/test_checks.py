@@ -508,3 +508,17 @@ def test_plain_values_name_seeds_and_models_as_they_were_written():
     assert [repr(checks.plain_value(v)) for v in (np.int64(2), np.float64(2.0), 2.0, 2.5,
                                                    np.str_("copy last"), "m", None)] == [
         "2", "2", "2", "2.5", "'copy last'", "'m'", "None"]
+
+
+def test_a_seed_too_large_for_set_seed_fails_in_the_parameters_cell():
+    """5000000000 once passed the parameters cell and failed a cell later, in the sweep."""
+    import nbformat
+
+    from dupbert.params import notebook_parameters
+
+    values = {}
+    exec(nbformat.read(REPO / "notebooks/rq3.ipynb", 4).cells[1].source, values)
+    with pytest.raises(ParameterError, match=r"seeds = \[5000000000\]: 5000000000 is above the "
+                                             r"largest allowed value, 4294967295\. Forms that work"):
+        notebook_parameters("rq3", dict(values, seeds=[5000000000]))
+    assert notebook_parameters("rq3", dict(values, seeds=[2**32 - 1]))["seeds"] == [2**32 - 1]
