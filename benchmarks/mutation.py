@@ -52,8 +52,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT = REPO / "benchmarks" / "results" / "mutation.json"
-MODULES = ("significance", "results", "profiles", "paper", "glance", "ensemble", "rq5", "duplicate",
-           "probe")
+MODULES = ("significance", "results", "profiles", "paper", "comparisons", "text", "text_rq3",
+           "text_rq4", "glance", "ensemble", "rq5", "duplicate", "probe")
 # mutmut's names of the functions counted in modules mutated only in part: the results file
 # (dupbert/results.py) and the sweep (dupbert/profiles.py)
 SELECTED = {"results": ("x_run_key", "xǁResultsFileǁ"),

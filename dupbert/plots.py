@@ -391,7 +391,7 @@ def plot_paired_seeds(points: pd.DataFrame, metrics: dict[str, str] | None = Non
     Parameters
     ----------
     points
-        :func:`dupbert.paper.points_frame`: ``model, task, duplication, seed, metric, value``;
+        :func:`dupbert.comparisons.points_frame`: ``model, task, duplication, seed, metric, value``;
         optional ``trivial``.
     metrics
         ``{task: metric}`` (default: each task's first metric in ``points``).
@@ -455,7 +455,8 @@ def plot_training_loss(results: pd.DataFrame, window: int = 10,
     window
         Steps per moving average (1: the raw losses).
     stalled
-        Optional ``model, task, duplication, seed`` frame (:func:`dupbert.paper.stalled_runs`).
+        Optional ``model, task, duplication, seed`` frame
+        (:func:`dupbert.comparisons.stalled_runs`).
 
     Raises
     ------
@@ -530,10 +531,11 @@ def plot_gain_grid(table: pd.DataFrame, metrics: dict[str, str] | None = None) -
     Parameters
     ----------
     table
-        :func:`dupbert.paper.comparison`: ``model, task, metric, duplication, gain, gain_ci_low,
-        gain_ci_high, p_adjusted, claimed_gain``; with ``bonferroni_ci_low``/``_high`` the line is
-        that interval (``1 - 0.05/m`` for a secondary; it can cover 0 where Holm is significant,
-        so the fill says what is significant), else the 95% one.
+        :func:`dupbert.comparisons.comparison`: ``model, task, metric, duplication, gain,
+        gain_ci_low, gain_ci_high, p_adjusted, claimed_gain``; with
+        ``bonferroni_ci_low``/``_high`` the line is that interval (``1 - 0.05/m`` for a
+        secondary; it can cover 0 where Holm is significant, so the fill says what is
+        significant), else the 95% one.
     metrics
         ``{task: metric}`` (default: each task's first metric).
     """

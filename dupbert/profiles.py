@@ -26,7 +26,7 @@ from .duplicate import check_configurations, configuration_specs
 from .errors import ConfigurationNotAvailable, DupbertError, ParameterError
 from .finetune import (TASK_KINDS, TRAIN_SUBSET_SEED, HyperParameters, check_fields, check_folder,
                        check_for_task, check_name, check_seed, check_subset_size, finetune)
-from .paper import confirmatory_test, overall, pending
+from .comparisons import confirmatory_test, overall, pending
 from .params import NOTEBOOK_PARAMETERS
 from .results import (ResultsFile, ResultsFileError, atomic_write_text, device_description,
                       is_main_process, repository_path, run_key, wait_for_main_process)
@@ -336,7 +336,7 @@ def _hyperparameter_overrides(parameters: Mapping[str, Any], model: str | None =
 
 def planned_seeds(plan: Sequence[PlannedSweep] | str | os.PathLike) -> dict[tuple[str, str], int]:
     """``{(model, task): number of seeds}`` of a plan or of its RQ3 profile file: the sizes at which
-    ``dupbert.paper.comparison`` judges (before them: ``pending``).
+    ``dupbert.comparisons.comparison`` judges (before them: ``pending``).
 
     Raises:
         FileNotFoundError: no such profile; as :func:`plan_sweep`.
@@ -400,8 +400,8 @@ def read_plan_rows(plan: Sequence[PlannedSweep], results_path: str | os.PathLike
 def confirmatory_study(path: str | os.PathLike) -> pd.DataFrame:
     """The confirmatory test that an RQ3 profile file pre-registers (e.g.
     ``notebooks/params/cpu/rq3-confirm.yaml``): its plan's rows of its ``results_path``, judged
-    by ``dupbert.paper.confirmatory_test`` at its planned seeds; the configuration tested is the
-    plan's one configuration besides the baseline.
+    by ``dupbert.comparisons.confirmatory_test`` at its planned seeds; the configuration tested
+    is the plan's one configuration besides the baseline.
 
     Raises:
         ParameterError: a profile without a ``results_path``, or that plans other than one
@@ -458,14 +458,14 @@ def study_summary(plan: Sequence[PlannedSweep], rows: pd.DataFrame,
     Args:
         plan: :func:`plan_sweep`'s plan.
         rows: the plan's runs (:func:`read_plan_rows`).
-        table: ``dupbert.paper.comparison`` of ``rows`` with the plan's seeds and families
+        table: ``dupbert.comparisons.comparison`` of ``rows`` with the plan's seeds and families
             (empty while nothing has landed).
 
     Returns:
         :data:`STUDY_SUMMARY_COLUMNS` in plan order: runs landed/planned (:func:`plan_progress`),
         the baseline mean and 95% CI and the trivial baseline (points), minutes per run, and the
-        primary comparison as ``dupbert.paper.overall`` gives it (``pending (k/n seeds)`` until
-        complete). NaN/None where nothing has landed.
+        primary comparison as ``dupbert.comparisons.overall`` gives it (``pending (k/n seeds)``
+        until complete). NaN/None where nothing has landed.
 
     Raises:
         ParameterError (a ValueError): ``table`` not empty and lacking a column.

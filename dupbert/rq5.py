@@ -30,14 +30,15 @@ import numpy as np
 import pandas as pd
 
 from .checks import check_columns, check_list, check_number
+from .comparisons import DID_NOT_LEARN, learned, run_settings
 from .ensemble import RUN_COLUMNS, Evaluator, OutputsMismatch, default_outputs_dir
 from .errors import ParameterError
-from .paper import (DID_NOT_LEARN, NOT_STATED, PAPER_SCORES, interval_text, learned,
-                    run_settings)
+from .paper import NOT_STATED, PAPER_SCORES
 from .profiles import sweep
 from .results import repository_path
 from .significance import mean_ci, paired_p_value
 from .tasks import empty_subset, in_points, task_metrics
+from .text import interval_text
 
 KINDS = ("single", "cross-configuration", "same-configuration")
 """The kinds of :func:`rq5_ensembles` rows."""
@@ -109,7 +110,7 @@ WAITING_COLUMNS = ["model", "task", "configuration", "seeds", "planned"]
 def complete_configurations(runs: pd.DataFrame, plan=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The runs of the configurations whose planned seeds have all landed, and the planned
     configurations still short of them: RQ5 combines a study only at its planned size, as RQ3
-    judges it (``dupbert.paper.comparison``'s ``planned_seeds``).
+    judges it (``dupbert.comparisons.comparison``'s ``planned_seeds``).
 
     Args:
         runs: :func:`dupbert.ensemble.read_runs` rows.
@@ -156,7 +157,7 @@ def rq5_ensembles(runs: pd.DataFrame, data_dir: str | os.PathLike | None = None,
 
     Args:
         runs: :func:`dupbert.ensemble.read_runs` rows of one setting per model and task (filter
-            with :func:`dupbert.paper.keep_main_setting`).
+            with :func:`dupbert.comparisons.keep_main_setting`).
         data_dir: overrides ``$DUPBERT_DATA_DIR``.
         k: ensemble size (>= 2).
 
@@ -215,7 +216,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _check_one_setting(model: str, task: str, group: pd.DataFrame) -> None:
-    """Ensembles combine runs of one setting (:func:`dupbert.paper.run_settings`)."""
+    """Ensembles combine runs of one setting (:func:`dupbert.comparisons.run_settings`)."""
     settings = set(run_settings(group))
     if len(settings) > 1:
         raise OutputsMismatch(f"{model} on {task}: runs of {len(settings)} settings "
@@ -737,8 +738,8 @@ def trivial_scores(runs: pd.DataFrame) -> dict[tuple[str, str, str], float]:
 
 
 def floor_text(status: pd.DataFrame, model: str, task: str) -> str:
-    """``"accuracy 28.91 vs floor 80: did not learn"`` (:func:`dupbert.paper.learning_status`), or
-    ``"no baseline runs"``."""
+    """``"accuracy 28.91 vs floor 80: did not learn"``
+    (:func:`dupbert.comparisons.learning_status`), or ``"no baseline runs"``."""
     cell = status[(status["model"] == model) & (status["task"] == task)]
     if cell.empty:
         return "no baseline runs"
@@ -764,7 +765,7 @@ def summary_table(summary: pd.DataFrame, trivial: Mapping, status: pd.DataFrame,
     Args:
         summary: :func:`rq5_summary`.
         trivial: :func:`trivial_scores`.
-        status: ``dupbert.paper.learning_status`` of the runs.
+        status: ``dupbert.comparisons.learning_status`` of the runs.
         baseline: the configuration :func:`rq5_summary` reported as the baseline.
     """
     labels = {"single": "every single run", "baseline": f"{baseline} (single)",
@@ -790,7 +791,7 @@ def difference_table(differences: pd.DataFrame, status: pd.DataFrame) -> pd.Data
 
     Args:
         differences: :func:`rq5_differences`.
-        status: ``dupbert.paper.learning_status`` of the runs.
+        status: ``dupbert.comparisons.learning_status`` of the runs.
     """
     shown = differences.assign(
         cell=[interval_text(d, lo, hi, signed=True) for d, lo, hi in
@@ -968,7 +969,7 @@ def findings_text(summary: pd.DataFrame, differences: pd.DataFrame, partitions: 
     Args:
         summary: :func:`rq5_summary`; differences: :func:`rq5_differences`; partitions:
             :func:`rq5_partition_differences`; waiting: :func:`complete_configurations`' second
-            frame; status: ``dupbert.paper.learning_status``.
+            frame; status: ``dupbert.comparisons.learning_status``.
     """
     lines = []
     for (model, task), group in summary.groupby(["model", "task"], sort=False):

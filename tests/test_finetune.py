@@ -347,11 +347,11 @@ def test_a_run_that_diverged_is_kept_with_nan_metrics_and_no_outputs(task, metri
     assert list(tmp_path.iterdir()) == []  # no outputs: there is nothing to ensemble
     assert "diverged: its logits are not all numbers" in capsys.readouterr().err
     # the statistics refuse it by name instead of averaging around it
-    from dupbert import paper
+    from dupbert import comparisons
 
     frame = pd.json_normalize([row], sep=".")
     with pytest.raises(ValueError, match="seed 0 has no accuracy"):
-        paper.comparison(frame)
+        comparisons.comparison(frame)
 
 
 def test_usable_positions_follow_each_family_s_position_ids():

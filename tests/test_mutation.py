@@ -107,7 +107,7 @@ def test_only_the_results_file_and_sweep_code_counts_in_results_and_profiles():
     assert mutation.counted("profiles", "dupbert.profiles.x_sweep__mutmut_12")
     assert not mutation.counted("profiles", "dupbert.profiles.x_sweep_configurations_x__mutmut_1")
     assert not mutation.counted("profiles", "dupbert.profiles.x_plan_sweep__mutmut_1")
-    assert mutation.counted("paper", "dupbert.paper.x_comparison__mutmut_1")
+    assert mutation.counted("comparisons", "dupbert.comparisons.x_comparison__mutmut_1")
     assert mutation.module_patterns("results") == ["dupbert.results.x_run_key__mutmut_*",
                                                    "dupbert.results.xǁResultsFileǁ*"]
 

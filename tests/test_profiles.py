@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dupbert import paper, params, profiles
+from dupbert import comparisons, params, profiles, text_rq3
 from dupbert.cli import main
 from dupbert.errors import DupbertError, ParameterError
 from dupbert.tasks import UnknownTask
@@ -333,11 +333,11 @@ def test_study_summary_is_the_acceptance_table_of_a_hand_study():
     import pandas as pd
     from scipy import stats
 
-    from dupbert import paper, significance
+    from dupbert import significance
 
     plan, rows = _study_plan(), _study_rows()
-    table = paper.comparison(rows, planned_seeds=profiles.planned_seeds(plan),
-                             family_sizes=profiles.planned_family_sizes(plan))
+    table = comparisons.comparison(rows, planned_seeds=profiles.planned_seeds(plan),
+                                   family_sizes=profiles.planned_family_sizes(plan))
     summary = profiles.study_summary(plan, rows, table)
     assert list(summary.columns) == profiles.STUDY_SUMMARY_COLUMNS
     first, second = summary.to_dict("records")
@@ -417,7 +417,7 @@ def test_a_confirmatory_study_tests_one_configuration(tmp_path):
                   "verdict"]].values.tolist() == [["rxnmapper-albert", "uspto50k", "accuracy",
                                                    "repeat shared +3", "none", 0, 80.0,
                                                    "pending (0/1 seeds)"]]
-    assert paper.confirmatory_text(tests) == (
+    assert text_rq3.confirmatory_text(tests) == (
         "- rxnmapper-albert x uspto50k, repeat shared +3 - baseline (accuracy): **pending (0/1 "
         "seeds)**; nothing is judged before every planned pair has landed.")
     profile.write_text(profile.read_text().replace("repeat shared +3", "copy last"))

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from dupbert import paper, plots, rq5
+from dupbert import plots, rq5
+from dupbert.text import interval_text
 from test_ensemble import _toy_grid  # classifiers with stored outputs, by RQ3's row fields
 
 STATUS = pd.DataFrame([
@@ -61,7 +62,7 @@ def test_summary_and_difference_tables_show_the_frames(toy):
     assert row["trivial"] == "50.00" and row["baseline vs floor"] == "accuracy 88.50 vs floor 80"
     cross = summary[(summary["kind"] == "cross-configuration") & (summary["metric"] == "accuracy")].iloc[0]
     assert row["cross-configuration ensembles, k = 2"] == (
-        paper.interval_text(cross["mean"], cross["ci_low"], cross["ci_high"]) + f"; all 24: {cross['mean_all']:.2f}")
+        interval_text(cross["mean"], cross["ci_low"], cross["ci_high"]) + f"; all 24: {cross['mean_all']:.2f}")
     best = summary[(summary["kind"] == "best single") & (summary["metric"] == "accuracy")].iloc[0]
     assert row["best single configuration"].endswith(f" ({best['configuration']})")
     assert table.loc[("sst2", "toy", "macro_f1"), "trivial"] == "nan"
@@ -84,7 +85,7 @@ def test_cyclic_partitions_test_each_partition_with_every_rotation_and_rotation_
     matched = differences[(differences["metric"] == "accuracy")
                           & (differences["comparison"] == "cross-configuration − same-configuration")].iloc[0]
     first = partitions.iloc[0]
-    assert first["difference [95% CI]"] == paper.interval_text(
+    assert first["difference [95% CI]"] == interval_text(
         matched["difference"], matched["ci_low"], matched["ci_high"], signed=True)
     assert first["p"].endswith(" (1 df: descriptive)") and first["blocks"] == 2
     assert partitions["all pairs"].str.split(":").str[0].tolist() == ["24", "24", "12", "12"]
