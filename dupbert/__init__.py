@@ -44,7 +44,7 @@ _LAZY = {
     "TASKS": "tasks",
     "load_task": "tasks",
     "finetune": "finetune",
-    "sweep": "profiles",
+    "sweep": "sweeps",
     "layer_similarity_report": "stats",
     "evaluate_ensemble": "ensemble",
     "rq5_ensembles": "rq5",

@@ -217,7 +217,7 @@ def _finetune(args: argparse.Namespace) -> int:
     # every other option is checked once, by sweep, before anything is loaded or trained (a
     # finished sweep reads its rows without loading any model config)
     _quiet_loading(args.progress)
-    from .profiles import sweep
+    from .sweeps import sweep
 
     frame = sweep(args.model, args.task, args.duplication or ["baseline"], args.seed or [0],
                   args.results, hyperparameters=hyperparameters,
@@ -230,7 +230,7 @@ def _finetune(args: argparse.Namespace) -> int:
 
 def _finetune_profile(args: argparse.Namespace) -> int:
     """The sweep of an RQ3 parameter profile (the runs notebooks/rq3.ipynb makes with it)."""
-    from . import params, profiles
+    from . import params, profiles, sweeps
 
     # --model filters the profile's models; where results go and the device may be overridden
     given = [option for name, option in params.given_options(args, "rq3").items()
@@ -262,8 +262,8 @@ def _finetune_profile(args: argparse.Namespace) -> int:
     # the shard, the results path and the outputs folder: checked by the first sweep before its
     # first run; write permission by each sweep with runs to do (a finished study reads from a
     # read-only checkout)
-    frame = profiles.run_plan(plan, results, device=device, outputs_dir=outputs_dir,
-                              shard=args.shard, progress=args.progress)
+    frame = sweeps.run_plan(plan, results, device=device, outputs_dir=outputs_dir,
+                            shard=args.shard, progress=args.progress)
     _print_runs(frame, results)
     return 0
 
@@ -303,7 +303,7 @@ def _rerun(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.results):
         raise FileNotFoundError(f"no results file {args.results}")
     from .results import ResultsFile
-    from .profiles import rerun_table
+    from .sweeps import rerun_table
 
     rows = dict(ResultsFile(args.results).keyed_rows())
     if not rows:
@@ -327,7 +327,7 @@ def _merge(args: argparse.Namespace) -> int:
     missing = [path for path in args.inputs if not os.path.isfile(path)]
     if missing:  # merge_results would read a missing file as empty and write a short file
         raise FileNotFoundError(f"no results file {', '.join(missing)}; nothing was written")
-    from .profiles import merge_results
+    from .sweeps import merge_results
 
     frame = merge_results(args.inputs, args.out)
     print(f"{len(frame)} runs from {len(args.inputs)} files written to {args.out}")

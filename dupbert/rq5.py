@@ -34,9 +34,9 @@ from .comparisons import DID_NOT_LEARN, learned, run_settings
 from .ensemble import RUN_COLUMNS, Evaluator, OutputsMismatch, default_outputs_dir
 from .errors import ParameterError
 from .paper import NOT_STATED, PAPER_SCORES
-from .profiles import sweep
 from .results import repository_path
 from .significance import mean_ci, paired_p_value
+from .sweeps import sweep
 from .tasks import empty_subset, in_points, task_metrics
 from .text import interval_text
 
@@ -650,7 +650,7 @@ def run_smoke_sweeps(sweeps: Sequence[Mapping]) -> tuple[Path, Path]:
     with Trainer's log lines captured.
 
     Args:
-        sweeps: ``dupbert.profiles.sweep`` keyword arguments, one dict per sweep (without
+        sweeps: ``dupbert.sweeps.sweep`` keyword arguments, one dict per sweep (without
             ``results_path``, ``outputs_dir``, ``progress``).
 
     Returns:
@@ -658,7 +658,7 @@ def run_smoke_sweeps(sweeps: Sequence[Mapping]) -> tuple[Path, Path]:
         folder is left for the caller.
 
     Raises:
-        What ``dupbert.profiles.sweep`` raises for a bad argument.
+        What ``dupbert.sweeps.sweep`` raises for a bad argument.
     """
     import contextlib
     import io

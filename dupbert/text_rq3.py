@@ -138,7 +138,7 @@ def task_table(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
 
 
 def study_table(study: pd.DataFrame, timed: bool = True) -> pd.DataFrame:
-    """RQ3's one row per model and task from ``dupbert.profiles.study_summary``, as strings; the
+    """RQ3's one row per model and task from ``dupbert.studies.study_summary``, as strings; the
     minutes column only if ``timed``."""
     shown = pd.DataFrame({
         "model": study["model"], "task": study["task"], "metric": study["metric"], "seeds": study["seeds"],
