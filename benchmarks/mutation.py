@@ -52,12 +52,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RESULT = REPO / "benchmarks" / "results" / "mutation.json"
 MODULES = ("significance", "results", "sweeps", "paper", "comparisons", "text", "text_rq3",
-           "text_rq4", "glance", "ensemble", "rq5", "duplicate", "probe")
+           "text_rq4", "glance", "ensemble", "rq5", "text_rq5", "duplicate", "probe")
 # mutmut's names of the functions counted in modules mutated only in part: the results file
-# (dupbert/results.py) and the sweep (dupbert/sweeps.py)
+# (dupbert/results.py), and the sweep and RQ5's smoke sweeps (dupbert/sweeps.py)
 SELECTED = {"results": ("x_run_key", "xǁResultsFileǁ"),
             "sweeps": ("x_parse_shard", "x_sweep_configurations", "x_sweep", "x_merge_results",
-                       "x__without_timings")}
+                       "x__without_timings", "x_run_smoke_sweeps")}
 KILLED = {"killed", "timeout"}
 TIMEOUT_CODES = (-24, 24, 152, 255, 36)  # mutmut's exit codes for "timeout" (mutmut.stats)
 RECHECK_FACTOR = 3.0  # a re-checked mutant's tests may take this many times their clean duration

@@ -1,7 +1,8 @@
 """Running RQ3 fine-tuning: a sweep of configurations into a results file (:func:`sweep`,
 resumable, sharded), a planned study in its run order (:func:`run_plan`; the plan comes from
 :func:`dupbert.profiles.plan_sweep`) and the rows it made (:func:`read_plan_rows`), shard files
-merged (:func:`merge_results`), and a committed run re-run (:func:`rerun`, :func:`rerun_table`).
+merged (:func:`merge_results`), a committed run re-run (:func:`rerun`, :func:`rerun_table`), and
+the smoke profile's tiny sweeps that RQ5 combines (:func:`run_smoke_sweeps`).
 """
 
 from __future__ import annotations
@@ -358,3 +359,40 @@ def rerun_table(rows: Sequence[dict], device: str = "cpu",
                             "committed_on": device_description(row),
                             "rerun_on": device_description(new)})
     return pd.DataFrame(records)
+
+
+# The smoke profile of RQ5: tiny sweeps whose runs a notebook combines
+
+
+def run_smoke_sweeps(sweeps: Sequence[Mapping]) -> tuple[Path, Path]:
+    """Run the smoke profile's tiny RQ3 sweeps into a fresh temporary folder, on one torch thread,
+    with Trainer's log lines captured.
+
+    Args:
+        sweeps: :func:`sweep` keyword arguments, one dict per sweep (without
+            ``results_path``, ``outputs_dir``, ``progress``).
+
+    Returns:
+        ``(results_file, outputs_dir)``: ``<tmp>/rq3.jsonl`` and ``<tmp>/rq3-outputs``. The
+        folder is left for the caller.
+
+    Raises:
+        What :func:`sweep` raises for a bad argument.
+    """
+    import contextlib
+    import io
+    import tempfile
+
+    import torch
+
+    folder = Path(tempfile.mkdtemp(prefix="dupbert-rq5-"))
+    results, outputs = folder / "rq3.jsonl", folder / "rq3-outputs"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            for arguments in sweeps:
+                sweep(**arguments, results_path=results, outputs_dir=outputs, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    return results, outputs
