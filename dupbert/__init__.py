@@ -37,7 +37,7 @@ _LAZY = {
     "fit_translators": "translators",
     "LinearTranslator": "translators",
     "split_texts": "translators",
-    "lens_html": "plots",
+    "lens_html": "lens_figures",
     "load_texts": "data",
     "read_texts": "data",
     "duplicate_layers": "duplicate",

@@ -175,7 +175,7 @@ def _lens(args: argparse.Namespace) -> int:
         atomic_write_text(args.out, frame.to_csv(index=False))
         print(f"top-{args.k} lens written to {args.out}", file=sys.stderr)
     if args.html:
-        from .plots import lens_html
+        from .lens_figures import lens_html
 
         title = f"{args.model}, {args.translator} translator"
         atomic_write_text(args.html, lens_html(frame, title=title).document(title))
