@@ -355,9 +355,21 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("names", nargs="*", help="zoo names to fetch (default: all)")
     zoo.set_defaults(func=_zoo)
 
-    probe = commands.add_parser("probe", help="RQ1: reconstruction accuracy per hidden state")
+    _add_probe_command(commands)
+    _add_lens_command(commands)
+    _add_finetune_commands(commands)
+
+    from .sources import add_data_commands
+
+    add_data_commands(commands)
+    return parser
+
+
+def _add_probe_command(commands) -> None:
+    """``dupbert probe``: RQ1 from the command line."""
     from .params import add_options
 
+    probe = commands.add_parser("probe", help="RQ1: reconstruction accuracy per hidden state")
     add_options(probe, "rq1")  # --model, --corpus, --n-sequences, ...: RQ1's declaration
     probe.add_argument("--text-column", default="text",
                        help="the column holding the texts in a table or dataset (default: text)")
@@ -370,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "sequences after the first --n-sequences of the corpus")
     probe.set_defaults(func=_probe)
 
+
+def _add_lens_command(commands) -> None:
+    """``dupbert lens``: the lens of one text."""
     lens = commands.add_parser(
         "lens", help="the MLM head's top-1 token at every hidden state and position of one text",
         description="Run one text unmasked through the model and print a grid: one row per hidden "
@@ -398,6 +413,12 @@ def build_parser() -> argparse.ArgumentParser:
     lens.add_argument("--text-column", default="text",
                       help="the column holding the texts of --fit-corpus (default: text)")
     lens.set_defaults(func=_lens)
+
+
+def _add_finetune_commands(commands) -> None:
+    """``dupbert finetune``, ``rerun`` and ``merge``: RQ3 runs, re-runs of committed ones, shard
+    files combined."""
+    from .params import add_options
 
     finetune = commands.add_parser(
         "finetune", help="RQ3: fine-tune baseline and duplicated configurations over seeds",
@@ -432,11 +453,6 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("out", help="the combined results file to write")
     merge.add_argument("inputs", nargs="+", help="results files, e.g. one per shard")
     merge.set_defaults(func=_merge)
-
-    from .sources import add_data_commands
-
-    add_data_commands(commands)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
