@@ -1,4 +1,4 @@
-"""Mutation testing of the analysis modules (issue 13): `make mutants` runs mutmut over them and
+"""Mutation testing of the analysis modules: `make mutants` runs mutmut over them and
 writes the kill rate per module to benchmarks/results/mutation.json.
 
     python benchmarks/mutation.py run [--jobs N] [--modules M ...] [--sample N]

@@ -358,8 +358,7 @@ def _verdict(row: dict, c: Claim | None,
         return "no reference run"
     p = row["p_adjusted"]
     # the pre-registered rule reads the 95% interval, for the secondaries too (their p is Holm's);
-    # for a few hours on 2026-12-01, after all runs, it read the Bonferroni interval instead: no
-    # verdict differed (methods.md)
+    # on the study's runs the Bonferroni interval gives the same verdicts (methods.md)
     return verdict(row["gain"], row["gain_ci_low"], row["gain_ci_high"],
                    float(p) if p is not None else np.nan, c.claimed_gain if c else None)
 

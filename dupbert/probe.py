@@ -419,7 +419,7 @@ def probe_models(
                 fields = dict(model=name, duplication=label, order=order, variant=variant,
                               n_sequences=n_sequences, max_length=max_length,
                               seed=seed if variant == CONTROL else None, code=code, **corpus_key)
-                if masking is not None:  # reconstruction keeps its earlier cache keys
+                if masking is not None:  # reconstruction's cache keys name no masking
                     fields.update(masking=masking, mask_rate=mask_rate, mask_seed=seed)
                 if translator == "linear":
                     fields.update(translator=_translator_key(fit_sequences, split, fitted))
