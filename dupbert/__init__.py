@@ -59,3 +59,8 @@ def __getattr__(name: str):
     if name in _LAZY:
         return getattr(import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'dupbert' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public API (``__all__``), lazy names included, for ``dir()`` and tab completion."""
+    return sorted([*__all__, "__version__"])
