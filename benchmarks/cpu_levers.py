@@ -1,4 +1,4 @@
-"""Benchmark: standard levers for CPU fine-tuning, on the study's own setting (issue 10, item 9).
+"""Benchmark: standard levers for CPU fine-tuning, on the study's own setting.
 
 The CPU study (``notebooks/params/cpu/rq3.yaml``) trains all-MiniLM-L6-v2 with Trainer, dynamic
 padding, random batches, fp32, batch 32, learning rate 1e-4, on ONE intra-op thread per process

@@ -10,8 +10,8 @@ scored on the same evaluation subset:
   of each batch, random batches (the same as ``run_glue``), and on GPUs bf16 (attention:
   transformers' default, SDPA, for every arm).
 * ``grouped``: the same with ``group_by_length=True`` (Trainer's length-grouped sampler): fewer
-  padding tokens still, but each run of 50 batches goes from longest to shortest; it was the
-  library's default until this benchmark showed what it costs in accuracy after few steps.
+  padding tokens still, but each run of 50 batches goes from longest to shortest; not the
+  library's default, for what this benchmark shows it costs in accuracy after few steps.
 * ``run_glue``: ``transformers.Trainer`` as ``run_glue.py`` runs it by default: every sentence
   padded to ``max_length`` 128, random batches, fp32, evaluation batch 8. Written out here
   with Trainer and ``padding="max_length"``; the library is not patched.

@@ -1,4 +1,4 @@
-"""Mutation testing of the analysis modules (issue 13): `make mutants` runs mutmut over them and
+"""Mutation testing of the analysis modules: `make mutants` runs mutmut over them and
 writes the kill rate per module to benchmarks/results/mutation.json.
 
     python benchmarks/mutation.py run [--jobs N] [--modules M ...] [--sample N]
@@ -9,9 +9,8 @@ writes the kill rate per module to benchmarks/results/mutation.json.
 
 mutmut's configuration is ``[tool.mutmut]`` in pyproject.toml: which files it mutates and which
 unit tests it runs (the unit tests of these modules, no notebooks). Of dupbert/results.py and
-dupbert/profiles.py only the results-file and sweep code is mutated (``SELECTED``), the code that
-was the "finetune" entry until the modules were layered (issue 27); the training functions are
-covered by tests that fine-tune for real, a minute or more per mutant on two cores.
+dupbert/sweeps.py only the results-file and sweep code is mutated (``SELECTED``); the training
+functions are covered by tests that fine-tune for real, a minute or more per mutant on two cores.
 
 Counting: a mutant is *killed* when a test failed (mutmut's "killed") or ran past mutmut's time
 limit ("timeout": the mutant made the tests hang, so they detect it); every other mutant of the
@@ -52,13 +51,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT = REPO / "benchmarks" / "results" / "mutation.json"
-MODULES = ("significance", "results", "profiles", "paper", "glance", "ensemble", "rq5", "duplicate",
-           "probe")
+MODULES = ("significance", "results", "sweeps", "paper", "comparisons", "text", "text_rq3",
+           "text_rq4", "glance", "ensemble", "rq5", "text_rq5", "duplicate", "probe",
+           "text_rq1")
 # mutmut's names of the functions counted in modules mutated only in part: the results file
-# (dupbert/results.py) and the sweep (dupbert/profiles.py)
+# (dupbert/results.py), and the sweep and RQ5's smoke sweeps (dupbert/sweeps.py)
 SELECTED = {"results": ("x_run_key", "xǁResultsFileǁ"),
-            "profiles": ("x_parse_shard", "x_sweep_configurations", "x_sweep", "x_merge_results",
-                         "x__without_timings")}
+            "sweeps": ("x_parse_shard", "x_sweep_configurations", "x_sweep", "x_merge_results",
+                       "x__without_timings", "x_run_smoke_sweeps")}
 KILLED = {"killed", "timeout"}
 TIMEOUT_CODES = (-24, 24, 152, 255, 36)  # mutmut's exit codes for "timeout" (mutmut.stats)
 RECHECK_FACTOR = 3.0  # a re-checked mutant's tests may take this many times their clean duration

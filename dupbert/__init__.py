@@ -37,14 +37,14 @@ _LAZY = {
     "fit_translators": "translators",
     "LinearTranslator": "translators",
     "split_texts": "translators",
-    "lens_html": "plots",
+    "lens_html": "lens_figures",
     "load_texts": "data",
     "read_texts": "data",
     "duplicate_layers": "duplicate",
     "TASKS": "tasks",
     "load_task": "tasks",
     "finetune": "finetune",
-    "sweep": "profiles",
+    "sweep": "sweeps",
     "layer_similarity_report": "stats",
     "evaluate_ensemble": "ensemble",
     "rq5_ensembles": "rq5",
@@ -59,3 +59,8 @@ def __getattr__(name: str):
     if name in _LAZY:
         return getattr(import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'dupbert' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public API (``__all__``), lazy names included, for ``dir()`` and tab completion."""
+    return sorted([*__all__, "__version__"])

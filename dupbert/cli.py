@@ -175,7 +175,7 @@ def _lens(args: argparse.Namespace) -> int:
         atomic_write_text(args.out, frame.to_csv(index=False))
         print(f"top-{args.k} lens written to {args.out}", file=sys.stderr)
     if args.html:
-        from .plots import lens_html
+        from .lens_figures import lens_html
 
         title = f"{args.model}, {args.translator} translator"
         atomic_write_text(args.html, lens_html(frame, title=title).document(title))
@@ -217,7 +217,7 @@ def _finetune(args: argparse.Namespace) -> int:
     # every other option is checked once, by sweep, before anything is loaded or trained (a
     # finished sweep reads its rows without loading any model config)
     _quiet_loading(args.progress)
-    from .profiles import sweep
+    from .sweeps import sweep
 
     frame = sweep(args.model, args.task, args.duplication or ["baseline"], args.seed or [0],
                   args.results, hyperparameters=hyperparameters,
@@ -230,7 +230,7 @@ def _finetune(args: argparse.Namespace) -> int:
 
 def _finetune_profile(args: argparse.Namespace) -> int:
     """The sweep of an RQ3 parameter profile (the runs notebooks/rq3.ipynb makes with it)."""
-    from . import params, profiles
+    from . import params, profiles, sweeps
 
     # --model filters the profile's models; where results go and the device may be overridden
     given = [option for name, option in params.given_options(args, "rq3").items()
@@ -262,8 +262,8 @@ def _finetune_profile(args: argparse.Namespace) -> int:
     # the shard, the results path and the outputs folder: checked by the first sweep before its
     # first run; write permission by each sweep with runs to do (a finished study reads from a
     # read-only checkout)
-    frame = profiles.run_plan(plan, results, device=device, outputs_dir=outputs_dir,
-                              shard=args.shard, progress=args.progress)
+    frame = sweeps.run_plan(plan, results, device=device, outputs_dir=outputs_dir,
+                            shard=args.shard, progress=args.progress)
     _print_runs(frame, results)
     return 0
 
@@ -303,7 +303,7 @@ def _rerun(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.results):
         raise FileNotFoundError(f"no results file {args.results}")
     from .results import ResultsFile
-    from .profiles import rerun_table
+    from .sweeps import rerun_table
 
     rows = dict(ResultsFile(args.results).keyed_rows())
     if not rows:
@@ -327,7 +327,7 @@ def _merge(args: argparse.Namespace) -> int:
     missing = [path for path in args.inputs if not os.path.isfile(path)]
     if missing:  # merge_results would read a missing file as empty and write a short file
         raise FileNotFoundError(f"no results file {', '.join(missing)}; nothing was written")
-    from .profiles import merge_results
+    from .sweeps import merge_results
 
     frame = merge_results(args.inputs, args.out)
     print(f"{len(frame)} runs from {len(args.inputs)} files written to {args.out}")
@@ -355,9 +355,21 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("names", nargs="*", help="zoo names to fetch (default: all)")
     zoo.set_defaults(func=_zoo)
 
-    probe = commands.add_parser("probe", help="RQ1: reconstruction accuracy per hidden state")
+    _add_probe_command(commands)
+    _add_lens_command(commands)
+    _add_finetune_commands(commands)
+
+    from .sources import add_data_commands
+
+    add_data_commands(commands)
+    return parser
+
+
+def _add_probe_command(commands) -> None:
+    """``dupbert probe``: RQ1 from the command line."""
     from .params import add_options
 
+    probe = commands.add_parser("probe", help="RQ1: reconstruction accuracy per hidden state")
     add_options(probe, "rq1")  # --model, --corpus, --n-sequences, ...: RQ1's declaration
     probe.add_argument("--text-column", default="text",
                        help="the column holding the texts in a table or dataset (default: text)")
@@ -370,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "sequences after the first --n-sequences of the corpus")
     probe.set_defaults(func=_probe)
 
+
+def _add_lens_command(commands) -> None:
+    """``dupbert lens``: the lens of one text."""
     lens = commands.add_parser(
         "lens", help="the MLM head's top-1 token at every hidden state and position of one text",
         description="Run one text unmasked through the model and print a grid: one row per hidden "
@@ -398,6 +413,12 @@ def build_parser() -> argparse.ArgumentParser:
     lens.add_argument("--text-column", default="text",
                       help="the column holding the texts of --fit-corpus (default: text)")
     lens.set_defaults(func=_lens)
+
+
+def _add_finetune_commands(commands) -> None:
+    """``dupbert finetune``, ``rerun`` and ``merge``: RQ3 runs, re-runs of committed ones, shard
+    files combined."""
+    from .params import add_options
 
     finetune = commands.add_parser(
         "finetune", help="RQ3: fine-tune baseline and duplicated configurations over seeds",
@@ -432,11 +453,6 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("out", help="the combined results file to write")
     merge.add_argument("inputs", nargs="+", help="results files, e.g. one per shard")
     merge.set_defaults(func=_merge)
-
-    from .sources import add_data_commands
-
-    add_data_commands(commands)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

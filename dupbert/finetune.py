@@ -62,7 +62,7 @@ class HyperParameters:
         Raises:
             ParameterError: a field out of range (named in the message).
         """
-        for field in dataclasses.fields(self):  # "5e-4" from YAML is 5e-4, as it always was
+        for field in dataclasses.fields(self):  # "5e-4" from YAML is the number 5e-4
             if field.name != "group_by_length":
                 object.__setattr__(self, field.name, number_from_text(getattr(self, field.name)))
         max_steps = check_number("max_steps", self.max_steps, integer=True)

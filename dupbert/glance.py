@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from . import paper
+from . import comparisons, paper, tasks
 from .checks import check_columns, check_number
 from .errors import ParameterError
 
@@ -299,9 +299,9 @@ def _interval(mean: float, low: float, high: float) -> str:
 def _combine(verdicts: Sequence[str]) -> str:
     """Several models' verdicts on one claim: all that decided agree -> that verdict, else
     ``undecided``; ``did not learn`` when no model learned the task."""
-    judged = [v for v in verdicts if v != paper.DID_NOT_LEARN]
+    judged = [v for v in verdicts if v != comparisons.DID_NOT_LEARN]
     if not judged:
-        return paper.DID_NOT_LEARN if verdicts else "not testable here"
+        return comparisons.DID_NOT_LEARN if verdicts else "not testable here"
     decided = {v for v in judged if v in ("reproduced", "refuted")}
     if len(decided) == 1 and all(v in decided for v in judged):
         return decided.pop()
@@ -322,16 +322,16 @@ def pilot_shortfalls(pilots: pd.DataFrame | None) -> dict[tuple[str, str], str]:
     Raises:
         ParameterError (a ValueError): ``pilots`` without ``model`` or ``task``; a pilot whose
             floor metric is missing, NaN or undefined (no answerable questions).
-        KeyError: a task without a learning floor (:func:`dupbert.paper.learning_floor`).
+        KeyError: a task without a learning floor (:func:`dupbert.comparisons.learning_floor`).
     """
     if pilots is None or pilots.empty:
         return {}
     check_columns(pilots, ["model", "task"], "pilots", rows="")
     shortfalls = {}
     for (model, task), group in pilots.groupby(["model", "task"], sort=False):
-        metric, floor = paper.learning_floor(task)
+        metric, floor = comparisons.learning_floor(task)
         column = f"metrics.{metric}"
-        empty = paper.empty_subset(group, metric)  # a SQuAD set without answerable questions
+        empty = tasks.empty_subset(group, metric)  # a SQuAD set without answerable questions
         if empty.any():
             seed = group.loc[empty, "seed"].iloc[0] if "seed" in group else None
             raise ParameterError(f"the pilot of {model} on {task}"
@@ -348,7 +348,7 @@ def pilot_shortfalls(pilots: pd.DataFrame | None) -> dict[tuple[str, str], str]:
             raise ParameterError(f"the pilot of {model} on {task}"
                                  f"{f' (seed {seed})' if seed is not None else ''} has no "
                                  f"{metric} (NaN): the best pilot cannot be told without it")
-        best = float(paper.in_points(metric, group[column].astype(float)).max())
+        best = float(tasks.in_points(metric, group[column].astype(float)).max())
         if best < floor:
             n = len(group)
             shortfalls[model, task] = (f"did not learn in {n} pilot{'s' if n > 1 else ''} "
@@ -357,8 +357,8 @@ def pilot_shortfalls(pilots: pd.DataFrame | None) -> dict[tuple[str, str], str]:
 
 
 def _cell_text(cell, status: pd.DataFrame) -> tuple[str, str]:
-    """A row of :func:`dupbert.paper.overall` in words, and its state: ``"judged"``, ``"pending"``,
-    ``"no primary run"`` or ``did not learn``."""
+    """A row of :func:`dupbert.comparisons.overall` in words, and its state: ``"judged"``,
+    ``"pending"``, ``"no primary run"`` or ``did not learn``."""
     # overall() stores a missing primary as None, or NaN once another model has one
     has_primary = isinstance(cell.primary, str)
     if isinstance(cell.verdict, str) and cell.verdict.startswith("pending"):
@@ -369,7 +369,7 @@ def _cell_text(cell, status: pd.DataFrame) -> tuple[str, str]:
         base = status[(status["model"] == cell.model) & (status["task"] == cell.task)]
         return (f"{cell.model}: did not learn (baseline {base.floor_metric.iloc[0]} "
                 f"{base.baseline_mean.iloc[0]:.2f} < floor {base.floor.iloc[0]:.0f})"
-                if not base.empty else f"{cell.model}: no baseline run"), paper.DID_NOT_LEARN
+                if not base.empty else f"{cell.model}: no baseline run"), comparisons.DID_NOT_LEARN
     if not has_primary:
         return f"{cell.model}: no primary run yet", "no primary run"
     return (f"{cell.model}: {cell.primary} "
@@ -383,8 +383,8 @@ def beyond_the_paper(summary: pd.DataFrame, status: pd.DataFrame,
     shown, never judged.
 
     Args:
-        summary: :func:`dupbert.paper.overall` of the runs.
-        status: :func:`dupbert.paper.learning_status` of the same runs.
+        summary: :func:`dupbert.comparisons.overall` of the runs.
+        status: :func:`dupbert.comparisons.learning_status` of the same runs.
         planned_seeds: ``{(model, task): seeds}`` of the pre-registered study.
 
     Returns:
@@ -394,17 +394,17 @@ def beyond_the_paper(summary: pd.DataFrame, status: pd.DataFrame,
     """
     texts = []
     for cell in summary.itertuples() if not summary.empty else []:
-        if cell.task in CLAIMED_TASKS or cell.metric != paper.task_metrics(cell.task)[0]:
+        if cell.task in CLAIMED_TASKS or cell.metric != tasks.task_metrics(cell.task)[0]:
             continue
         text, state = _cell_text(cell, status)
         planned = (planned_seeds or {}).get((cell.model, cell.task))
         if planned and state == "no primary run":
-            text = f"{cell.model}: {paper.pending(0, planned)}"
+            text = f"{cell.model}: {comparisons.pending(0, planned)}"
         texts.append(f"{cell.model} on {cell.task}{text[len(cell.model):]}")
     landed = set(zip(summary["model"], summary["task"])) if not summary.empty else set()
     for (model, task), planned in (planned_seeds or {}).items():
         if task not in CLAIMED_TASKS and (model, task) not in landed:  # planned, nothing landed
-            texts.append(f"{model} on {task}: {paper.pending(0, planned)}")
+            texts.append(f"{model} on {task}: {comparisons.pending(0, planned)}")
     return texts
 
 
@@ -415,7 +415,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
     setting).
 
     Rule per model and task: the verdict of its pre-registered primary comparison
-    (:func:`dupbert.paper.overall`), or ``did not learn`` below the floor. Over models:
+    (:func:`dupbert.comparisons.overall`), or ``did not learn`` below the floor. Over models:
     :func:`_combine`. ``rq3-squad2-exact`` (no size stated): significantly positive ->
     ``reproduced``, negative -> ``refuted``. ``rq3-method`` over the claimed gains that learned
     (:func:`_over_learned`); ``rq4`` the same over every task claim, but ``not testable here`` in
@@ -429,10 +429,10 @@ def rq3_rq4_rows(results: pd.DataFrame,
         pilots: pilot runs (:func:`pilot_shortfalls`): a model and task neither run nor planned
             because its pilots missed the floor is ``did not learn``.
     """
-    table = paper.comparison(results, planned_seeds=planned_seeds) if not results.empty \
+    table = comparisons.comparison(results, planned_seeds=planned_seeds) if not results.empty \
         else pd.DataFrame()
-    summary = paper.overall(table) if not table.empty else pd.DataFrame()
-    status = paper.learning_status(results) if not results.empty else pd.DataFrame()
+    summary = comparisons.overall(table) if not table.empty else pd.DataFrame()
+    status = comparisons.learning_status(results) if not results.empty else pd.DataFrame()
     shortfalls = pilot_shortfalls(pilots)
     # (model, task) cells whose primary comparison is judged or pending: the RQ4 row names them
     rows, per_claim, judged_cells = [], {}, set()
@@ -448,7 +448,8 @@ def rq3_rq4_rows(results: pd.DataFrame,
             if state in ("judged", "pending"):  # a pending one may still be judged
                 judged_cells.add((cell.model, c.task))
             if state != "judged":
-                verdicts.append(paper.DID_NOT_LEARN if state == paper.DID_NOT_LEARN else "undecided")
+                verdicts.append(comparisons.DID_NOT_LEARN if state == comparisons.DID_NOT_LEARN
+                                else "undecided")
             elif c.claimed_gain is None:
                 significant = pd.notna(cell.p_value) and cell.p_value < 0.05
                 verdicts.append(("reproduced" if cell.gain > 0 else "refuted") if significant
@@ -459,12 +460,12 @@ def rq3_rq4_rows(results: pd.DataFrame,
         for (model, task), planned in (planned_seeds or {}).items():
             if task == c.task and model not in landed:  # planned, nothing landed yet
                 judged_cells.add((model, task))
-                texts.append(f"{model}: {paper.pending(0, planned)}")
+                texts.append(f"{model}: {comparisons.pending(0, planned)}")
                 verdicts.append("undecided")
         for (model, task), text in shortfalls.items():
             if task == c.task and model not in landed and (model, task) not in (planned_seeds or {}):
                 texts.append(f"{model}: {text}")
-                verdicts.append(paper.DID_NOT_LEARN)
+                verdicts.append(comparisons.DID_NOT_LEARN)
         verdict = _combine(verdicts)
         per_claim[c.id] = verdict
         rows.append(_row(c.id, "; ".join(texts) or "no runs", verdict))
@@ -499,9 +500,9 @@ def _over_learned(verdicts: Sequence[str]) -> str:
     when none remain)."""
     if not verdicts:
         return "not testable here"
-    learned = [v for v in verdicts if v != paper.DID_NOT_LEARN]
+    learned = [v for v in verdicts if v != comparisons.DID_NOT_LEARN]
     if not learned:
-        return paper.DID_NOT_LEARN
+        return comparisons.DID_NOT_LEARN
     if all(v == "reproduced" for v in learned):
         return "reproduced"
     return "refuted" if "refuted" in learned else "undecided"

@@ -136,7 +136,7 @@ _PROFILE = Parameter("str")
 _STUDY = Parameter("str", none=True, check=lambda path: _files_exist([path]))
 
 
-# The RQ3 parameter file of a pre-registered confirmatory test (dupbert.profiles.confirmatory_study)
+# The RQ3 parameter file of a pre-registered confirmatory test (dupbert.studies.confirmatory_study)
 # that a chapter reports; None: none shown.
 _CONFIRM = Parameter("str", none=True, check=lambda path: _files_exist([path]))
 

@@ -689,7 +689,7 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
 
 MODEL_CARD = """# {name}
 
-A small English {architecture} pretrained from scratch by dupbert (issue 26), so that the paper's
+A small English {architecture} pretrained from scratch by dupbert, so that the paper's
 questions can be asked of an English MLM with its pretrained head offline. Not a substitute for
 bert-base-uncased or albert-base-v2: {parameters:,} parameters, {tokens:,} tokens seen.
 

@@ -1,8 +1,8 @@
 """Fetch the domain corpora (antibody V regions, USPTO-50k reactions) from their public origins.
 
 The manifest ``sources_manifest.json`` lists *verbatim* files (``raw.githubusercontent.com`` at
-pinned commits; SOURCES-domain.md A1, B1, B2, B5) and *derived* files rebuilt from them by the
-SOURCES-domain.md procedures (A2: antibody chains; B3/B4: atom-map-free reaction SMILES, needs
+pinned commits; the data folder's SOURCES-domain.md, A1, B1, B2, B5) and *derived* files rebuilt
+from them by its procedures (A2: antibody chains; B3/B4: atom-map-free reaction SMILES, needs
 RDKit), all checked against the published sha256. ``dupbert data download --to DIR`` fills
 ``DIR`` for ``DUPBERT_DATA_DIR``.
 """

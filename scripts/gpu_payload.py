@@ -125,7 +125,7 @@ def unpack(payload: Path) -> int:
 
 def import_results(returned: Path, results: Path, outputs: Path) -> int:
     """Merge a GPU run's returned rows and outputs into the repository's gpu results."""
-    from dupbert.profiles import merge_results
+    from dupbert.sweeps import merge_results
 
     rows = returned / "rq3.jsonl"
     if not rows.is_file():

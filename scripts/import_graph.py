@@ -1,5 +1,5 @@
 """The import graph of the dupbert package, imports inside functions included: cycles, levels,
-and lines of code and of docstrings per module (issue 27's measures).
+and lines of code and of docstrings per module.
 
     python scripts/import_graph.py            # a table, the cycles and the levels
     python scripts/import_graph.py --json     # the same as JSON

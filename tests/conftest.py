@@ -95,7 +95,7 @@ def tiny_study(tmp_path_factory, shared_data_dir, zoo_cache):
     import torch
 
     from dupbert.ensemble import read_runs
-    from dupbert.profiles import sweep
+    from dupbert.sweeps import sweep
 
     folder = tmp_path_factory.mktemp("tiny_study")
     results, outputs = folder / "rq3.jsonl", folder / "rq3-outputs"

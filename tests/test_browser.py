@@ -310,7 +310,7 @@ def test_rq1_page_full_screenshot(browser, book_url, built_book):
 
 
 # ------------------------------------------------------------------------------------------------
-# The lens as an HTML figure (dupbert.plots.lens_html): needs no book, only the browser
+# The lens as an HTML figure (dupbert.lens_figures.lens_html): needs no book, only the browser
 
 
 def test_lens_html_shows_each_cells_top_k_on_hover(browser, rxnmapper, tmp_path):
@@ -321,7 +321,7 @@ def test_lens_html_shows_each_cells_top_k_on_hover(browser, rxnmapper, tmp_path)
     from selenium.webdriver.common.by import By
 
     import dupbert
-    from dupbert.plots import lens_html
+    from dupbert.lens_figures import lens_html
 
     frame = dupbert.lens(*rxnmapper, "CC(=O)Cl.OCC>>CC(=O)OCC", k=5)
     page = tmp_path / "lens.html"

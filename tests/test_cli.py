@@ -220,14 +220,14 @@ def test_probe_a_duplicated_order(tmp_path, fresh_results_cache, capsys):
 @pytest.fixture
 def nothing_loads(monkeypatch):
     """Any model config, data set or model loaded fails the test: the message must come first."""
-    from dupbert import duplicate, finetune, params, profiles, tasks, zoo
+    from dupbert import duplicate, finetune, params, sweeps, tasks, zoo
 
     def never(*args, **kwargs):
         raise AssertionError("a model or data set was loaded before the bad option was named")
 
     for module, name in ((zoo, "check_model"), (params, "check_model"),
                          (duplicate, "check_configurations"),  # params imports it when it runs
-                         (profiles, "check_configurations"), (tasks, "load_task"),
+                         (sweeps, "check_configurations"), (tasks, "load_task"),
                          (finetune, "build_model")):
         monkeypatch.setattr(module, name, never)
 
@@ -279,11 +279,11 @@ def test_finetune_into_a_directory_fails_before_training(tmp_path, capsys, nothi
 
 def test_a_profile_into_a_directory_fails_before_training(tmp_path, monkeypatch, zoo_cache,
                                                           capsys):
-    from dupbert import profiles
+    from dupbert import sweeps
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
-    monkeypatch.setattr(profiles, "finetune", lambda *a, **k: pytest.fail("trained"))
-    monkeypatch.setattr(profiles, "_check_models", lambda *a, **k: pytest.fail("loaded a model"))
+    monkeypatch.setattr(sweeps, "finetune", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(sweeps, "_check_models", lambda *a, **k: pytest.fail("loaded a model"))
     profile = tmp_path / "rq3.yaml"
     profile.write_text(f"models: [rxnmapper-albert]\nresults_path: {tmp_path}\n")
     assert main(["finetune", "--profile", str(profile)]) == 2
@@ -380,7 +380,7 @@ def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permiss
     offline and a folder without write permission; one run to do checks both, before training."""
     import os
 
-    from dupbert import finetune as ft, profiles
+    from dupbert import finetune as ft, sweeps
     from dupbert import results as store
 
     results = tmp_path / "r.jsonl"
@@ -400,11 +400,11 @@ def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permiss
         return {**row, "run_key": store.run_key(row), "metrics": {"accuracy": 0.5, "macro_f1": 0.5},
                 "train_time_s": 1.0, "eval_time_s": 1.0}
 
-    monkeypatch.setattr(profiles, "finetune", stub)
+    monkeypatch.setattr(sweeps, "finetune", stub)
     command = ["finetune", "--model", "albert-base-v2", "--task", "sst2", "--results",
                str(results), "--outputs-dir", str(tmp_path / "out")]
     with monkeypatch.context() as m:  # write the finished run, as a machine with the Hub would
-        m.setattr(profiles, "_check_models", lambda models, duplications: None)
+        m.setattr(sweeps, "_check_models", lambda models, duplications: None)
         assert main(command) == 0 and trained == [0]
     readable = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: mode != os.W_OK and readable(p, mode))

@@ -9,10 +9,10 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from dupbert import finetune as ft, profiles
+from dupbert import finetune as ft, sweeps
 from dupbert.finetune import HyperParameters, finetune
 from dupbert.results import ResultsFile
-from dupbert.profiles import merge_results, sweep
+from dupbert.sweeps import merge_results, sweep
 from dupbert.errors import ParameterError
 from dupbert.tasks import UnknownTask
 
@@ -126,15 +126,15 @@ def test_rerun_reproduces_a_committed_row(tmp_path):
     row = finetune("rxnmapper-albert", "uspto50k", "repeat shared +3", seed=1, hyperparameters=hp,
                    max_train_samples=16, max_eval_samples=32, progress=False)
     ResultsFile(tmp_path / "r.jsonl").append(row)
-    table = profiles.rerun_table([row])
+    table = sweeps.rerun_table([row])
     assert table["metric"].tolist() == ["accuracy", "macro_f1"]
     assert table["difference"].abs().max() <= 0.5 and table["identical_losses"].all()
     assert table["committed"].iloc[0] == round(100 * row["metrics"]["accuracy"], 4)
     with pytest.raises(ValueError, match="cannot be re-run here"):
-        profiles.rerun({**row, "train_subset_seed": None})
+        sweeps.rerun({**row, "train_subset_seed": None})
     edited = {**row, "seed": 2}
     with pytest.raises(ValueError, match="do not identify the run"):
-        profiles.rerun(edited)
+        sweeps.rerun(edited)
 
 
 def test_rerun_command_prints_committed_and_rerun_metrics(tmp_path, capsys):
@@ -169,7 +169,7 @@ def test_sweep_resumes_without_losing_or_doubling_rows(tmp_path, monkeypatch):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(profiles, "finetune", dies_after_one)
+    monkeypatch.setattr(sweeps, "finetune", dies_after_one)
     arguments = dict(models=["rxnmapper-albert"], tasks=["uspto50k"],
                      duplications=["baseline", "copy last"], seeds=[0],
                      results_path=results, hyperparameters={"classification": {"max_steps": 1}},
@@ -184,7 +184,7 @@ def test_sweep_resumes_without_losing_or_doubling_rows(tmp_path, monkeypatch):
         trained.append(args[2])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(profiles, "finetune", counting)
+    monkeypatch.setattr(sweeps, "finetune", counting)
     frame = sweep(**arguments)
     rows = ResultsFile(results).rows()
     assert [r["duplication"] for r in rows] == ["baseline", "copy last"]
@@ -263,10 +263,10 @@ def test_a_batch_that_the_processes_cannot_share_fails_before_loading(monkeypatc
 
 
 def test_shard_parsing():
-    assert profiles.parse_shard("1/4") == (1, 4) and profiles.parse_shard(None) == (0, 1)
+    assert sweeps.parse_shard("1/4") == (1, 4) and sweeps.parse_shard(None) == (0, 1)
     for bad in ["4/4", "a/b", "1", (2, 1)]:
         with pytest.raises(ValueError, match="shard must be 'i/n'"):
-            profiles.parse_shard(bad)
+            sweeps.parse_shard(bad)
 
 
 def test_length_grouping_gives_paired_runs_the_same_batches_in_every_epoch(tmp_path):
@@ -347,11 +347,11 @@ def test_a_run_that_diverged_is_kept_with_nan_metrics_and_no_outputs(task, metri
     assert list(tmp_path.iterdir()) == []  # no outputs: there is nothing to ensemble
     assert "diverged: its logits are not all numbers" in capsys.readouterr().err
     # the statistics refuse it by name instead of averaging around it
-    from dupbert import paper
+    from dupbert import comparisons
 
     frame = pd.json_normalize([row], sep=".")
     with pytest.raises(ValueError, match="seed 0 has no accuracy"):
-        paper.comparison(frame)
+        comparisons.comparison(frame)
 
 
 def test_usable_positions_follow_each_family_s_position_ids():

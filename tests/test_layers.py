@@ -61,3 +61,19 @@ def test_every_public_name_of_the_package_resolves():
 
     for name in dupbert.__all__:
         assert getattr(dupbert, name) is not None, name
+
+
+def test_dir_lists_the_public_api_and_not_the_helpers():
+    """``dir(dupbert)`` (tab completion) shows every public name, lazy ones included, and not the
+    package's own imports."""
+    import dupbert
+
+    listed = dir(dupbert)
+    assert set(dupbert.__all__) <= set(listed)
+    assert {"load_mlm", "reconstruction_accuracy", "duplicate_layers", "lens", "lens_html",
+            "sweep", "probe_models"} <= set(listed)
+    assert "import_module" not in listed
+    assert listed == sorted(listed)
+    namespace = {}
+    exec("from dupbert import *", namespace)
+    assert set(dupbert.__all__) <= set(namespace)

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 import dupbert
 from dupbert.cli import main
 from dupbert.lens import LENS_COLUMNS, lens_grid
-from dupbert.plots import plot_lens
+from dupbert.lens_figures import plot_lens
 
 REACTION = "CC(=O)Cl.OCC>>CC(=O)OCC"  # 21 tokens between CLS and SEP
 TOKENS = ["C", "C", "(", "=", "O", ")", "Cl", ".", "O", "C", "C", ">>", "C", "C", "(", "=", "O",
@@ -113,7 +113,7 @@ def test_heat_map_draws_a_square_for_a_character_the_font_lacks(frame):
     import io
     import warnings
 
-    from dupbert.plots import MISSING_GLYPH
+    from dupbert.lens_figures import MISSING_GLYPH
 
     odd = frame.copy()
     first = (odd["layer"] == 0) & (odd["position"] == 1) & (odd["guess"] == 1)

@@ -98,16 +98,16 @@ def test_mutmut_children_get_one_torch_thread_unless_told_otherwise(monkeypatch)
     assert env["PATH"] == os.environ["PATH"]
 
 
-def test_only_the_results_file_and_sweep_code_counts_in_results_and_profiles():
-    """The code that was the "finetune" entry lives in results.py and profiles.py since the
+def test_only_the_results_file_and_sweep_code_counts_in_results_and_sweeps():
+    """The code that was the "finetune" entry lives in results.py and sweeps.py since the
     layering (issue 27); the rest of those modules is not mutated."""
     assert mutation.counted("results", "dupbert.results.x_run_key__mutmut_3")
     assert mutation.counted("results", "dupbert.results.xǁResultsFileǁappend__mutmut_1")
     assert not mutation.counted("results", "dupbert.results.x_atomic_write_text__mutmut_1")
-    assert mutation.counted("profiles", "dupbert.profiles.x_sweep__mutmut_12")
-    assert not mutation.counted("profiles", "dupbert.profiles.x_sweep_configurations_x__mutmut_1")
-    assert not mutation.counted("profiles", "dupbert.profiles.x_plan_sweep__mutmut_1")
-    assert mutation.counted("paper", "dupbert.paper.x_comparison__mutmut_1")
+    assert mutation.counted("sweeps", "dupbert.sweeps.x_sweep__mutmut_12")
+    assert not mutation.counted("sweeps", "dupbert.sweeps.x_sweep_configurations_x__mutmut_1")
+    assert not mutation.counted("sweeps", "dupbert.sweeps.x_rerun__mutmut_1")
+    assert mutation.counted("comparisons", "dupbert.comparisons.x_comparison__mutmut_1")
     assert mutation.module_patterns("results") == ["dupbert.results.x_run_key__mutmut_*",
                                                    "dupbert.results.xǁResultsFileǁ*"]
 

@@ -1,4 +1,5 @@
-"""dupbert.paper: the paper's claims as data, and our results set beside them."""
+"""dupbert.paper (the paper's claims as data), dupbert.comparisons (our results set beside them) and
+the RQ3/RQ4 chapters' text (dupbert.text, dupbert.text_rq3, dupbert.text_rq4)."""
 
 import math
 import re
@@ -9,8 +10,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dupbert import paper
-from dupbert.tasks import TASKS
+from dupbert import comparisons, paper, text_rq3, text_rq4
+from dupbert.text import interval_text, p_text
+from dupbert.tasks import TASKS, empty_subset, task_metrics
 
 DESIGN = Path(__file__).resolve().parents[2] / "shared" / "docs" / "DESIGN.md"
 
@@ -112,10 +114,10 @@ def _results(task, metric, per_config, trivial=0.5, majority="positive", roles=N
 
 
 def test_points_frame_scales_fractions_only():
-    sst = paper.points_frame(_results("sst2", "accuracy", {"baseline": [0.9, 0.91]}))
+    sst = comparisons.points_frame(_results("sst2", "accuracy", {"baseline": [0.9, 0.91]}))
     assert np.allclose(sst["value"], [90.0, 91.0]) and np.allclose(sst["trivial"], 50.0)
     assert sst["trivial_name"].iloc[0] == "majority class (positive)"
-    squad = paper.points_frame(_results("squad2", "f1", {"baseline": [70.0, 71.0]}, trivial=50.07))
+    squad = comparisons.points_frame(_results("squad2", "f1", {"baseline": [70.0, 71.0]}, trivial=50.07))
     assert np.allclose(squad["value"], [70.0, 71.0]) and np.allclose(squad["trivial"], 50.07)
     assert squad["trivial_name"].iloc[0] == "no answer to every question"
 
@@ -123,10 +125,10 @@ def test_points_frame_scales_fractions_only():
 def test_comparison_reproduces_a_clear_snli_gain_from_the_primary_alone():
     base = [0.800, 0.802, 0.799, 0.801, 0.800]
     better = [b + 0.010 + 0.0005 * i for i, b in enumerate(base)]
-    table = paper.comparison(_results("snli", "accuracy", {"baseline": base,
-                                                           "copy first 3": better,
-                                                           "depth control": base,
-                                                           "copy last": base}))
+    table = comparisons.comparison(_results("snli", "accuracy", {"baseline": base,
+                                                                 "copy first 3": better,
+                                                                 "depth control": base,
+                                                                 "copy last": base}))
     row = table[(table["duplication"] == "copy first 3")].iloc[0]
     assert row["gain"] == pytest.approx(1.1, abs=1e-9)  # points, not fractions
     assert row["role"] == "primary" and row["p_adjusted"] == row["p_value"] < 0.05
@@ -135,17 +137,17 @@ def test_comparison_reproduces_a_clear_snli_gain_from_the_primary_alone():
     verdicts = dict(zip(table["duplication"], table["verdict"]))
     assert verdicts["baseline"] == "the baseline" and verdicts["depth control"] == "control"
     assert verdicts["copy last"] == "refuted"  # exactly zero gain: the CI excludes +0.6
-    summary = paper.overall(table)
+    summary = comparisons.overall(table)
     assert summary["verdict"].iloc[0] == "reproduced" and summary["primary"].iloc[0] == "copy first 3"
     assert summary["n_secondary"].iloc[0] == 2 and summary["n_secondary_gains"].iloc[0] == 0
 
 
 def test_the_primary_decides_even_when_a_secondary_gains():
     base = [0.800, 0.802, 0.799, 0.801, 0.800]
-    table = paper.comparison(_results("snli", "accuracy", {
+    table = comparisons.comparison(_results("snli", "accuracy", {
         "baseline": base, "copy first 3": [b + 0.0001 * (i - 2) for i, b in enumerate(base)],
         "copy last": [b + 0.02 + 0.0005 * i for i, b in enumerate(base)]}))
-    summary = paper.overall(table).iloc[0]
+    summary = comparisons.overall(table).iloc[0]
     assert summary["n_secondary_gains"] == 1 and summary["best_secondary"] == "copy last"
     assert summary["verdict"] == "refuted"  # the primary's CI excludes +0.6
 
@@ -153,26 +155,26 @@ def test_the_primary_decides_even_when_a_secondary_gains():
 def test_a_baseline_below_its_floor_decides_nothing_in_every_table():
     # SNLI floor 55: a baseline at 50% with a "significant" +3 point copy still did not learn
     base = [0.50, 0.51, 0.49, 0.50]
-    table = paper.comparison(_results("snli", "accuracy", {
+    table = comparisons.comparison(_results("snli", "accuracy", {
         "baseline": base, "copy first 3": [b + 0.03 for b in base]}, trivial=0.34))
     row = table[table["duplication"] == "copy first 3"].iloc[0]
     assert row["p_value"] == 0.0 and row["verdict"] == "did not learn" and not row["learned"]
-    assert paper.overall(table)["verdict"].iloc[0] == "did not learn"
-    status = paper.learning_status(_results("snli", "accuracy", {"baseline": base}))
+    assert comparisons.overall(table)["verdict"].iloc[0] == "did not learn"
+    status = comparisons.learning_status(_results("snli", "accuracy", {"baseline": base}))
     assert status.to_dict("records") == [dict(model="m", task="snli", floor_metric="accuracy",
                                               floor=55.0, baseline_mean=50.0, n_seeds=4,
                                               learned=False)]
     # the floor itself counts as learned; SQuAD's floor is on HasAns F1, not overall F1
-    at_floor = paper.learning_status(_results("snli", "accuracy", {"baseline": [0.55, 0.55]}))
+    at_floor = comparisons.learning_status(_results("snli", "accuracy", {"baseline": [0.55, 0.55]}))
     assert bool(at_floor["learned"].iloc[0])
     squad = pd.concat([_results("squad2", "f1", {"baseline": [60.0, 61.0]}),
                        _results("squad2", "HasAns_f1", {"baseline": [20.0, 24.0]})], axis=1)
     squad = squad.loc[:, ~squad.columns.duplicated()]
-    assert paper.learning_status(squad)[["floor_metric", "learned"]].values.tolist() == [
+    assert comparisons.learning_status(squad)[["floor_metric", "learned"]].values.tolist() == [
         ["HasAns_f1", False]]
-    assert paper.learning_floor("sst2") == ("accuracy", 80.0)
+    assert comparisons.learning_floor("sst2") == ("accuracy", 80.0)
     with pytest.raises(KeyError, match="no learning floor for task 'mnli'"):
-        paper.learning_floor("mnli")
+        comparisons.learning_floor("mnli")
 
 
 def test_comparison_refutes_and_reproduces_no_gain():
@@ -182,18 +184,18 @@ def test_comparison_refutes_and_reproduces_no_gain():
                        _results("squad2", "HasAns_f1", {"baseline": base, "copy first 3": same})],
                       axis=1)
     squad = squad.loc[:, ~squad.columns.duplicated()]
-    squad = paper.comparison(squad)
+    squad = comparisons.comparison(squad)
     row = squad[(squad["metric"] == "f1") & (squad["duplication"] == "copy first 3")].iloc[0]
     assert row["gain_ci_high"] < 1.5 and row["verdict"] == "refuted"
-    sst = paper.comparison(_results("sst2", "accuracy", {"baseline": [b / 100 + 0.1 for b in base],
-                                                         "copy first 3": [s / 100 + 0.1 for s in same]}))
+    sst = comparisons.comparison(_results("sst2", "accuracy", {"baseline": [b / 100 + 0.1 for b in base],
+                                                               "copy first 3": [s / 100 + 0.1 for s in same]}))
     assert sst.loc[sst["duplication"] == "copy first 3", "verdict"].item() == "reproduced"
     assert sst.loc[sst["metric"] == "macro_f1", "claim_id"].isna().all()
 
 
 def test_one_seed_is_undecided_not_an_error():
-    table = paper.comparison(_results("snli", "accuracy", {"baseline": [0.8],
-                                                           "copy first 3": [0.81]}))
+    table = comparisons.comparison(_results("snli", "accuracy", {"baseline": [0.8],
+                                                                 "copy first 3": [0.81]}))
     row = table[table["duplication"] == "copy first 3"].iloc[0]
     assert row["n_pairs"] == 1 and math.isnan(row["gain_ci_low"])
     assert row["verdict"] == "undecided"
@@ -202,7 +204,7 @@ def test_one_seed_is_undecided_not_an_error():
 def test_rows_of_two_settings_are_refused_not_pooled():
     frame = _results("snli", "accuracy", {"baseline": [0.8, 0.81], "copy first 3": [0.82, 0.83]})
     with pytest.raises(ValueError, match="cannot be pooled"):
-        paper.comparison(pd.concat([frame, frame], ignore_index=True))
+        comparisons.comparison(pd.concat([frame, frame], ignore_index=True))
 
 
 def test_rq3_rq4_plots_draw_the_frames():
@@ -216,12 +218,12 @@ def test_rq3_rq4_plots_draw_the_frames():
         _results("squad2", "f1", {"baseline": [60.0, 61.0, 62.0], "copy first 3": [61.0, 61.5, 62.0]},
                  trivial=50.07),
     ], ignore_index=True)
-    points = paper.points_frame(frame)
+    points = comparisons.points_frame(frame)
     fig = plot_paired_seeds(points, metrics={"snli": "accuracy", "squad2": "f1"})
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["baseline", "copy first 3",
                                                                        "copy last"]
-    table = paper.comparison(frame)
+    table = comparisons.comparison(frame)
     assert set(table.loc[table["task"] == "squad2", "verdict"]) >= {"did not learn"}  # no HasAns F1
     fig = plot_gain_grid(table, metrics={"snli": "accuracy", "squad2": "f1"})
     assert isinstance(fig, Figure) and len(fig.axes) == 2
@@ -230,7 +232,7 @@ def test_rq3_rq4_plots_draw_the_frames():
     reactions = _results("uspto50k", "accuracy", {"baseline": [0.80, 0.81, 0.79],
                                                   "copy first 3": [0.81, 0.82, 0.80]},
                          trivial=0.30).assign(model="r")
-    sparse = plot_gain_grid(paper.comparison(pd.concat([frame, reactions], ignore_index=True)))
+    sparse = plot_gain_grid(comparisons.comparison(pd.concat([frame, reactions], ignore_index=True)))
     assert [ax.get_title() for ax in sparse.axes] == ["m on snli", "m on squad2", "r on uspto50k"]
     assert sparse.axes[2].get_subplotspec().get_geometry()[:2] == (1, 3)
     with pytest.raises(ValueError):
@@ -244,32 +246,32 @@ def test_no_verdict_before_the_planned_seeds_have_landed():
     better = [b + 0.010 + 0.0005 * i for i, b in enumerate(base)]
     runs = _results("snli", "accuracy", {"baseline": base, "copy first 3": better,
                                          "depth control": base})
-    table = paper.comparison(runs, planned_seeds={("m", "snli"): 8})
+    table = comparisons.comparison(runs, planned_seeds={("m", "snli"): 8})
     verdicts = dict(zip(table["duplication"], table["verdict"]))
     # every comparison waits for its seeds, the depth control too (then it reads "control")
     assert verdicts == {"baseline": "the baseline", "copy first 3": "pending (5/8 seeds)",
                         "depth control": "pending (5/8 seeds)"}
     row = table[table["duplication"] == "copy first 3"].iloc[0]
     assert row["gain"] == pytest.approx(1.1, abs=1e-9) and row["p_value"] < 0.05  # shown, not judged
-    assert paper.overall(table)["verdict"].iloc[0] == "pending (5/8 seeds)"
-    complete = paper.comparison(runs, planned_seeds={("m", "snli"): 5})
+    assert comparisons.overall(table)["verdict"].iloc[0] == "pending (5/8 seeds)"
+    complete = comparisons.comparison(runs, planned_seeds={("m", "snli"): 5})
     assert complete.loc[complete["duplication"] == "depth control", "verdict"].item() == "control"
-    assert paper.overall(complete)["verdict"].iloc[0] == "reproduced"
+    assert comparisons.overall(complete)["verdict"].iloc[0] == "reproduced"
     # a secondary short of its seeds is counted as pending, not among the judged ones
-    waiting = paper.overall(paper.comparison(runs, planned_seeds={("m", "snli"): 8}))
+    waiting = comparisons.overall(comparisons.comparison(runs, planned_seeds={("m", "snli"): 8}))
     assert waiting[["n_secondary", "n_secondary_pending"]].values.tolist() == [[0, 1]]
     assert waiting["best_secondary"].tolist() == [None]
-    assert paper.overall(complete)[["n_secondary", "n_secondary_pending"]].values.tolist() == [[1, 0]]
-    other_cell = paper.comparison(runs, planned_seeds={("m", "sst2"): 8, ("other", "snli"): 8})
-    assert paper.overall(other_cell)["verdict"].iloc[0] == "reproduced"
+    assert comparisons.overall(complete)[["n_secondary", "n_secondary_pending"]].values.tolist() == [[1, 0]]
+    other_cell = comparisons.comparison(runs, planned_seeds={("m", "sst2"): 8, ("other", "snli"): 8})
+    assert comparisons.overall(other_cell)["verdict"].iloc[0] == "reproduced"
     unlearned = _results("snli", "accuracy", {"baseline": [0.5, 0.5], "copy first 3": [0.6, 0.6]})
-    table = paper.comparison(unlearned, planned_seeds={("m", "snli"): 8})
+    table = comparisons.comparison(unlearned, planned_seeds={("m", "snli"): 8})
     assert table.loc[table["duplication"] == "copy first 3", "verdict"].item() == "pending (2/8 seeds)"
     no_reference = _results("snli", "accuracy", {"copy first 3": [0.8]})
-    assert paper.comparison(no_reference, planned_seeds={("m", "snli"): 8})[
+    assert comparisons.comparison(no_reference, planned_seeds={("m", "snli"): 8})[
         "verdict"].item() == "pending (1/8 seeds)"
     # all its seeds landed but no baseline will: nothing to wait for, and nothing shows learning
-    assert paper.comparison(no_reference, planned_seeds={("m", "snli"): 1})[
+    assert comparisons.comparison(no_reference, planned_seeds={("m", "snli"): 1})[
         "verdict"].item() == "did not learn"
 
 
@@ -295,12 +297,12 @@ def _with_macro_f1(results):
 def test_overall_says_not_stated_where_the_paper_claims_nothing_but_keeps_pending():
     runs = _with_macro_f1(_results("snli", "accuracy", {
         "baseline": BASE, "copy first 3": [b + 0.01 + 0.0005 * i for i, b in enumerate(BASE)]}))
-    summary = paper.overall(paper.comparison(runs)).set_index("metric")
+    summary = comparisons.overall(comparisons.comparison(runs)).set_index("metric")
     assert summary.loc["accuracy", "verdict"] == "reproduced"
     assert summary.loc["macro_f1", "verdict"] == "not stated"
     assert summary.loc["accuracy", "claimed_gain"] == 0.6
     assert summary.loc["macro_f1", "claimed_gain"] is None  # None, not NaN, beside a number
-    waiting = paper.overall(paper.comparison(runs, planned_seeds={("m", "snli"): 8}))
+    waiting = comparisons.overall(comparisons.comparison(runs, planned_seeds={("m", "snli"): 8}))
     assert waiting["verdict"].tolist() == ["pending (5/8 seeds)"] * 2
 
 
@@ -310,17 +312,17 @@ def test_overall_without_a_primary_run():
     secondary_only = _with_macro_f1(_results("snli", "accuracy", {
         "baseline": BASE, "copy last": [b + 0.02 + 0.0005 * i for i, b in enumerate(BASE)],
         "copy middle": [b + 0.0002 * (-1) ** i for i, b in enumerate(BASE)]}))
-    summary = paper.overall(paper.comparison(secondary_only))
+    summary = comparisons.overall(comparisons.comparison(secondary_only))
     assert summary["verdict"].tolist() == ["no primary run", "no primary run"]
     row = summary.iloc[0]
     assert row["primary"] is None and np.isnan(row["gain"]) and np.isnan(row["n_pairs"])
     assert (row["n_secondary"], row["n_secondary_gains"], row["n_secondary_losses"]) == (2, 1, 0)
     assert row["best_secondary"] == "copy last"
     assert row["best_secondary_gain"] == pytest.approx(2.1)
-    unlearned = paper.comparison(_results("snli", "accuracy", {"baseline": [0.5, 0.5, 0.51],
+    unlearned = comparisons.comparison(_results("snli", "accuracy", {"baseline": [0.5, 0.5, 0.51],
                                                                  "copy last": [0.6, 0.6, 0.61]}))
-    assert paper.overall(unlearned)["verdict"].tolist() == ["did not learn"]
-    alone = paper.overall(paper.comparison(_results("snli", "accuracy", {"baseline": BASE})))
+    assert comparisons.overall(unlearned)["verdict"].tolist() == ["did not learn"]
+    alone = comparisons.overall(comparisons.comparison(_results("snli", "accuracy", {"baseline": BASE})))
     assert alone[["verdict", "n_secondary"]].values.tolist() == [["no primary run", 0]]
     assert alone["best_secondary"].tolist() == [None]
 
@@ -330,9 +332,9 @@ def test_overall_counts_significant_secondary_losses_and_keeps_the_table_order()
     noisy = [b + 0.001 * (-1) ** i + 0.0004 for i, b in enumerate(BASE)]  # a gain, not significant
     runs = _results("snli", "accuracy", {"baseline": BASE, "copy last": worse,
                                          "copy middle": noisy})
-    table = pd.concat([paper.comparison(runs.assign(model="z")),
-                       paper.comparison(runs.assign(model="a"))], ignore_index=True)
-    summary = paper.overall(table)
+    table = pd.concat([comparisons.comparison(runs.assign(model="z")),
+                       comparisons.comparison(runs.assign(model="a"))], ignore_index=True)
+    summary = comparisons.overall(table)
     assert summary["model"].tolist() == ["z", "a"]
     assert summary[["n_secondary_gains", "n_secondary_losses"]].values.tolist() == [[0, 1], [0, 1]]
     assert summary["best_secondary"].tolist() == ["copy middle", "copy middle"]
@@ -340,7 +342,7 @@ def test_overall_counts_significant_secondary_losses_and_keeps_the_table_order()
 
 def test_overall_columns_are_the_documented_ones():
     runs = _results("snli", "accuracy", {"baseline": BASE, "copy first 3": BASE})
-    summary = paper.overall(paper.comparison(runs))
+    summary = comparisons.overall(comparisons.comparison(runs))
     assert list(summary.columns) == [
         "model", "task", "metric", "primary", "gain", "gain_ci_low", "gain_ci_high", "p_value",
         "min_detectable_gain", "n_pairs", "n_secondary", "n_secondary_pending", "n_secondary_gains",
@@ -352,13 +354,13 @@ def test_overall_columns_are_the_documented_ones():
 
 def test_learning_status_floor_is_inclusive_and_every_model_is_judged_in_order():
     at_floor = _results("sst2", "accuracy", {"baseline": [0.8, 0.8]})  # exactly 80.0 points
-    assert paper.learning_status(at_floor)["learned"].tolist() == [True]
+    assert comparisons.learning_status(at_floor)["learned"].tolist() == [True]
     runs = pd.concat([
         _results("sst2", "accuracy", {"baseline": [0.9, 0.9]}).assign(model="z"),
         _results("sst2", "accuracy", {"copy first 3": [0.9, 0.9]}).assign(model="y"),  # none
         _results("sst2", "accuracy", {"baseline": [0.5, 0.6]}).assign(model="a")],
         ignore_index=True)
-    status = paper.learning_status(runs)
+    status = comparisons.learning_status(runs)
     assert status[["model", "baseline_mean", "learned"]].values.tolist() == [
         ["z", 90.0, True], ["a", 55.0, False]]
 
@@ -367,7 +369,7 @@ def test_points_frame_keeps_task_order_without_optional_columns():
     sst = _results("sst2", "accuracy", {"baseline": [0.9, 0.91]}).drop(
         columns=["reference", "role", "baselines.accuracy", "baselines.majority_label"])
     snli = _results("snli", "accuracy", {"baseline": [0.8]})
-    points = paper.points_frame(pd.concat([sst, snli], ignore_index=True).assign(
+    points = comparisons.points_frame(pd.concat([sst, snli], ignore_index=True).assign(
         **{"metrics.macro_f1": 0.5}))
     assert list(points.index) == list(range(6))
     assert list(zip(points["task"], points["metric"])) == [
@@ -378,14 +380,14 @@ def test_points_frame_keeps_task_order_without_optional_columns():
     assert sst_rows["trivial"].isna().all()
     assert sst_rows["trivial_name"].tolist() == ["no answer to every question"] * 4
     assert points["value"].tolist() == pytest.approx([90.0, 91.0, 50.0, 50.0, 80.0, 50.0])
-    nothing = paper.points_frame(sst.drop(columns=["metrics.accuracy"]))
+    nothing = comparisons.points_frame(sst.drop(columns=["metrics.accuracy"]))
     assert nothing.empty and list(nothing.columns) == [
         "model", "task", "duplication", "reference", "role", "seed", "metric", "value", "trivial",
         "trivial_name"]
 
 
 def test_comparison_of_a_baseline_alone_has_every_column():
-    table = paper.comparison(_results("snli", "accuracy", {"baseline": BASE}, trivial=0.34))
+    table = comparisons.comparison(_results("snli", "accuracy", {"baseline": BASE}, trivial=0.34))
     assert list(table.columns[:13]) == ["model", "task", "metric", "duplication", "n", "mean",
                                         "std", "ci_low", "ci_high", "trivial", "trivial_name",
                                         "reference", "role"]
@@ -400,7 +402,7 @@ def test_comparison_of_a_baseline_alone_has_every_column():
 def test_comparison_with_another_baseline_name_and_no_recorded_roles():
     runs = _with_macro_f1(_results("snli", "accuracy", {
         "original": BASE, "copy last": [b + 0.01 + 0.0005 * i for i, b in enumerate(BASE)]}))
-    table = paper.comparison(runs.drop(columns=["reference", "role"]), baseline="original")
+    table = comparisons.comparison(runs.drop(columns=["reference", "role"]), baseline="original")
     row = table[(table["duplication"] == "copy last") & (table["metric"] == "accuracy")].iloc[0]
     assert (row["reference"], row["role"], row["n_pairs"]) == ("original", "secondary", 5)
     assert row["gain"] == pytest.approx(1.1) and bool(row["learned"])
@@ -410,22 +412,22 @@ def test_comparison_with_another_baseline_name_and_no_recorded_roles():
 
 def test_pending_counts_pairs_and_a_primary_without_common_seeds_has_no_reference_run():
     runs = _results("snli", "accuracy", {"baseline": BASE[:4], "copy first 3": BASE})
-    table = paper.comparison(runs, planned_seeds={("m", "snli"): 5})
+    table = comparisons.comparison(runs, planned_seeds={("m", "snli"): 5})
     assert table.set_index("duplication").loc["copy first 3", "verdict"] == "pending (4/5 seeds)"
     disjoint = pd.concat([
         _results("snli", "accuracy", {"baseline": BASE}),
         _results("snli", "accuracy", {"copy first 3": BASE}).assign(seed=lambda f: f["seed"] + 5)])
-    table = paper.comparison(disjoint).set_index("duplication")
+    table = comparisons.comparison(disjoint).set_index("duplication")
     assert table.loc["copy first 3", "n_pairs"] == 0
     assert table.loc["copy first 3", "verdict"] == "no reference run"
 
 
 def test_overall_counts_a_significant_half_point_as_a_gain_and_says_not_stated_without_claims():
     half = [b + 0.005 + 0.0001 * (-1) ** i for i, b in enumerate(BASE)]  # +0.5 points, significant
-    row = paper.overall(paper.comparison(_results("snli", "accuracy", {
+    row = comparisons.overall(comparisons.comparison(_results("snli", "accuracy", {
         "baseline": BASE, "copy first 3": BASE, "copy last": half}))).iloc[0]
     assert (row["n_secondary_gains"], row["n_secondary_losses"]) == (1, 0)
-    uspto = paper.overall(paper.comparison(_results("uspto50k", "accuracy", {
+    uspto = comparisons.overall(comparisons.comparison(_results("uspto50k", "accuracy", {
         "baseline": BASE, "copy first 3": half}, majority="0")))  # the paper claims nothing here
     assert uspto[["verdict", "paper_value"]].values.tolist() == [["not stated", "not stated"]]
     assert uspto["claimed_gain"].tolist() == [None]
@@ -438,20 +440,20 @@ def test_runs_keep_their_main_setting_and_a_missing_size_is_a_setting_of_its_own
         "model": ["m"] * 5 + ["n"] * 2, "task": ["sst2"] * 7,
         "hyperparameters.learning_rate": [1e-4, 2e-5, 1e-4, 1e-4, 2e-5, 1e-4, 1e-4],
         "max_eval_samples": [np.nan] * 4 + [872, np.nan, 500], "run_key": list("abcdefg")})
-    assert paper.run_settings(runs).tolist()[:2] == [
+    assert comparisons.run_settings(runs).tolist()[:2] == [
         "hyperparameters.learning_rate=0.0001 max_eval_samples=None",
         "hyperparameters.learning_rate=2e-05 max_eval_samples=None"]
-    kept, left_out = paper.keep_main_setting(runs)
+    kept, left_out = comparisons.keep_main_setting(runs)
     # m: 3 runs at 1e-4 beat 1 at 2e-5 and 1 with 872 examples; n: a tie keeps the first seen
     assert kept["run_key"].tolist() == ["a", "c", "d", "f"] and left_out == 3
     assert list(kept.index) == [0, 1, 2, 3]
     assert list(kept.columns) == [*runs.columns, "setting"]  # nothing else added
     # a selection of rows keeps its own index (the settings line up with their rows)
     picked = runs.iloc[[6, 4]]
-    assert paper.run_settings(picked).to_dict() == {
+    assert comparisons.run_settings(picked).to_dict() == {
         6: "hyperparameters.learning_rate=0.0001 max_eval_samples=500.0",
         4: "hyperparameters.learning_rate=2e-05 max_eval_samples=872.0"}
-    empty, none = paper.keep_main_setting(runs.iloc[:0])
+    empty, none = comparisons.keep_main_setting(runs.iloc[:0])
     assert empty.empty and none == 0 and "setting" in empty
 
 
@@ -463,7 +465,7 @@ def test_a_tie_among_many_settings_keeps_the_one_seen_first():
     runs = pd.DataFrame({"model": "m", "task": "sst2",
                          "hyperparameters.learning_rate": np.repeat(np.arange(40) * 1e-6, sizes)})
     first_of_the_most = int(np.flatnonzero(sizes == sizes.max())[0])
-    kept, left_out = paper.keep_main_setting(runs)
+    kept, left_out = comparisons.keep_main_setting(runs)
     assert kept["hyperparameters.learning_rate"].unique().tolist() == [first_of_the_most * 1e-6]
     assert (len(kept), left_out) == (3, sizes.sum() - 3)
 
@@ -477,10 +479,10 @@ def test_overall_of_several_tasks_keeps_each_tasks_claim():
         _results("snli", "accuracy", {"baseline": BASE, "copy first 3": half}),
         _results("uspto50k", "accuracy", {"baseline": BASE, "copy first 3": half}, majority="0")],
         ignore_index=True)
-    table = paper.comparison(both)
+    table = comparisons.comparison(both)
     uspto = table[table["task"] == "uspto50k"]
     assert uspto["claim_id"].tolist() == [None, None] == uspto["claimed_gain"].tolist()
-    rows = paper.overall(table).set_index("task")
+    rows = comparisons.overall(table).set_index("task")
     assert rows.loc["uspto50k", "verdict"] == "not stated"
     assert rows.loc["uspto50k", "claimed_gain"] is None
     assert rows.loc["snli", "claimed_gain"] == 0.6
@@ -495,7 +497,7 @@ def test_a_model_without_a_primary_run_has_none_beside_one_with_it():
     both = _results("snli", "accuracy", {"baseline": base, "copy first 3": base,
                                          "copy last": base})
     alone = _results("snli", "accuracy", {"baseline": base}).assign(model="n")
-    summary = paper.overall(paper.comparison(pd.concat([both, alone], ignore_index=True)))
+    summary = comparisons.overall(comparisons.comparison(pd.concat([both, alone], ignore_index=True)))
     assert summary["primary"].tolist() == ["copy first 3", None]
     assert summary["best_secondary"].tolist() == ["copy last", None]
     assert summary["verdict"].tolist()[1] == "no primary run" and np.isnan(summary["n_pairs"].iloc[1])
@@ -509,13 +511,13 @@ def test_comparison_counts_the_planned_family_and_keeps_partial_secondaries_out_
     middle = [b - 0.05 - 0.0001 * i for i, b in enumerate(base[:3])]
     runs = _results("snli", "accuracy", {"baseline": base, "copy last": last, "copy middle": middle})
     p_last = stats.ttest_rel(np.array(last) * 100, np.array(base) * 100).pvalue
-    table = paper.comparison(runs, planned_seeds={("m", "snli"): 5},
-                             family_sizes={("m", "snli"): 3}).set_index("duplication")
+    table = comparisons.comparison(runs, planned_seeds={("m", "snli"): 5},
+                                   family_sizes={("m", "snli"): 3}).set_index("duplication")
     assert table.loc["copy last", "n_tests"] == 3
     assert table.loc["copy last", "p_adjusted"] == pytest.approx(3 * p_last)
     assert np.isnan(table.loc["copy middle", "p_adjusted"])
     assert table.loc["copy middle", "verdict"] == "pending (3/5 seeds)"
-    plain = paper.comparison(runs).set_index("duplication")  # the landed family of two
+    plain = comparisons.comparison(runs).set_index("duplication")  # the landed family of two
     assert plain.loc["copy last", "n_tests"] == 2
     assert plain.loc["copy last", "p_adjusted"] == pytest.approx(p_last)  # ranked second
 
@@ -535,48 +537,48 @@ def _gain_runs():
 
 
 def test_a_frame_without_runs_is_refused_and_one_without_rows_has_the_columns():
-    for call in (paper.comparison, paper.learning_status, paper.points_frame):
+    for call in (comparisons.comparison, comparisons.learning_status, comparisons.points_frame):
         with pytest.raises(ParameterError) as refused:
             call(pd.DataFrame())
         assert str(refused.value) == NO_RUNS
     with pytest.raises(ParameterError, match=r"^the comparison table: missing columns \['model', "):
-        paper.overall(pd.DataFrame())
+        comparisons.overall(pd.DataFrame())
     runs = _gain_runs()
-    table = paper.comparison(runs)
-    assert list(table.columns) == paper.COMPARISON_COLUMNS  # the constant is the real order
-    assert list(paper.overall(table).columns) == paper.OVERALL_COLUMNS
-    empty = paper.comparison(runs.iloc[:0])
-    assert empty.empty and list(empty.columns) == paper.COMPARISON_COLUMNS
-    nothing = paper.overall(empty)
-    assert nothing.empty and list(nothing.columns) == paper.OVERALL_COLUMNS
+    table = comparisons.comparison(runs)
+    assert list(table.columns) == comparisons.COMPARISON_COLUMNS  # the constant is the real order
+    assert list(comparisons.overall(table).columns) == comparisons.OVERALL_COLUMNS
+    empty = comparisons.comparison(runs.iloc[:0])
+    assert empty.empty and list(empty.columns) == comparisons.COMPARISON_COLUMNS
+    nothing = comparisons.overall(empty)
+    assert nothing.empty and list(nothing.columns) == comparisons.OVERALL_COLUMNS
     with pytest.raises(ParameterError) as refused:
-        paper.keep_main_setting(runs.drop(columns=["task"]))
+        comparisons.keep_main_setting(runs.drop(columns=["task"]))
     assert str(refused.value).startswith("results: missing column ['task'] (needed: ['model', "
                                          "'task']); its columns are ['model', 'duplication', ")
 
 
 def test_an_unknown_task_is_named_with_the_tasks_there_are():
     runs = _results("sst2", "accuracy", {"baseline": BASE}).assign(task="sst-2")
-    for call in (paper.comparison, paper.learning_status):
+    for call in (comparisons.comparison, comparisons.learning_status):
         with pytest.raises(ParameterError) as refused:
             call(runs)
         assert str(refused.value) == ("results have 5 rows of unknown task 'sst-2'; the tasks are "
                                       "sst2, snli, squad2, uspto50k")
     with pytest.raises(ParameterError) as refused:
-        paper.task_metrics("sst-2")
+        task_metrics("sst-2")
     assert str(refused.value) == "unknown task 'sst-2'; the tasks are sst2, snli, squad2, uspto50k"
     one, two = runs.iloc[:1], runs.iloc[:2].assign(task=["sst-2", "mnli"])
     with pytest.raises(ParameterError, match=r"^results have 1 row of unknown task 'sst-2'; "):
-        paper.points_frame(one)
+        comparisons.points_frame(one)
     with pytest.raises(ParameterError, match=r"^results have 2 rows of unknown tasks 'sst-2', "
                                              r"'mnli'; the tasks are sst2, "):
-        paper.points_frame(two)
+        comparisons.points_frame(two)
 
 
 def test_runs_without_any_metric_of_their_task_are_refused_not_left_out():
     runs = _results("snli", "accuracy", {"baseline": BASE}).drop(columns=["metrics.accuracy"])
     with pytest.raises(ParameterError) as refused:
-        paper.comparison(runs)
+        comparisons.comparison(runs)
     assert str(refused.value) == (
         "the 5 runs of task 'snli' have none of its metrics as a column (metrics.accuracy, "
         "metrics.macro_f1): nothing to compare; the metric columns are []")
@@ -587,7 +589,7 @@ def test_a_run_whose_metric_is_nan_is_named_not_dropped_from_its_pair():
     copy_seed_2 = (runs["duplication"] == "copy first 3") & (runs["seed"] == 2)
     broken = runs.assign(**{"metrics.accuracy": runs["metrics.accuracy"].mask(copy_seed_2)})
     with pytest.raises(ParameterError) as refused:
-        paper.comparison(broken)
+        comparisons.comparison(broken)
     assert str(refused.value) == (
         "the run of model 'm', task 'snli', duplication 'copy first 3', seed 2 has no accuracy "
         "(metrics.accuracy is NaN): a comparison pairs every run with its reference at the same "
@@ -595,14 +597,14 @@ def test_a_run_whose_metric_is_nan_is_named_not_dropped_from_its_pair():
     # the second metric is judged too
     f1_broken = runs.assign(**{"metrics.macro_f1": runs["metrics.macro_f1"].mask(copy_seed_2)})
     with pytest.raises(ParameterError, match=r"seed 2 has no macro_f1 \(metrics.macro_f1 is NaN\)"):
-        paper.comparison(f1_broken)
+        comparisons.comparison(f1_broken)
 
 
 def test_the_floor_refuses_a_nan_baseline_and_ignores_metrics_it_does_not_use():
     runs = _gain_runs()
     base_seed_1 = (runs["duplication"] == "baseline") & (runs["seed"] == 1)
     with pytest.raises(ParameterError) as refused:
-        paper.learning_status(runs.assign(**{
+        comparisons.learning_status(runs.assign(**{
             "metrics.accuracy": runs["metrics.accuracy"].mask(base_seed_1)}))
     assert str(refused.value) == (
         "the run of model 'm', task 'snli', duplication 'baseline', seed 1 has no accuracy "
@@ -612,7 +614,7 @@ def test_the_floor_refuses_a_nan_baseline_and_ignores_metrics_it_does_not_use():
     ignored = runs.assign(**{"metrics.macro_f1": runs["metrics.macro_f1"].mask(base_seed_1),
                              "metrics.accuracy": runs["metrics.accuracy"].mask(
                                  runs["duplication"] == "copy first 3")})
-    assert paper.learning_status(ignored).to_dict("records") == [dict(
+    assert comparisons.learning_status(ignored).to_dict("records") == [dict(
         model="m", task="snli", floor_metric="accuracy", floor=55.0,
         baseline_mean=pytest.approx(80.04), n_seeds=5, learned=True)]
 
@@ -627,10 +629,10 @@ def test_frames_of_several_tasks_judge_each_row_on_its_own_tasks_metrics():
         **{"metrics.HasAns_f1": 50.0})
     both = pd.concat([sst, squad], ignore_index=True)
     assert both["metrics.f1"].isna().sum() == 6 and both["metrics.accuracy"].isna().sum() == 6
-    table = paper.comparison(both)
-    alone = pd.concat([paper.comparison(sst), paper.comparison(squad)], ignore_index=True)
+    table = comparisons.comparison(both)
+    alone = pd.concat([comparisons.comparison(sst), comparisons.comparison(squad)], ignore_index=True)
     pd.testing.assert_frame_equal(table[alone.columns], alone)
-    assert paper.learning_status(both)["n_seeds"].tolist() == [3, 3]
+    assert comparisons.learning_status(both)["n_seeds"].tolist() == [3, 3]
 
 
 def _squad_rows(model, questions, answers_per_seed, duplications=("baseline", "copy first 3")):
@@ -669,12 +671,12 @@ def test_a_squad_subset_metric_is_undefined_not_missing_where_the_set_lacks_its_
                         {"q1": "c", "q2": "b c", "q3": "d"}])  # ("a" reads as "": an article)
     frame = pd.concat([only, both], ignore_index=True)
     assert frame.loc[frame["model"] == "answers-only", "metrics.NoAns_f1"].isna().all()
-    points = paper.points_frame(frame)
+    points = comparisons.points_frame(frame)
     noans = points[points["metric"] == "NoAns_f1"]
     assert set(noans["model"]) == {"with-noans"}
     assert noans["value"].tolist() == [100.0, 100.0, 100.0, 100.0, 0.0, 0.0]
     assert len(points[points["model"] == "answers-only"]) == 6 * 3  # f1, exact, HasAns_f1
-    table = paper.comparison(frame)
+    table = comparisons.comparison(frame)
     assert set(table.loc[table["metric"] == "NoAns_f1", "model"]) == {"with-noans"}
     hasans = table[(table["model"] == "answers-only") & (table["metric"] == "HasAns_f1")
                    & (table["duplication"] == "baseline")]
@@ -683,7 +685,7 @@ def test_a_squad_subset_metric_is_undefined_not_missing_where_the_set_lacks_its_
     diverged.loc[(diverged["model"] == "with-noans") & (diverged["seed"] == 1), "metrics.NoAns_f1"] = np.nan
     with pytest.raises(ParameterError, match=r"model 'with-noans', task 'squad2', duplication "
                                              r"'baseline', seed 1 has no NoAns_f1"):
-        paper.comparison(diverged)
+        comparisons.comparison(diverged)
 
 
 def test_an_evaluation_set_without_answerable_questions_cannot_judge_the_squad_floor():
@@ -693,32 +695,32 @@ def test_an_evaluation_set_without_answerable_questions_cannot_judge_the_squad_f
                "task's learning floor, is undefined and whether the baseline learned cannot be "
                "judged; evaluate on a set with HasAns questions (a larger max_eval_samples)")
     frame["metrics.HasAns_f1"] = np.nan  # beside other runs' rows the column exists, as NaN
-    for judge in (paper.points_frame, paper.comparison, paper.learning_status):
+    for judge in (comparisons.points_frame, comparisons.comparison, comparisons.learning_status):
         with pytest.raises(ParameterError, match="^" + re.escape(message) + "$"):
             judge(frame)
     alone = frame.drop(columns="metrics.HasAns_f1")  # the set's runs alone: no column at all
-    for judge in (paper.points_frame, paper.comparison, paper.learning_status):
+    for judge in (comparisons.points_frame, comparisons.comparison, comparisons.learning_status):
         with pytest.raises(ParameterError, match="^" + re.escape(message) + "$"):
             judge(alone)  # not a "did not learn" without evidence
 
 
 def test_empty_subset_reads_the_evaluation_sets_counts():
     rows = pd.DataFrame({"baselines.NoAns_total": [0, 3, np.nan], "metrics.NoAns_total": [5, 5, 5]})
-    assert paper.empty_subset(rows, "NoAns_f1").tolist() == [True, False, False]  # 3rd: metrics
-    assert paper.empty_subset(rows.drop(columns="baselines.NoAns_total"),
-                              "NoAns_exact").tolist() == [False] * 3
-    assert paper.empty_subset(rows, "f1").tolist() == [False] * 3
-    assert paper.empty_subset(rows, "HasAns_f1").tolist() == [False] * 3  # no count: judged as is
-    assert paper.empty_subset(rows, "NoAns").tolist() == [False] * 3
+    assert empty_subset(rows, "NoAns_f1").tolist() == [True, False, False]  # 3rd: metrics
+    assert empty_subset(rows.drop(columns="baselines.NoAns_total"),
+                        "NoAns_exact").tolist() == [False] * 3
+    assert empty_subset(rows, "f1").tolist() == [False] * 3
+    assert empty_subset(rows, "HasAns_f1").tolist() == [False] * 3  # no count: judged as is
+    assert empty_subset(rows, "NoAns").tolist() == [False] * 3
     with_total = rows.assign(**{"baselines.total": [4, 4, np.nan]})
-    assert paper.empty_subset(with_total, "NoAns_f1").tolist() == [True, False, False]
+    assert empty_subset(with_total, "NoAns_f1").tolist() == [True, False, False]
     only_total = pd.DataFrame({"baselines.total": [4, np.nan]})  # the key left out: empty
-    assert paper.empty_subset(only_total, "HasAns_exact").tolist() == [True, False]
+    assert empty_subset(only_total, "HasAns_exact").tolist() == [True, False]
     per_row = pd.DataFrame({"baselines.total": [4, np.nan], "metrics.total": [4, 4],
                             "metrics.NoAns_total": [np.nan, 2]})  # 2nd row has no baselines
-    assert paper.empty_subset(per_row, "NoAns_f1").tolist() == [True, False]
+    assert empty_subset(per_row, "NoAns_f1").tolist() == [True, False]
     no_counts = pd.DataFrame({"baselines.NoAns_total": [np.nan]})  # nothing known: not dropped
-    assert paper.empty_subset(no_counts, "NoAns_f1").tolist() == [False]
+    assert empty_subset(no_counts, "NoAns_f1").tolist() == [False]
 
 
 def test_stalled_runs_end_below_the_midpoint_of_trivial_baseline_and_floor():
@@ -734,15 +736,15 @@ def test_stalled_runs_end_below_the_midpoint_of_trivial_baseline_and_floor():
                    "accuracy"],
         "value": [85.0, 30.4, 4.0, 55.2, 44.4, 44.5, 10.0],
         "trivial": [30.4, 30.4, 4.66, 30.4, 34.0, 34.0, np.nan]})
-    stalled = paper.stalled_runs(points)
-    assert list(stalled.columns) == paper.STALLED_COLUMNS
+    stalled = comparisons.stalled_runs(points)
+    assert list(stalled.columns) == comparisons.STALLED_COLUMNS
     assert stalled[["model", "duplication", "seed", "value"]].values.tolist() == [
         ["r", "copy first 3", 1, 30.4], ["m", "baseline", 0, 44.4]]
     assert stalled["cutoff"].tolist() == pytest.approx([55.2, 44.5])
     assert stalled["floor"].tolist() == [80.0, 55.0]
-    assert paper.stalled_runs(points.iloc[:0]).empty
+    assert comparisons.stalled_runs(points.iloc[:0]).empty
     with pytest.raises(ParameterError, match=r"^points: missing column \['trivial'\]"):
-        paper.stalled_runs(points.drop(columns="trivial"))
+        comparisons.stalled_runs(points.drop(columns="trivial"))
 
 
 def test_training_loss_plot_draws_each_run_its_configurations_mean_and_the_stalled_runs():
@@ -792,7 +794,7 @@ def test_a_secondary_is_judged_on_its_pre_registered_95_interval_and_shows_its_b
     t interval ends at +0.551, below the claimed +0.6, and it is not significant: "refuted"; its
     97.5% interval ends at +0.632 (scipy.stats.t). The primary's two intervals are one."""
     base = [0.800, 0.802, 0.799, 0.801, 0.800, 0.803]
-    table = paper.comparison(_with_differences("snli", "accuracy", base, {
+    table = comparisons.comparison(_with_differences("snli", "accuracy", base, {
         "copy first 3": [1.1] * 6, "copy last": (-0.3, 0.0, 0.1, 0.3, 0.5, 0.6),
         "depth control": [0.0] * 6})).set_index("duplication")
     row, primary = table.loc["copy last"], table.loc["copy first 3"]
@@ -812,7 +814,7 @@ def test_no_gain_is_reproduced_on_the_95_interval_of_a_secondary_where_the_bonfe
     points: 95% interval ±0.433, inside the ±0.5 margin: "reproduced" by the pre-registered
     rule, although its 97.5% Bonferroni interval (±0.532) is not inside."""
     base = [0.850, 0.852, 0.849, 0.851, 0.850, 0.853]
-    table = paper.comparison(_with_differences("sst2", "accuracy", base, {
+    table = comparisons.comparison(_with_differences("sst2", "accuracy", base, {
         "copy first 3": [0.0] * 6, "copy last": (-0.55, -0.35, 0.0, 0.0, 0.35, 0.55),
         "depth control": [0.0] * 6})).set_index("duplication")
     row = table[table["metric"] == "accuracy"].loc["copy last"]
@@ -829,7 +831,7 @@ def test_a_holm_significant_secondary_can_have_a_bonferroni_interval_that_covers
     while its 97.5% interval starts at -0.037. The verdict reads the p-value and the 95% interval
     ([+0.026, +0.574]): a significant gain, "reproduced" against SNLI's claimed +0.6."""
     base = [0.800, 0.802, 0.799, 0.801, 0.800, 0.803]
-    table = paper.comparison(_with_differences("snli", "accuracy", base, {
+    table = comparisons.comparison(_with_differences("snli", "accuracy", base, {
         "copy first 3": [0.0] * 6, "copy last": (0.2, 0.3, 0.5, 0.7, 0.0, 0.1),
         "depth control": [2.0] * 6})).set_index("duplication")
     row = table.loc["copy last"]
@@ -844,8 +846,8 @@ def test_the_bonferroni_level_counts_the_planned_family_while_some_have_not_land
     base = [0.800, 0.802, 0.799, 0.801, 0.800, 0.803]
     results = _with_differences("snli", "accuracy", base, {
         "copy first 3": [0.0] * 6, "copy last": (-0.3, 0.0, 0.1, 0.3, 0.5, 0.6)})
-    planned = paper.comparison(results, family_sizes={("m", "snli"): 4}).set_index("duplication")
-    alone = paper.comparison(results).set_index("duplication")
+    planned = comparisons.comparison(results, family_sizes={("m", "snli"): 4}).set_index("duplication")
+    alone = comparisons.comparison(results).set_index("duplication")
     assert planned.loc["copy last", "bonferroni_confidence"] == 0.9875
     assert alone.loc["copy last", "bonferroni_confidence"] == 0.95
     assert planned.loc["copy last", "bonferroni_ci_high"] == pytest.approx(0.7205457, abs=1e-6)  # scipy.stats.t, df 5
@@ -857,26 +859,26 @@ def test_a_planned_secondary_with_no_run_counts_as_pending_from_the_plan():
     base = [0.800, 0.802, 0.799, 0.801, 0.800, 0.803]
     results = _results("snli", "accuracy", {"baseline": base, "copy first 3": base,
                                             "copy last": base})  # depth control: no run yet
-    table = paper.comparison(results, family_sizes={("m", "snli"): 2})
+    table = comparisons.comparison(results, family_sizes={("m", "snli"): 2})
     accuracy = lambda frame: frame[frame["metric"] == "accuracy"].iloc[0]  # noqa: E731
-    planned = accuracy(paper.overall(table, family_sizes={("m", "snli"): 2}))
+    planned = accuracy(comparisons.overall(table, family_sizes={("m", "snli"): 2}))
     assert (planned["n_secondary"], planned["n_secondary_pending"]) == (1, 1)
-    assert accuracy(paper.overall(table))["n_secondary_pending"] == 0  # without the plan
-    more = accuracy(paper.overall(table, family_sizes={("m", "snli"): 1, ("x", "sst2"): 4}))
+    assert accuracy(comparisons.overall(table))["n_secondary_pending"] == 0  # without the plan
+    more = accuracy(comparisons.overall(table, family_sizes={("m", "snli"): 1, ("x", "sst2"): 4}))
     assert more["n_secondary_pending"] == 0  # the plan never makes a landed one pending
     with pytest.raises(ParameterError, match=r"^family_sizes\[\('m', 'snli'\)\] must be"):
-        paper.overall(table, family_sizes={("m", "snli"): -1})
+        comparisons.overall(table, family_sizes={("m", "snli"): -1})
 
 
 # ----------------------------------------------------------------------------- chapter tables (RQ3, RQ4)
 
 
 def test_intervals_and_p_values_are_written_as_the_chapters_show_them():
-    assert paper.interval_text(1.234, 0.5, 2.0) == "1.23 [0.50, 2.00]"
-    assert paper.interval_text(0.5, -0.1, 1.1, signed=True) == "+0.50 [-0.10, +1.10]"
-    assert paper.interval_text(3.0, np.nan, np.nan) == "3.00"
-    assert paper.interval_text(np.nan, 0.0, 1.0) == ""
-    assert [paper.p_text(p) for p in (0.0004, 0.001, 0.0123, np.nan)] == ["<0.001", "0.001", "0.012", ""]
+    assert interval_text(1.234, 0.5, 2.0) == "1.23 [0.50, 2.00]"
+    assert interval_text(0.5, -0.1, 1.1, signed=True) == "+0.50 [-0.10, +1.10]"
+    assert interval_text(3.0, np.nan, np.nan) == "3.00"
+    assert interval_text(np.nan, 0.0, 1.0) == ""
+    assert [p_text(p) for p in (0.0004, 0.001, 0.0123, np.nan)] == ["<0.001", "0.001", "0.012", ""]
 
 
 def _clear_snli_gain():
@@ -885,12 +887,12 @@ def _clear_snli_gain():
     base = [0.800, 0.802, 0.799, 0.801, 0.800]
     better = [b + 0.010 + 0.0005 * i for i, b in enumerate(base)]
     results = _results("snli", "accuracy", {"baseline": base, "copy first 3": better, "copy last": base})
-    return results, paper.comparison(results)
+    return results, comparisons.comparison(results)
 
 
 def test_the_rq3_task_table_shows_the_trivial_row_then_each_configuration():
     results, table = _clear_snli_gain()
-    shown = paper.task_table(table, "snli", "accuracy")
+    shown = text_rq3.task_table(table, "snli", "accuracy")
     assert list(shown.index) == [("m", "trivial: majority class (positive)"), ("m", "baseline"),
                                  ("m", "copy first 3"), ("m", "copy last")]
     rows = shown.to_dict("records")
@@ -905,7 +907,7 @@ def test_the_rq3_task_table_shows_the_trivial_row_then_each_configuration():
 
 def test_rq3_findings_say_what_the_primary_decides_or_that_nothing_is_decided():
     results, table = _clear_snli_gain()
-    text = paper.findings_text(paper.overall(table), table, results)
+    text = text_rq3.findings_text(comparisons.overall(table), table, results)
     assert text.startswith("- **m on snli** (accuracy): the baseline scores 80.04 [79.90, 80.18] over 5 "
                            "seeds (trivial baseline 50.00). The primary comparison, *copy first 3*, changes "
                            "it by +1.10 [+1.00, +1.20] points over 5 paired seeds (p <0.001; smallest "
@@ -914,27 +916,27 @@ def test_rq3_findings_say_what_the_primary_decides_or_that_nothing_is_decided():
                          "**reproduced**.")
     low = _results("snli", "accuracy", {"baseline": [0.50, 0.51, 0.49, 0.50],
                                          "copy first 3": [0.53, 0.54, 0.52, 0.53]}, trivial=0.34)
-    table = paper.comparison(low)
-    assert paper.findings_text(paper.overall(table), table, low).endswith(
+    table = comparisons.comparison(low)
+    assert text_rq3.findings_text(comparisons.overall(table), table, low).endswith(
         "Its accuracy (50.00) misses the pre-registered floor of 55: **did not learn**, so nothing is decided.")
-    assert paper.findings_text(pd.DataFrame(), pd.DataFrame(), pd.DataFrame()) == "No runs yet."
+    assert text_rq3.findings_text(pd.DataFrame(), pd.DataFrame(), pd.DataFrame()) == "No runs yet."
 
 
 def test_stalled_runs_are_listed_by_model_task_and_configuration():
     results = _results("uspto50k", "accuracy", {"baseline": [0.80, 0.81], "copy last": [0.82, 0.31]},
                        trivial=0.30)
-    points = paper.points_frame(results)
-    text = paper.stalled_text(points, 4)
+    points = comparisons.points_frame(results)
+    text = text_rq3.stalled_text(points, 4)
     assert text.endswith("They stay in every comparison above.\n\n"
                          "- m on uspto50k (accuracy; trivial 30.00, cutoff 55.00): *copy last* at seed 1 (31.00)")
-    fine = paper.points_frame(_results("uspto50k", "accuracy", {"baseline": [0.80, 0.81]}, trivial=0.30))
-    assert paper.stalled_text(fine, 2).endswith("None of the 2 runs did.")
+    fine = comparisons.points_frame(_results("uspto50k", "accuracy", {"baseline": [0.80, 0.81]}, trivial=0.30))
+    assert text_rq3.stalled_text(fine, 2).endswith("None of the 2 runs did.")
 
 
 def test_our_seed_spread_is_the_baselines_and_the_primary_differences_sd():
-    points = paper.points_frame(_results("snli", "accuracy", {"baseline": [0.80, 0.81, 0.79],
-                                                              "copy first 3": [0.81, 0.83, 0.80]}))
-    spread = paper.observed_seed_spread(points).reset_index().to_dict("records")
+    points = comparisons.points_frame(_results("snli", "accuracy", {"baseline": [0.80, 0.81, 0.79],
+                                                                    "copy first 3": [0.81, 0.83, 0.80]}))
+    spread = comparisons.observed_seed_spread(points).reset_index().to_dict("records")
     # baseline 80, 81, 79: sd 1.0; differences 1, 2, 1: sd 0.577
     assert spread == [{"model": "m", "task": "snli", "seeds": 3, "baseline sd": 1.0,
                        "primary": "copy first 3", "sd of paired differences": 0.58}]
@@ -942,19 +944,19 @@ def test_our_seed_spread_is_the_baselines_and_the_primary_differences_sd():
 
 def test_the_rq4_grid_beside_table_and_text_read_the_comparison():
     results, table = _clear_snli_gain()
-    main = paper.primary_rows(table)
-    status = paper.learning_status(results)
-    grid = paper.gain_grid(main, status)
+    main = comparisons.primary_rows(table)
+    status = comparisons.learning_status(results)
+    grid = text_rq4.gain_grid(main, status)
     assert grid.to_dict() == {"m": {("snli", "copy first 3", "baseline"): "+1.10 [+1.00, +1.20] * (primary)",
                                     ("snli", "copy last", "baseline"): "+0.00 [+0.00, +0.00] (95%)"}}
-    summary = paper.overall(main)
-    beside = paper.beside_table(summary, status).reset_index().to_dict("records")
+    summary = comparisons.overall(main)
+    beside = text_rq4.beside_table(summary, status).reset_index().to_dict("records")
     assert beside == [{"task": "snli", "metric": "accuracy", "paper": "up to +0.6 accuracy", "model": "m",
                        "baseline learned the task": "yes", "primary configuration": "copy first 3",
                        "its gain [95% CI]": "+1.10 [+1.00, +1.20]", "secondary gains / losses": "0 / 0 of 1",
                        "verdict": "reproduced"}]
     claims = {"rq4-consistent-across-models": {"verdict": "V"}, "rq3-method": {"ours": "O"}}
-    lines = paper.consistency_text(summary, main, status, claims).split("\n")
+    lines = text_rq4.consistency_text(summary, main, status, claims).split("\n")
     assert lines == [
         "- Of the 1 cells whose baseline learned, 1 have all their planned primary runs: the paper's "
         "configuration is significantly better in 1 and significantly worse in 0.",
@@ -968,15 +970,15 @@ def test_the_rq4_grid_beside_table_and_text_read_the_comparison():
     # below the floor: every cell says so, and the text counts it as skipped
     low = _results("snli", "accuracy", {"baseline": [0.50, 0.51, 0.49, 0.50],
                                          "copy first 3": [0.53, 0.54, 0.52, 0.53]}, trivial=0.34)
-    main = paper.primary_rows(paper.comparison(low))
-    status = paper.learning_status(low)
-    assert paper.gain_grid(main, status).iloc[0, 0] == "did not learn"
-    text = paper.consistency_text(paper.overall(main), main, status, claims)
+    main = comparisons.primary_rows(comparisons.comparison(low))
+    status = comparisons.learning_status(low)
+    assert text_rq4.gain_grid(main, status).iloc[0, 0] == "did not learn"
+    text = text_rq4.consistency_text(comparisons.overall(main), main, status, claims)
     assert text.startswith("- In 1 of 1 model × task cells the baseline misses its pre-registered floor "
                            "(m on snli)") and "- No cell's baseline learned its task" in text
     # short of its planned seeds: the gain with its pending verdict
-    pending = paper.comparison(results, planned_seeds={("m", "snli"): 8})
-    cell = paper.gain_grid(paper.primary_rows(pending), paper.learning_status(results)).iloc[0, 0]
+    pending = comparisons.comparison(results, planned_seeds={("m", "snli"): 8})
+    cell = text_rq4.gain_grid(comparisons.primary_rows(pending), comparisons.learning_status(results)).iloc[0, 0]
     assert cell == "+1.10 [+1.00, +1.20] (pending (5/8 seeds))"
 
 
@@ -989,7 +991,7 @@ def test_the_rq3_design_table_reads_the_plan():
                             duplications=["baseline", "copy first 3", "copy last"], seeds=[0, 1, 2, 3, 4],
                             max_train_samples=3000, max_eval_samples=None,
                             hyperparameters=SimpleNamespace(learning_rate=1e-4, epochs=3.0, batch_size=32))
-    row = paper.study_design([entry]).reset_index().to_dict("records")[0]
+    row = text_rq3.study_design([entry]).reset_index().to_dict("records")[0]
     assert row == {"model": "m", "task": "snli", "primary": "copy first 3 vs baseline",
                    "secondary": "copy last", "train": 3000, "eval": "all",
                    "lr": "0.0001", "epochs": "3", "batch": 32, "seeds": 5,
@@ -997,7 +999,7 @@ def test_the_rq3_design_table_reads_the_plan():
     assert 1.0 < row["detectable (x sd)"] < 2.0
     assert paper.rq3_claims(["snli"]).index.tolist() == ["rq3-snli-accuracy"]
     assert paper.rq3_claims(["uspto50k"]).empty
-    text = paper.verdict_rule_text()
+    text = text_rq3.verdict_rule_text()
     assert text.startswith("The verdict rule, fixed before any run") and "\n    " not in text
     assert "alpha = 0.05 detects with 80% power" in text
 
@@ -1010,7 +1012,7 @@ def test_pilot_tables_read_their_files_and_are_empty_without_one(tmp_path):
                                  "learning_rate": 1e-4, "epochs": 2, "batch_size": 32, "wall_s": 100.0,
                                  "curve": [[32, 0.5, 0.7], [64, 0.612, 0.6],
                                            [96, 0.60449, 0.6]]}) + "\n")
-    row = paper.pilot_table(pilot).reset_index().to_dict("records")[0]
+    row = text_rq3.pilot_table(pilot).reset_index().to_dict("records")[0]
     assert row["accuracy along the way"] == "50.0, 61.2, 60.4" and row["final"] == 60.4
     assert row["steps"] == 96 and row["minutes"] == 1.7  # 100 s
     squad = tmp_path / "squad.jsonl"
@@ -1019,19 +1021,19 @@ def test_pilot_tables_read_their_files_and_are_empty_without_one(tmp_path):
                                  "hyperparameters": {"learning_rate": 3e-4, "epochs": 2.0},
                                  "metrics": {"HasAns_f1": 23.44, "NoAns_f1": 65.1, "f1": 44.44, "best_f1": 49.06},
                                  "baselines": {"f1": 48.61}}) + "\n")
-    row = paper.squad_pilot_table(squad).reset_index().to_dict("records")[0]
+    row = text_rq3.squad_pilot_table(squad).reset_index().to_dict("records")[0]
     assert row["HasAns F1"] == 23.4 and row["F1"] == 44.4 and row["all-empty F1"] == 48.6
     assert row["learned (HasAns_f1 >= 25)"] == False and row["train minutes"] == 41  # noqa: E712
-    assert paper.pilot_table(tmp_path / "none.jsonl").empty and paper.squad_pilot_table(tmp_path / "no").empty
+    assert text_rq3.pilot_table(tmp_path / "none.jsonl").empty and text_rq3.squad_pilot_table(tmp_path / "no").empty
 
 
 def test_run_counts_and_the_replication_text():
     results = _results("snli", "accuracy", {"baseline": [0.8, 0.81], "copy last": [0.8, 0.8]})
     results = results.assign(n_train=[32, 32, 16, 32], n_eval=64, train_steps=2)
-    counts = paper.run_counts(results).reset_index().to_dict("records")
+    counts = comparisons.run_counts(results).reset_index().to_dict("records")
     assert counts == [{"model": "m", "task": "snli", "runs": 4, "seeds": 2, "configurations": 2,
                        "train_examples": 32, "eval_examples": 64, "steps_per_run": 2}]
-    text = paper.replication_text()
+    text = text_rq3.replication_text()
     assert text.startswith("Same replication: ") and text.endswith("SQuAD 2.0 F1 80.7 / 81.8 / 81.8.")
 
 
@@ -1042,9 +1044,9 @@ def test_overall_gives_none_for_a_claimed_gain_read_back_as_nan():
     """overall: a claimed_gain column of floats (NaN where the paper claims nothing) gives None, not NaN."""
     runs = _with_macro_f1(_results("snli", "accuracy", {
         "baseline": BASE, "copy first 3": [b + 0.01 + 0.0005 * i for i, b in enumerate(BASE)]}))
-    table = paper.comparison(runs)
+    table = comparisons.comparison(runs)
     read_back = table.assign(claimed_gain=table["claimed_gain"].astype(float))  # as from a CSV file
-    summary = paper.overall(read_back)
+    summary = comparisons.overall(read_back)
     assert summary["metric"].tolist() == ["accuracy", "macro_f1"]
     assert summary["claimed_gain"].tolist() == [0.6, None]
     assert summary["verdict"].tolist() == ["reproduced", "not stated"]
@@ -1053,12 +1055,12 @@ def test_overall_gives_none_for_a_claimed_gain_read_back_as_nan():
 def test_the_rq3_task_table_trivial_row_in_full_and_a_baseline_alone():
     """task_table: every cell of the trivial row; a baseline without other configurations has one too."""
     _, table = _clear_snli_gain()
-    trivial = paper.task_table(table, "snli", "accuracy").reset_index().to_dict("records")[0]
+    trivial = text_rq3.task_table(table, "snli", "accuracy").reset_index().to_dict("records")[0]
     assert trivial == {"model": "m", "configuration": "trivial: majority class (positive)", "role": "", "seeds": "",
                        "accuracy [95% CI]": "50.00", "gain [95% CI]": "", "Bonferroni CI": "", "vs": "", "p": "",
                        "deciding p": "", "smallest detectable gain": "", "paper": "", "verdict": ""}
-    alone = paper.comparison(_results("snli", "accuracy", {"baseline": [0.80, 0.81]}, trivial=0.34))
-    shown = paper.task_table(alone, "snli", "accuracy")
+    alone = comparisons.comparison(_results("snli", "accuracy", {"baseline": [0.80, 0.81]}, trivial=0.34))
+    shown = text_rq3.task_table(alone, "snli", "accuracy")
     assert list(shown.index) == [("m", "trivial: majority class (positive)"), ("m", "baseline")]
     assert shown["accuracy [95% CI]"].tolist()[0] == "34.00"
 
@@ -1072,13 +1074,13 @@ def _two_models_on_snli():
                                           "copy first 3": [0.81, 0.80, 0.80, 0.81],
                                           "copy 2": [0.80, 0.80, 0.80, 0.80]}, trivial=0.34)
     results = pd.concat([low.assign(model="a"), good.assign(model="b")], ignore_index=True)
-    return results, paper.comparison(results)
+    return results, comparisons.comparison(results)
 
 
 def test_rq3_findings_judge_each_model_on_its_own_baseline_and_floor():
     """findings_text: model b's line reads b's baseline and b's floor, not those of model a listed before it."""
     results, table = _two_models_on_snli()
-    lines = paper.findings_text(paper.overall(table), table, results).split("\n")
+    lines = text_rq3.findings_text(comparisons.overall(table), table, results).split("\n")
     assert lines[0] == ("- **a on snli** (accuracy): the baseline scores 50.00 [48.70, 51.30] over 4 seeds (trivial "
                         "baseline 34.00). Its accuracy (50.00) misses the pre-registered floor of 55: **did not "
                         "learn**, so nothing is decided.")
@@ -1091,9 +1093,9 @@ def test_rq3_findings_judge_each_model_on_its_own_baseline_and_floor():
 def test_rq4_text_counts_a_non_significant_primary_as_neither_and_keeps_the_configurations_order():
     """consistency_text: p 0.391 is not significant; configurations in the table's order (copy first 3, copy 2)."""
     results, table = _two_models_on_snli()
-    main = paper.primary_rows(table)
+    main = comparisons.primary_rows(table)
     claims = {"rq4-consistent-across-models": {"verdict": "V"}, "rq3-method": {"ours": "O"}}
-    lines = paper.consistency_text(paper.overall(main), main, paper.learning_status(results), claims).split("\n")
+    lines = text_rq4.consistency_text(comparisons.overall(main), main, comparisons.learning_status(results), claims).split("\n")
     assert lines[:4] == [
         "- In 1 of 2 model × task cells the baseline misses its pre-registered floor (a on snli): it did not "
         "learn the task, and those runs say nothing about duplication.",
@@ -1109,7 +1111,7 @@ def test_stalled_text_lists_several_seeds_of_one_configuration():
     """stalled_text: two stalled seeds of one configuration, "seeds 0 (31.00), 1 (32.00)"."""
     results = _results("uspto50k", "accuracy", {"baseline": [0.80, 0.81], "copy last": [0.31, 0.32]},
                        trivial=0.30)
-    assert paper.stalled_text(paper.points_frame(results), 4).endswith(
+    assert text_rq3.stalled_text(comparisons.points_frame(results), 4).endswith(
         "- m on uspto50k (accuracy; trivial 30.00, cutoff 55.00): *copy last* at seeds 0 (31.00), 1 (32.00)")
 
 
@@ -1120,7 +1122,7 @@ def test_the_rq3_design_table_says_none_without_a_primary():
     entry = SimpleNamespace(model="m", task="snli", primary=(), duplications=["baseline", "copy last"],
                             seeds=[0, 1], max_train_samples=None, max_eval_samples=500,
                             hyperparameters=SimpleNamespace(learning_rate=2e-5, epochs=1.0, batch_size=16))
-    row = paper.study_design([entry]).iloc[0]
+    row = text_rq3.study_design([entry]).iloc[0]
     assert (row["primary"], row["secondary"], row["train"], row["eval"]) == ("none", "baseline, copy last",
                                                                              "all", 500)
 
@@ -1138,7 +1140,7 @@ def test_the_rq3_study_table_writes_each_cell():
          "trivial": np.nan, "train_min": np.nan, "eval_min": np.nan, "primary": None, "gain": np.nan,
          "gain_ci_low": np.nan, "gain_ci_high": np.nan, "p_value": np.nan, "n_pairs": np.nan,
          "min_detectable_gain": np.nan, "verdict": "pending (0/5 seeds)"}])
-    rows = paper.study_table(study).reset_index().to_dict("records")
+    rows = text_rq3.study_table(study).reset_index().to_dict("records")
     assert rows == [
         {"model": "m", "task": "snli", "metric": "accuracy", "seeds": 5, "runs (primary; secondary)": "10/10; 5/5",
          "baseline [95% CI]": "80.04 [79.90, 80.18]", "trivial": "34.00", "minutes per run (train + eval)": "12 + 0.5",
@@ -1147,7 +1149,7 @@ def test_the_rq3_study_table_writes_each_cell():
         {"model": "m", "task": "sst2", "metric": "accuracy", "seeds": 5, "runs (primary; secondary)": "0/10; 0/5",
          "baseline [95% CI]": "", "trivial": "", "minutes per run (train + eval)": "", "primary": "",
          "gain [95% CI]": "", "p": "", "smallest detectable gain": "", "verdict": "pending (0/5 seeds)"}]
-    assert "minutes per run (train + eval)" not in paper.study_table(study, timed=False).columns
+    assert "minutes per run (train + eval)" not in text_rq3.study_table(study, timed=False).columns
 
 
 @pytest.mark.parametrize("shift, verdict", [(0.010, "confirmed"), (-0.010, "refuted"),
@@ -1158,33 +1160,33 @@ def test_confirmatory_test_reads_the_95_percent_interval_of_the_paired_gain(shif
     tested = [b + shift + s for b, s in zip(base, spread)]
     results = _results("snli", "accuracy", {"baseline": base, "copy last": tested,
                                             "copy first 3": base})
-    row = paper.confirmatory_test(results, {("m", "snli"): 5}).iloc[0]
+    row = comparisons.confirmatory_test(results, {("m", "snli"): 5}).iloc[0]
     differences = 100 * (np.array(tested) - np.array(base))
     low, high = stats.t.interval(0.95, 4, loc=differences.mean(), scale=stats.sem(differences))
     assert row["gain"] == pytest.approx(differences.mean(), abs=1e-9)
     assert (row["gain_ci_low"], row["gain_ci_high"]) == pytest.approx((low, high), abs=1e-9)
     assert row["baseline_mean"] == pytest.approx(80.04, abs=1e-9) and row["n_pairs"] == 5
     assert row["seeds"] == "0, 1, 2, 3, 4" and row["verdict"] == verdict
-    assert list(paper.confirmatory_test(results, {("m", "snli"): 5}).columns) \
-        == paper.CONFIRMATORY_COLUMNS
+    assert list(comparisons.confirmatory_test(results, {("m", "snli"): 5}).columns) \
+        == comparisons.CONFIRMATORY_COLUMNS
 
 
 def test_confirmatory_test_waits_for_its_seeds_and_for_a_baseline_that_learned():
     base = [0.800, 0.802, 0.799, 0.801, 0.800]
     better = [b + 0.010 + 0.001 * i for i, b in enumerate(base)]
     partial = _results("snli", "accuracy", {"baseline": base, "copy last": better[:3]})
-    assert paper.confirmatory_test(partial, {("m", "snli"): 5})["verdict"].item() \
+    assert comparisons.confirmatory_test(partial, {("m", "snli"): 5})["verdict"].item() \
         == "pending (3/5 seeds)"
     only_base = _results("snli", "accuracy", {"baseline": base})
-    row = paper.confirmatory_test(only_base, {("m", "snli"): 5}).iloc[0]
+    row = comparisons.confirmatory_test(only_base, {("m", "snli"): 5}).iloc[0]
     assert row["verdict"] == "pending (0/5 seeds)" and row["seeds"] == "none"
     assert math.isnan(row["gain"])
     weak = [0.50, 0.52, 0.51, 0.50, 0.51]  # below SNLI's floor of 55 points
-    row = paper.confirmatory_test(_results("snli", "accuracy", {
+    row = comparisons.confirmatory_test(_results("snli", "accuracy", {
         "baseline": weak, "copy last": [w + 0.05 for w in weak]}), {("m", "snli"): 5}).iloc[0]
     assert row["verdict"] == "did not learn" and row["floor"] == 55.0
     with pytest.raises(ValueError, match="metric 'f1' is not one of snli's: accuracy, macro_f1"):
-        paper.confirmatory_test(partial, {("m", "snli"): 5}, metric="f1")
+        comparisons.confirmatory_test(partial, {("m", "snli"): 5}, metric="f1")
 
 
 def test_the_confirmatory_tests_origin_is_the_studys_exploratory_secondary():
@@ -1194,7 +1196,7 @@ def test_the_confirmatory_tests_origin_is_the_studys_exploratory_secondary():
 
     rows = ResultsFile(Path(__file__).resolve().parents[1] / "results/cpu/rq3.jsonl").frame()
     rows = rows[(rows["model"] == "all-MiniLM-L6-v2") & (rows["task"] == "snli")]
-    row = paper.confirmatory_test(rows, {("all-MiniLM-L6-v2", "snli"): 8}).iloc[0]
+    row = comparisons.confirmatory_test(rows, {("all-MiniLM-L6-v2", "snli"): 8}).iloc[0]
     assert row["seeds"] == "0, 1, 2, 3, 4, 5, 6, 7"
     assert (row["gain"], row["gain_ci_low"], row["gain_ci_high"], row["p_value"]) \
         == pytest.approx((0.545, 0.137121, 0.952879, 0.015938), abs=5e-6)
@@ -1204,11 +1206,11 @@ def test_confirmatory_text_says_the_verdict_the_interval_and_the_floor():
     base = [0.800, 0.802, 0.799, 0.801, 0.800]
     better = [b + 0.010 + 0.001 * i for i, b in enumerate(base)]
     full = _results("snli", "accuracy", {"baseline": base, "copy last": better})
-    assert paper.confirmatory_text(paper.confirmatory_test(full, {("m", "snli"): 5})) == (
+    assert text_rq3.confirmatory_text(comparisons.confirmatory_test(full, {("m", "snli"): 5})) == (
         "- m x snli, copy last - baseline (accuracy): **confirmed**: +1.20 [+1.00, +1.40] points "
         "(p <0.001, seeds 0, 1, 2, 3, 4); baseline 80.04 [79.90, 80.18] against a floor of 55.")
-    partial = paper.confirmatory_test(full.iloc[:7], {("m", "snli"): 5})
-    assert paper.confirmatory_text(partial) == (
+    partial = comparisons.confirmatory_test(full.iloc[:7], {("m", "snli"): 5})
+    assert text_rq3.confirmatory_text(partial) == (
         "- m x snli, copy last - baseline (accuracy): **pending (2/5 seeds)**; nothing is judged "
         "before every planned pair has landed.")
 
@@ -1221,28 +1223,28 @@ def test_confirmatory_test_is_against_the_baseline_whatever_reference_the_runs_r
     better = [b + 0.050 + 0.001 * i for i, b in enumerate(base)]
     results = _results("snli", "accuracy", {"baseline": base, "copy last": better},
                        roles={"copy last": ("unshared baseline", "secondary")})
-    row = paper.confirmatory_test(results, {("m", "snli"): 5}).iloc[0]
+    row = comparisons.confirmatory_test(results, {("m", "snli"): 5}).iloc[0]
     assert row["gain"] == pytest.approx(5.2, abs=1e-9) and row["verdict"] == "confirmed"
 
 
 def test_confirmatory_test_rows_follow_the_plan():
     base = [0.50, 0.52, 0.51]  # below SNLI's floor of 55 points: pending still comes first
     weak = _results("snli", "accuracy", {"baseline": base, "copy last": base[:2]})
-    assert paper.confirmatory_test(weak, {("m", "snli"): 3})["verdict"].item() \
+    assert comparisons.confirmatory_test(weak, {("m", "snli"): 3})["verdict"].item() \
         == "pending (2/3 seeds)"
     only_tested = _results("snli", "accuracy", {"copy last": [0.8, 0.81]})
-    row = paper.confirmatory_test(only_tested, {("m", "snli"): 2}).iloc[0]
+    row = comparisons.confirmatory_test(only_tested, {("m", "snli"): 2}).iloc[0]
     assert row["verdict"] == "pending (0/2 seeds)" and math.isnan(row["baseline_mean"])
     assert math.isnan(row["mean"]) and math.isnan(row["gain"])  # nothing paired: nothing shown
     one = _results("snli", "accuracy", {"baseline": [0.80], "copy last": [0.81]})
-    assert paper.confirmatory_test(one, {("m", "snli"): 1})["verdict"].item() \
+    assert comparisons.confirmatory_test(one, {("m", "snli"): 1})["verdict"].item() \
         == "no interval (1 pair)"
-    none = paper.confirmatory_test(pd.DataFrame(), {("m", "snli"): 4, ("n", "sst2"): 4})
+    none = comparisons.confirmatory_test(pd.DataFrame(), {("m", "snli"): 4, ("n", "sst2"): 4})
     assert none[["model", "task", "verdict"]].values.tolist() == [
         ["m", "snli", "pending (0/4 seeds)"], ["n", "sst2", "pending (0/4 seeds)"]]
     with pytest.raises(ValueError, match=r"results hold runs of \[\('m', 'snli'\)\], which "
                                          r"planned_seeds lacks"):
-        paper.confirmatory_test(one, {("n", "snli"): 1})
+        comparisons.confirmatory_test(one, {("n", "snli"): 1})
 
 
 def test_confirmatory_test_keeps_models_apart_and_reads_the_baseline_it_is_given():
@@ -1251,13 +1253,13 @@ def test_confirmatory_test_keeps_models_apart_and_reads_the_baseline_it_is_given
     first = _results("snli", "accuracy", {"control": base,
                                           "copy last": [b + 0.01 + 0.001 * i for i, b in enumerate(base)]})
     second = _results("snli", "accuracy", {"control": base, "copy last": base[:4]}).assign(model="n")
-    tests = paper.confirmatory_test(pd.concat([first, second], ignore_index=True),
-                                    {("n", "snli"): 5, ("m", "snli"): 5}, baseline="control")
+    tests = comparisons.confirmatory_test(pd.concat([first, second], ignore_index=True),
+                                          {("n", "snli"): 5, ("m", "snli"): 5}, baseline="control")
     assert tests["model"].tolist() == ["n", "m"]  # the plan's order
     assert tests["verdict"].tolist() == ["pending (4/5 seeds)", "confirmed"]
     assert tests["gain"].tolist() == pytest.approx([0.0, 1.2], abs=1e-9)  # a partial gain, pending
     assert tests["seeds"].tolist() == ["0, 1, 2, 3", "0, 1, 2, 3, 4"]
-    assert paper.confirmatory_text(tests).splitlines() == [
+    assert text_rq3.confirmatory_text(tests).splitlines() == [
         "- n x snli, copy last - control (accuracy): **pending (4/5 seeds)**; nothing is judged "
         "before every planned pair has landed.",
         "- m x snli, copy last - control (accuracy): **confirmed**: +1.20 [+1.00, +1.40] points "

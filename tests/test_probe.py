@@ -10,6 +10,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 import dupbert.probe as probe_module
+from dupbert import text_rq1
 from dupbert import (masked_prediction_accuracy, probe_models, random_init_control,
                      reconstruction_accuracy)
 from dupbert.errors import DeviceNotAvailable
@@ -699,7 +700,7 @@ def test_probe_models_refuses_bad_arguments_before_loading_or_reading_the_cache(
 
 
 def test_translator_comparison_keeps_the_baseline_of_each_lens():
-    from dupbert.probe import translator_comparison, translator_curves
+    from dupbert.text_rq1 import translator_comparison, translator_curves
 
     def frame(value, duplications=("baseline", "first 1 copied")):
         return pd.DataFrame([dict(model="m", duplication=d, variant="pretrained", layer=l,
@@ -737,7 +738,7 @@ def _reconstruction_frame():
 
 
 def test_reconstruction_table_puts_top1_top5_then_the_controls_per_model():
-    table = probe_module.reconstruction_table(_reconstruction_frame(), ["n", "m"])
+    table = text_rq1.reconstruction_table(_reconstruction_frame(), ["n", "m"])
     assert list(table.columns) == ["n", "m", "n control", "m control"]
     assert table.index.name == "hidden state" and table.index.tolist() == [0, 1, 2, 3, 4]
     assert table.loc[0, "m"] == "0.100 (0.300)" and table.loc[4, "m"] == "0.970 (0.990)"
@@ -763,12 +764,12 @@ N_RECONSTRUCTION = (
 
 def test_describe_reconstruction_in_words():
     frame = _reconstruction_frame()
-    text = probe_module.describe_reconstruction(frame, ["m", "n"])
+    text = text_rq1.describe_reconstruction(frame, ["m", "n"])
     assert text == M_RECONSTRUCTION + "\n" + N_RECONSTRUCTION
     # hidden state 3 (85%) breaks the run above 90%; at 80% the run starts at hidden state 1
-    lower = probe_module.describe_reconstruction(frame, ["m"], threshold=0.8)
+    lower = text_rq1.describe_reconstruction(frame, ["m"], threshold=0.8)
     assert "From hidden state 1 on, every hidden state is decoded at 80% or more." in lower
-    higher = probe_module.describe_reconstruction(frame, ["m"], threshold=0.98)
+    higher = text_rq1.describe_reconstruction(frame, ["m"], threshold=0.98)
     assert "Even the last hidden state is decoded below 98%. The random-init" in higher
 
 
@@ -782,7 +783,7 @@ def _summary():
 
 
 def test_duplication_table_names_the_columns_and_signs_the_change():
-    table = probe_module.duplication_table(_summary())
+    table = text_rq1.duplication_table(_summary())
     assert table.index.names == ["model", "duplication"]
     assert list(table.columns) == ["blocks", "copies", "top-1 at copies", "top-1 before 1st copy",
                                    "min top-1 after", "top-1 last", "change of last"]
@@ -794,7 +795,7 @@ def test_duplication_table_names_the_columns_and_signs_the_change():
 
 
 def test_describe_duplication_gives_ranges_and_the_largest_drop():
-    assert probe_module.describe_duplication(_summary(), ["m"]) == (
+    assert text_rq1.describe_duplication(_summary(), ["m"]) == (
         "- **m**: over 2 duplicated variants, the hidden states that copies produce are decoded "
         "at 75.0% to 85.0% top-1; the last hidden state changes by -2.0% to +3.0% against the "
         "baseline (largest drop: block 1 copied).")
@@ -816,7 +817,7 @@ def _masked_frames():
 
 
 def test_masked_table_shows_the_models_as_loaded():
-    caption, table = probe_module.masked_table(_masked_frames()[1], ["m", "n"])
+    caption, table = text_rq1.masked_table(_masked_frames()[1], ["m", "n"])
     assert caption == ("Masked-token top-1 accuracy per hidden state, each model as loaded "
                        "(m: 17 masked tokens, n: 9 masked tokens):")
     assert list(table.columns) == ["m", "n"] and table.index.name == "hidden state"
@@ -826,19 +827,19 @@ def test_masked_table_shows_the_models_as_loaded():
 
 def test_describe_masked_separates_copying_from_predicting():
     reconstruction, masked = _masked_frames()
-    assert probe_module.describe_masked(reconstruction, masked, ["m"]) == (
+    assert text_rq1.describe_masked(reconstruction, masked, ["m"]) == (
         "- **m**: the head reconstructs unmasked tokens at 90% of its best from hidden state 2 on, "
         "but predicts masked tokens at 90% of its best (95.0%) only from hidden state 3 on; at "
         "hidden state 2 it predicts 47.5% of the masked tokens against 90.0% reconstructed. From "
         "the last hidden state it predicts 95.0% of the masked tokens; with `first 1 copied` the "
         "last hidden state predicts 4.0 points fewer.")
-    half = probe_module.describe_masked(reconstruction, masked, ["m"], share=0.5)
+    half = text_rq1.describe_masked(reconstruction, masked, ["m"], share=0.5)
     assert half.startswith("- **m**: the head reconstructs unmasked tokens at 50% of its best from "
                            "hidden state 1 on, but predicts masked tokens at 50% of its best "
                            "(95.0%) only from hidden state 2 on; at hidden state 1 it predicts "
                            "30.0% of the masked tokens against 85.0% reconstructed.")
     better = masked.assign(top1=masked["top1"].where(masked["top1"] != 0.91, 0.97))
-    assert probe_module.describe_masked(reconstruction, better, ["m"]).endswith(
+    assert text_rq1.describe_masked(reconstruction, better, ["m"]).endswith(
         "with `first 1 copied` the last hidden state predicts 2.0 points more.")
 
 
@@ -848,7 +849,7 @@ def test_translator_table_is_top1_per_hidden_state_and_lens():
                                for layer, value in ((0, 0.1234), (1, 0.5))
                                for measure in ("reconstruction", "masked")
                                for translator in ("identity", "linear")])
-    table = probe_module.translator_table(comparison)
+    table = text_rq1.translator_table(comparison)
     assert table.index.tolist() == [0, 1]
     assert table.loc[0, ("m", "masked", "identity")] == "0.123"
     assert table.loc[1, ("m", "reconstruction", "identity")] == "0.500"

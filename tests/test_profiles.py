@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dupbert import paper, params, profiles
+from dupbert import comparisons, params, profiles, studies, sweeps, text_rq3
 from dupbert.cli import main
 from dupbert.errors import DupbertError, ParameterError
 from dupbert.tasks import UnknownTask
@@ -48,7 +48,7 @@ def test_cpu_profile_is_the_preregistered_study(zoo_env):
     assert by_cell["rxnfp-bert", "uspto50k"].hyperparameters.learning_rate == 1e-4
     assert (by_cell["all-MiniLM-L6-v2", "snli"].max_train_samples,
             by_cell["all-MiniLM-L6-v2", "snli"].max_eval_samples) == (3000, 5000)
-    order = profiles.run_order(plan)
+    order = sweeps.run_order(plan)
     assert [d for _, d in order[:4]] == [("baseline", "copy first 3")] * 2 + [
         ("baseline", "repeat shared +3")] + [("baseline", "copy first 3")]
     assert all("baseline" not in d for _, d in order[4:])  # then the secondary configurations
@@ -61,7 +61,7 @@ def test_cpu_profile_is_the_preregistered_study(zoo_env):
     assert profiles.planned_seeds(PARAMS / "cpu" / "rq3.yaml") == profiles.planned_seeds(plan) == {
         ("all-MiniLM-L6-v2", "snli"): 8, ("all-MiniLM-L6-v2", "sst2"): 8,
         ("rxnmapper-albert", "uspto50k"): 8, ("rxnfp-bert", "uspto50k"): 4}
-    keys = profiles.planned_run_keys(plan)
+    keys = sweeps.planned_run_keys(plan)
     assert len(keys) == 8 * (4 + 4 + 6) + 4 * 4
     committed = ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").keys()
     assert committed <= keys  # only this study's runs; none of the old 4-step rows
@@ -151,7 +151,7 @@ def test_cli_profile_runs_the_notebook_runs_and_resumes(tmp_path, zoo_env, capsy
     assert main(args) == 0
     parameters = profiles.restrict_models(profiles.load_profile(profile), ["rxnmapper-albert"])
     plan, _ = profiles.plan_sweep(parameters)
-    expected = profiles.planned_run_keys(plan)
+    expected = sweeps.planned_run_keys(plan)
     rows = ResultsFile(tmp_path / "r.jsonl").rows()
     assert {r["run_key"] for r in rows} == expected and len(rows) == 2
     assert main(args) == 0  # resumed: nothing new, nothing doubled
@@ -279,13 +279,13 @@ def test_a_profile_that_is_not_yaml_is_named(tmp_path):
 def test_the_cpu_profile_plans_the_same_runs_after_the_checks(zoo_env):
     """The checks refuse bad plans only: the study's plan, and every committed row's key in it."""
     cpu = profiles.load_profile(PARAMS / "cpu" / "rq3.yaml")
-    keys = profiles.planned_run_keys(profiles.plan_sweep(cpu)[0])
+    keys = sweeps.planned_run_keys(profiles.plan_sweep(cpu)[0])
     assert len(keys) == 128
     rows = ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").keyed_rows()
     assert len(rows) >= 78 and {key for key, _ in rows} <= keys
     one = profiles.restrict_models(cpu, ["rxnfp-bert"])
     assert one["learning_rate"]["uspto50k"] == {"rxnfp-bert": 1e-4}  # the other model's entry cut
-    assert profiles.planned_run_keys(profiles.plan_sweep(one)[0]) <= keys
+    assert sweeps.planned_run_keys(profiles.plan_sweep(one)[0]) <= keys
 
 
 def _study_rows():
@@ -317,7 +317,7 @@ def _study_plan():
 
 
 def test_plan_progress_counts_landed_runs_and_their_minutes():
-    progress = profiles.plan_progress(_study_plan(), _study_rows())
+    progress = studies.plan_progress(_study_plan(), _study_rows())
     assert progress.reset_index().to_dict("records")[0] == dict(
         model="m", task="snli", seeds=3, primary="6/6", secondary="1/3", planned=9, landed=7,
         train_min=pytest.approx(round((600 * 7 + 60 * (0 * 3 + 1 * 2 + 2 * 2)) / 7 / 60, 1)),
@@ -333,13 +333,13 @@ def test_study_summary_is_the_acceptance_table_of_a_hand_study():
     import pandas as pd
     from scipy import stats
 
-    from dupbert import paper, significance
+    from dupbert import significance
 
     plan, rows = _study_plan(), _study_rows()
-    table = paper.comparison(rows, planned_seeds=profiles.planned_seeds(plan),
-                             family_sizes=profiles.planned_family_sizes(plan))
-    summary = profiles.study_summary(plan, rows, table)
-    assert list(summary.columns) == profiles.STUDY_SUMMARY_COLUMNS
+    table = comparisons.comparison(rows, planned_seeds=profiles.planned_seeds(plan),
+                                   family_sizes=profiles.planned_family_sizes(plan))
+    summary = studies.study_summary(plan, rows, table)
+    assert list(summary.columns) == studies.STUDY_SUMMARY_COLUMNS
     first, second = summary.to_dict("records")
     t = stats.t.ppf(0.975, 2)
     half = t * (1 / 3) ** 0.5 / 3 ** 0.5
@@ -356,7 +356,7 @@ def test_study_summary_is_the_acceptance_table_of_a_hand_study():
     assert second["runs_primary"] == "0/4" and second["primary"] is None
     assert second["n_pairs"] == 0 and second["verdict"] == "pending (0/2 seeds)"
     assert all(math.isnan(second[c]) for c in ("baseline_mean", "gain", "trivial", "train_min"))
-    empty = profiles.study_summary(plan, rows.iloc[:0], pd.DataFrame())
+    empty = studies.study_summary(plan, rows.iloc[:0], pd.DataFrame())
     assert empty["verdict"].tolist() == ["pending (0/3 seeds)", "pending (0/2 seeds)"]
 
 
@@ -397,8 +397,8 @@ def test_the_confirmatory_profile_repeats_the_study_cell_on_new_seeds(zoo_env):
         cell.max_train_samples, cell.max_eval_samples, cell.overrides) == (
         3000, 5000, (("batch_size", 32), ("epochs", 3.0), ("group_by_length", False),
                      ("learning_rate", 1e-4), ("max_steps", -1)))
-    assert profiles.planned_run_keys([confirm]).isdisjoint(profiles.planned_run_keys(study))
-    assert len(profiles.planned_run_keys([confirm])) == 16
+    assert sweeps.planned_run_keys([confirm]).isdisjoint(sweeps.planned_run_keys(study))
+    assert len(sweeps.planned_run_keys([confirm])) == 16
 
 
 def test_a_confirmatory_study_tests_one_configuration(tmp_path):
@@ -410,26 +410,26 @@ def test_a_confirmatory_study_tests_one_configuration(tmp_path):
                                              r"configuration to test, and name a results_path; "
                                              r"it plans baseline, copy last, repeat shared \+3 "
                                              r"and results_path '.*r\.jsonl'$"):
-        profiles.confirmatory_study(profile)
+        studies.confirmatory_study(profile)
     profile.write_text(profile.read_text().replace("copy last, ", ""))
-    tests = profiles.confirmatory_study(profile)  # no runs yet
+    tests = studies.confirmatory_study(profile)  # no runs yet
     assert tests[["model", "task", "metric", "configuration", "seeds", "n_pairs", "floor",
                   "verdict"]].values.tolist() == [["rxnmapper-albert", "uspto50k", "accuracy",
                                                    "repeat shared +3", "none", 0, 80.0,
                                                    "pending (0/1 seeds)"]]
-    assert paper.confirmatory_text(tests) == (
+    assert text_rq3.confirmatory_text(tests) == (
         "- rxnmapper-albert x uspto50k, repeat shared +3 - baseline (accuracy): **pending (0/1 "
         "seeds)**; nothing is judged before every planned pair has landed.")
     profile.write_text(profile.read_text().replace("repeat shared +3", "copy last"))
     profile.write_text(profile.read_text().replace("[baseline, copy last]", "[copy last]"))
     with pytest.raises(ParameterError, match=r"must plan the baseline .* it plans copy last "):
-        profiles.confirmatory_study(profile)
+        studies.confirmatory_study(profile)
 
 
 def test_the_confirmatory_test_is_not_confirmed_on_its_committed_runs(zoo_env):
     """Issue 29 item 5: copy last against baseline on MiniLM x SNLI, seeds 8-15, all 16 runs
     (read with the local data, as they were run: the data source is part of each run key)."""
-    row = profiles.confirmatory_study(PARAMS / "cpu" / "rq3-confirm.yaml").iloc[0]
+    row = studies.confirmatory_study(PARAMS / "cpu" / "rq3-confirm.yaml").iloc[0]
     assert row["seeds"] == "8, 9, 10, 11, 12, 13, 14, 15" and row["n_pairs"] == 8
     assert (row["gain"], row["gain_ci_low"], row["gain_ci_high"], row["p_value"]) \
         == pytest.approx((0.165, -0.21363, 0.54363, 0.337078), abs=5e-6)

@@ -528,7 +528,8 @@ def test_spearman_table_per_model_and_similarity():
 
 
 def test_format_correlations_rounds_rho_and_p():
-    from dupbert.stats import format_correlations, spearman_table
+    from dupbert.stats import spearman_table
+    from dupbert.text_rq2 import format_correlations
 
     shown = format_correlations(spearman_table(_chapter_layers())).loc["m"]
     assert shown["rho"].tolist() == ["0.700", "0.900", "0.500", "0.900"]
@@ -539,7 +540,8 @@ def test_format_correlations_rounds_rho_and_p():
 
 
 def test_describe_similarity_in_words():
-    from dupbert.stats import describe_similarity, spearman_table
+    from dupbert.stats import spearman_table
+    from dupbert.text_rq2 import describe_similarity
 
     layers = _chapter_layers()
     correlations = spearman_table(layers)
@@ -582,7 +584,7 @@ def test_describe_similarity_in_words():
 
 
 def test_describe_similarity_counts_a_model_whose_partial_rho_is_significant():
-    from dupbert.stats import _summarise_similarity
+    from dupbert.text_rq2 import _summarise_similarity
 
     layers = _chapter_layers()
     correlations = pd.DataFrame(
@@ -598,7 +600,7 @@ def test_describe_similarity_counts_a_model_whose_partial_rho_is_significant():
 
 
 def test_statistics_table_shows_the_models_as_loaded():
-    from dupbert.stats import statistics_table
+    from dupbert.text_rq2 import statistics_table
 
     table = statistics_table(_chapter_layers())
     assert table.index.names == ["model", "hidden state"] and len(table) == 6 + 3
@@ -610,7 +612,7 @@ def test_statistics_table_shows_the_models_as_loaded():
 
 
 def test_similarity_to_last_table_per_model_and_variant():
-    from dupbert.stats import similarity_to_last_table
+    from dupbert.text_rq2 import similarity_to_last_table
 
     table = similarity_to_last_table(_chapter_layers())
     assert table.columns.names == ["model", "variant", "measure"]
@@ -625,7 +627,7 @@ def test_similarity_to_last_table_per_model_and_variant():
 
 
 def test_translator_gap_tables_per_model_and_per_hidden_state():
-    from dupbert.stats import translator_gap_tables
+    from dupbert.text_rq2 import translator_gap_tables
 
     gaps = pd.DataFrame([dict(model="m", layer=layer, identity=0.1, linear=0.1 + gap, gap=gap,
                               similarity=0.5 + layer / 10, rho=-0.87654, p_value=0.012345)

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 
-from dupbert import finetune as ft, profiles
+from dupbert import finetune as ft, sweeps
 from dupbert import results as store
 from dupbert.errors import ParameterError
 from dupbert.tasks import UnknownTask
 from dupbert.finetune import HyperParameters
 from dupbert.results import ResultsFile, run_key
-from dupbert.profiles import merge_results, sweep
+from dupbert.sweeps import merge_results, sweep
 
 IDENTITY = dict(model="m", task="uspto50k", duplication="baseline", seed=0,
                 hyperparameters={"learning_rate": 1.0}, max_train_samples=8, max_eval_samples=4,
@@ -57,10 +57,10 @@ def ft_data_source(data_dir):
 def calls(monkeypatch):
     """The configurations the sweep trained, in order (``finetune`` is a stub)."""
     made = []
-    monkeypatch.setattr(profiles, "finetune", _stub_finetune(made))
+    monkeypatch.setattr(sweeps, "finetune", _stub_finetune(made))
     # model "m" has no config: the sweep's up-front check of models and configurations (tested
     # with a real model below) is skipped with the training
-    monkeypatch.setattr(profiles, "_check_models", lambda models, duplications: None)
+    monkeypatch.setattr(sweeps, "_check_models", lambda models, duplications: None)
     return made
 
 
@@ -107,16 +107,16 @@ def test_results_file_skips_blank_lines(tmp_path):
 
 
 def test_shard_parsing_accepts_pairs_and_names_bad_input():
-    assert profiles.parse_shard((0, 1)) == (0, 1)
-    assert profiles.parse_shard("0/3") == (0, 3) and profiles.parse_shard("2/3") == (2, 3)
+    assert sweeps.parse_shard((0, 1)) == (0, 1)
+    assert sweeps.parse_shard("0/3") == (0, 3) and sweeps.parse_shard("2/3") == (2, 3)
     for bad in ["-1/2", "1/0", "0/0", "1/2/3", (1, 1), ("a", 2)]:
         message = "^" + re.escape(f"shard must be 'i/n' with 0 <= i < n, got {bad!r}") + "$"
         with pytest.raises(ValueError, match=message):
-            profiles.parse_shard(bad)
+            sweeps.parse_shard(bad)
 
 
 def test_configurations_put_tasks_outermost_and_duplications_innermost():
-    configurations = profiles.sweep_configurations(["m1", "m2"], ["t1", "t2"], ["d1", "d2"], [0, 1])
+    configurations = sweeps.sweep_configurations(["m1", "m2"], ["t1", "t2"], ["d1", "d2"], [0, 1])
     assert len(configurations) == 16
     assert configurations[:5] == [
         dict(model="m1", task="t1", duplication="d1", seed=0),
@@ -395,7 +395,7 @@ def test_sweep_checks_models_and_configurations_before_training(tmp_path, monkey
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
     made = []
-    monkeypatch.setattr(profiles, "finetune", _stub_finetune(made))
+    monkeypatch.setattr(sweeps, "finetune", _stub_finetune(made))
     with pytest.raises(ConfigurationNotAvailable, match=r"^rxnmapper-albert \(12 blocks\) has no "
                                                         r"configuration 'copy al'; configurations: "):
         sweep(results_path=tmp_path / "r.jsonl", **{**SWEEP, "models": ["rxnmapper-albert"],
@@ -410,9 +410,9 @@ def test_a_finished_sweep_loads_no_model_and_writes_nothing(tmp_path, calls, mon
     path = tmp_path / "r.jsonl"
     done = sweep(results_path=path, **SWEEP)
     checked, writable = [], []
-    monkeypatch.setattr(profiles, "_check_models", lambda models, duplications: checked.append(models))
+    monkeypatch.setattr(sweeps, "_check_models", lambda models, duplications: checked.append(models))
     monkeypatch.setattr(ResultsFile, "check_writable", lambda self: writable.append(self.path))
-    monkeypatch.setattr(profiles, "check_folder", lambda name, folder, writable=True: None)
+    monkeypatch.setattr(sweeps, "check_folder", lambda name, folder, writable=True: None)
     before = path.read_bytes()
     again = sweep(results_path=path, outputs_dir=tmp_path / "out", **{**SWEEP, "models": ["m"]})
     assert (checked, writable, len(calls)) == ([], [], 8) and path.read_bytes() == before
@@ -470,7 +470,7 @@ def test_merge_refuses_a_missing_file_before_writing_anything(tmp_path):
 
 def test_rerun_refuses_rows_it_cannot_rerun_before_training(monkeypatch):
     trained = []
-    monkeypatch.setattr(profiles, "finetune", lambda *args, **kwargs: trained.append(args))
+    monkeypatch.setattr(sweeps, "finetune", lambda *args, **kwargs: trained.append(args))
     row = dict(run_key="0123456789abcdef", model="m", task="uspto50k", duplication="baseline",
                seed=0, train_subset_seed=0, metrics={"accuracy": 0.5, "macro_f1": 0.5},
                hyperparameters=dataclasses.asdict(HyperParameters.for_task("classification")))
@@ -478,16 +478,16 @@ def test_rerun_refuses_rows_it_cannot_rerun_before_training(monkeypatch):
     with pytest.raises(store.ResultsFileError, match="^" + re.escape(
             "run 0123456789abcdef lacks hyperparameters; a re-run needs run_key, model, task, "
             "duplication, seed, hyperparameters") + "$"):
-        profiles.rerun(without)
+        sweeps.rerun(without)
     with pytest.raises(ParameterError, match="^" + re.escape(
             "run 0123456789abcdef: hyperparameters: unknown field 'lr'; the fields are ")):
-        profiles.rerun({**row, "hyperparameters": {**row["hyperparameters"], "lr": 1.0}})
+        sweeps.rerun({**row, "hyperparameters": {**row["hyperparameters"], "lr": 1.0}})
     with pytest.raises(store.ResultsFileError, match="^run 0123456789abcdef has task 'mnli', not one of"):
-        profiles.rerun({**row, "task": "mnli"})
+        sweeps.rerun({**row, "task": "mnli"})
     # a table checks every row before it re-runs the first
     with pytest.raises(store.ResultsFileError, match="^" + re.escape(
             "run 0123456789abcdef lacks metrics macro_f1: nothing to compare a re-run with") + "$"):
-        profiles.rerun_table([row, {**row, "metrics": {"accuracy": 0.5}}])
+        sweeps.rerun_table([row, {**row, "metrics": {"accuracy": 0.5}}])
     assert trained == []
 
 
@@ -499,9 +499,9 @@ def test_rerun_compares_the_squad_metrics_its_evaluation_set_defines(monkeypatch
                seed=0, train_subset_seed=0, baselines={"f1": 0.0, "exact": 0.0, **counts},
                metrics={"f1": 50.0, "exact": 50.0, "HasAns_f1": 50.0, **counts},
                hyperparameters=dataclasses.asdict(HyperParameters.for_task("qa")))
-    monkeypatch.setattr(profiles, "rerun", lambda r, **kwargs: {
+    monkeypatch.setattr(sweeps, "rerun", lambda r, **kwargs: {
         **r, "metrics": {**r["metrics"], "f1": 50.25}, "train_losses": None})
-    table = profiles.rerun_table([row])
+    table = sweeps.rerun_table([row])
     assert table[["metric", "committed", "rerun", "difference"]].values.tolist() == [
         ["f1", 50.0, 50.25, 0.25], ["exact", 50.0, 50.0, 0.0], ["HasAns_f1", 50.0, 50.0, 0.0]]
     assert set(table["committed_on"]) == set(table["rerun_on"]) == {
@@ -509,7 +509,7 @@ def test_rerun_compares_the_squad_metrics_its_evaluation_set_defines(monkeypatch
     mixed = {**row, "baselines": {**row["baselines"], "total": 3, "NoAns_total": 1}}
     with pytest.raises(store.ResultsFileError, match="^" + re.escape(
             "run 0123456789abcdef lacks metrics NoAns_f1: nothing to compare a re-run with")):
-        profiles.rerun_table([mixed])
+        sweeps.rerun_table([mixed])
 
 
 def test_rows_say_which_cpu_kind_ran_them():

@@ -1,0 +1,131 @@
+"""A pre-registered RQ3 study as it stands: how far its plan got (:func:`plan_progress`), one row
+per planned model and task with its primary comparison (:func:`study_summary`), and the verdict
+of the confirmatory test a profile file pre-registers (:func:`confirmatory_study`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import pandas as pd
+
+from .comparisons import confirmatory_test, overall, pending
+from .errors import ParameterError
+from .profiles import PlannedSweep, load_profile, plan_sweep, planned_seeds
+from .results import repository_path
+from .sweeps import read_plan_rows
+from .tasks import task_metrics
+
+
+def plan_progress(plan: Sequence[PlannedSweep], rows: pd.DataFrame) -> pd.DataFrame:
+    """How far a plan got, per (model, task) (index): ``seeds``, ``primary`` and ``secondary``
+    (``"landed/planned"``), ``planned`` and ``landed`` (counts), ``train_min`` and ``eval_min``
+    (mean minutes per landed run; NaN before any)."""
+    records = []
+    for entry in plan:
+        mine = rows[(rows["model"] == entry.model) & (rows["task"] == entry.task)] \
+            if not rows.empty else rows
+        landed = mine["duplication"].value_counts() if not mine.empty else pd.Series(dtype=int)
+        primary = sum(int(landed.get(d, 0)) for d in entry.primary)
+        secondary = sum(int(landed.get(d, 0)) for d in entry.duplications if d not in entry.primary)
+        n_secondary = len(entry.duplications) - len(entry.primary)
+        seeds = entry.seeds
+        records.append({
+            "model": entry.model, "task": entry.task, "seeds": len(seeds),
+            "primary": f"{primary}/{len(entry.primary) * len(seeds)}",
+            "secondary": f"{secondary}/{n_secondary * len(seeds)}",
+            "planned": len(entry.duplications) * len(seeds), "landed": primary + secondary,
+            "train_min": round(mine["train_time_s"].mean() / 60, 1) if len(mine) else float("nan"),
+            "eval_min": round(mine["eval_time_s"].mean() / 60, 1) if len(mine) else float("nan"),
+        })
+    return pd.DataFrame(records).set_index(["model", "task"])
+
+
+STUDY_SUMMARY_COLUMNS = [
+    "model", "task", "metric", "seeds", "runs_primary", "runs_secondary", "baseline_mean",
+    "baseline_ci_low", "baseline_ci_high", "trivial", "train_min", "eval_min", "primary", "gain",
+    "gain_ci_low", "gain_ci_high", "p_value", "n_pairs", "min_detectable_gain", "verdict"]
+"""The columns of :func:`study_summary`."""
+
+
+def study_summary(plan: Sequence[PlannedSweep], rows: pd.DataFrame,
+                  table: pd.DataFrame) -> pd.DataFrame:
+    """A pre-registered study in one row per planned (model, task), on the task's primary metric.
+
+    Args:
+        plan: :func:`dupbert.profiles.plan_sweep`'s plan.
+        rows: the plan's runs (:func:`dupbert.sweeps.read_plan_rows`).
+        table: ``dupbert.comparisons.comparison`` of ``rows`` with the plan's seeds and families
+            (empty while nothing has landed).
+
+    Returns:
+        :data:`STUDY_SUMMARY_COLUMNS` in plan order: runs landed/planned (:func:`plan_progress`),
+        the baseline mean and 95% CI and the trivial baseline (points), minutes per run, and the
+        primary comparison as ``dupbert.comparisons.overall`` gives it (``pending (k/n seeds)``
+        until complete). NaN/None where nothing has landed.
+
+    Raises:
+        ParameterError (a ValueError): ``table`` not empty and lacking a column.
+    """
+
+    progress = plan_progress(plan, rows)
+    decisions = overall(table) if not table.empty else pd.DataFrame(columns=["model", "task"])
+    nothing = float("nan")
+    records = []
+    for entry in plan:
+        metric = task_metrics(entry.task)[0]
+        landed = progress.loc[(entry.model, entry.task)]
+        record = {"model": entry.model, "task": entry.task, "metric": metric,
+                  "seeds": len(entry.seeds), "runs_primary": landed["primary"],
+                  "runs_secondary": landed["secondary"], "train_min": landed["train_min"],
+                  "eval_min": landed["eval_min"], "baseline_mean": nothing,
+                  "baseline_ci_low": nothing, "baseline_ci_high": nothing, "trivial": nothing,
+                  "primary": None, "gain": nothing, "gain_ci_low": nothing,
+                  "gain_ci_high": nothing, "p_value": nothing, "n_pairs": 0,
+                  "min_detectable_gain": nothing, "verdict": pending(0, len(entry.seeds))}
+        if not table.empty:
+            base = table[(table["model"] == entry.model) & (table["task"] == entry.task)
+                         & (table["metric"] == metric) & (table["duplication"] == "baseline")]
+            if not base.empty:
+                record.update(baseline_mean=float(base["mean"].iloc[0]),
+                              baseline_ci_low=float(base["ci_low"].iloc[0]),
+                              baseline_ci_high=float(base["ci_high"].iloc[0]),
+                              trivial=float(base["trivial"].iloc[0]))
+        decided = decisions[(decisions["model"] == entry.model) & (decisions["task"] == entry.task)
+                            & (decisions["metric"] == metric)] if not decisions.empty else decisions
+        if not decided.empty:
+            row = decided.iloc[0]
+            record.update({field: row[field] for field in (
+                "primary", "gain", "gain_ci_low", "gain_ci_high", "p_value",
+                "min_detectable_gain", "verdict")})
+            record["n_pairs"] = 0 if pd.isna(row["n_pairs"]) else int(row["n_pairs"])
+        records.append(record)
+    summary = pd.DataFrame(records, columns=STUDY_SUMMARY_COLUMNS)
+    # an object column: a missing primary stays None (pandas makes it NaN beside a name)
+    summary["primary"] = pd.Series([r["primary"] for r in records], dtype=object)
+    return summary
+
+
+def confirmatory_study(path: str | os.PathLike) -> pd.DataFrame:
+    """The confirmatory test that an RQ3 profile file pre-registers (e.g.
+    ``notebooks/params/cpu/rq3-confirm.yaml``): its plan's rows of its ``results_path``, judged
+    by ``dupbert.comparisons.confirmatory_test`` at its planned seeds; the configuration tested
+    is the plan's one configuration besides the baseline.
+
+    Raises:
+        ParameterError: a profile without a ``results_path``, or that plans other than one
+            configuration besides the baseline; as :func:`dupbert.profiles.load_profile` and
+            :func:`dupbert.profiles.plan_sweep`.
+    """
+    parameters = load_profile(path)
+    plan = plan_sweep(parameters)[0]
+    configurations = sorted({name for entry in plan for name in entry.duplications})
+    tested = [name for name in configurations if name != "baseline"]
+    if len(tested) != 1 or not parameters.get("results_path") \
+            or any("baseline" not in entry.duplications for entry in plan):
+        raise ParameterError(f"{path} must plan the baseline and one configuration to test, and "
+                             f"name a results_path; it plans {', '.join(configurations)} "
+                             f"and results_path {parameters.get('results_path')!r}")
+    rows = read_plan_rows(plan, repository_path(parameters["results_path"]))
+    return confirmatory_test(rows, planned_seeds(plan), configuration=tested[0])

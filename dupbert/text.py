@@ -1,0 +1,41 @@
+"""What the chapters' text shares: numbers written as text (a mean with its interval, a p-value)
+and the sentence that names the parameter profile behind a chapter's numbers.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+def interval_text(mean, low, high, signed: bool = False) -> str:
+    """``"12.34 [11.00, 13.68]"`` (``signed``: ``"+0.50 [-0.10, +1.10]"``); the mean alone where
+    ``low`` is NaN, ``""`` where ``mean`` is NaN."""
+    if pd.isna(mean):
+        return ""
+    sign = "+" if signed else ""
+    text = f"{mean:{sign}.2f}"
+    return text if pd.isna(low) else f"{text} [{low:{sign}.2f}, {high:{sign}.2f}]"
+
+
+def p_text(p) -> str:
+    """A p-value to three decimals, ``"<0.001"`` below 0.001, ``""`` for NaN."""
+    return "" if pd.isna(p) else ("<0.001" if p < 0.001 else f"{p:.3f}")
+
+
+PROFILE_NOTES = {
+    "smoke": ("the notebook's own defaults: a few optimisation steps on tiny subsets, for "
+              "`pytest --nbval`; these numbers test the code, not the paper"),
+    "cpu": ("the `cpu` profile: for RQ3-RQ5 the pre-registered CPU study (real models and data, "
+            "subsets and learning rates sized in pilots so that the baselines learn, 8 seeds, 4 for "
+            "the dearest cell; SQuAD 2.0 left out after its pilots missed the floor): 128 runs, "
+            "about 36 CPU-hours, all committed and re-read by the chapters; a model and task is "
+            "judged only once all its planned seeds are in and its baseline reaches its floor"),
+    "gpu": ("the `gpu` profile: the training sets available offline (SST-2 cut to 8,000), full "
+            "evaluation sets, 5 seeds, run_glue/run_qa hyper-parameters, on one GPU"),
+}
+
+
+def profile_note(profile: str) -> str:
+    """A Markdown sentence naming the profile behind a chapter's numbers."""
+    note = PROFILE_NOTES.get(profile, f"the `{profile}` profile")
+    return f"**These numbers come from {note}.**"

@@ -1,0 +1,326 @@
+"""The RQ5 chapter's tables and prose (``notebooks/rq5.ipynb``): the ensembles counted, single
+models and ensembles against their trivial baseline and floor, the comparisons, their robustness
+over partitions of the seeds, the paper beside ours, and what the numbers say; from the frames of
+:mod:`dupbert.rq5`, scores in points (accuracy x 100, SQuAD EM/F1 as they are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from .comparisons import DID_NOT_LEARN, learned
+from .paper import NOT_STATED, PAPER_SCORES
+from .rq5 import KINDS, distinct_ensembles, rq5_differences
+from .text import interval_text
+
+
+def waiting_text(waiting: pd.DataFrame, model: str | None = None, task: str | None = None) -> str:
+    """:func:`dupbert.rq5.complete_configurations`' ``waiting`` (of one model and task if given)
+    as ``"copy last 3/8 seeds; ..."``, else prefixed with model and task; ``""`` when none
+    waits."""
+    if model is None:
+        return "; ".join(f"{r.model} on {r.task}: {r.configuration} ({r.seeds}/{r.planned} seeds)"
+                         for r in waiting.itertuples())
+    rows = waiting[(waiting["model"] == model) & (waiting["task"] == task)]
+    return "; ".join(f"{r.configuration} {r.seeds}/{r.planned} seeds" for r in rows.itertuples())
+
+
+def ensemble_counts(runs: pd.DataFrame, ensembles: pd.DataFrame) -> pd.DataFrame:
+    """Per model and task (index): ``k``, seeds, configurations, evaluation examples, the number of
+    distinct ensembles of each of :data:`dupbert.rq5.KINDS` and of disjoint seed blocks (integers).
+
+    Args:
+        runs: the :func:`dupbert.ensemble.read_runs` rows that were combined.
+        ensembles: :func:`dupbert.rq5.rq5_ensembles` of them.
+    """
+    groups = runs.groupby(["model", "task"], sort=False)
+    counts = distinct_ensembles(ensembles).pivot_table(
+        index=["model", "task"], columns="kind", values="k", aggfunc="size", sort=False
+    ).reindex(columns=list(KINDS)).fillna(0).astype(int)
+    cross = ensembles[ensembles["kind"] == "cross-configuration"]
+    counts.insert(0, "k", cross.groupby(["model", "task"], sort=False)["k"].max())
+    counts.insert(1, "seeds", groups["seed"].nunique())
+    counts.insert(2, "configurations", groups["duplication"].nunique())
+    counts.insert(3, "eval examples", groups["n_eval"].max())
+    counts["disjoint seed blocks"] = (cross[cross["disjoint"].astype(bool)]
+                                      .groupby(["model", "task"], sort=False)["offset"].nunique())
+    counts.columns.name = None
+    return counts.fillna(0).astype(int).rename(columns={k: f"{k} (count)" for k in KINDS})
+
+
+def floor_text(status: pd.DataFrame, model: str, task: str) -> str:
+    """``"accuracy 28.91 vs floor 80: did not learn"``
+    (:func:`dupbert.comparisons.learning_status`), or ``"no baseline runs"``."""
+    cell = status[(status["model"] == model) & (status["task"] == task)]
+    if cell.empty:
+        return "no baseline runs"
+    row = cell.iloc[0]
+    text = f"{row['floor_metric']} {row['baseline_mean']:.2f} vs floor {row['floor']:g}"
+    return text + ("" if row["learned"] else f": {DID_NOT_LEARN}")
+
+
+def _summary_cell(row: Mapping) -> str:
+    text = interval_text(row["mean"], row["ci_low"], row["ci_high"])
+    if row["kind"] == "best single":
+        return f"{text} ({row['configuration']})"
+    if row["kind"].endswith("configuration"):
+        return f"{text}; all {row['n_all']}: {row['mean_all']:.2f}"
+    return text
+
+
+def summary_table(summary: pd.DataFrame, trivial: Mapping, status: pd.DataFrame,
+                  baseline: str = "baseline") -> pd.DataFrame:
+    """RQ5's table of single models and ensembles: rows ``task, model, metric``; trivial baseline,
+    baseline vs floor, then per kind of :func:`dupbert.rq5.rq5_summary` its mean [95% CI] (points).
+
+    Args:
+        summary: :func:`dupbert.rq5.rq5_summary`.
+        trivial: :func:`dupbert.rq5.trivial_scores`.
+        status: ``dupbert.comparisons.learning_status`` of the runs.
+        baseline: the configuration :func:`dupbert.rq5.rq5_summary` reported as the baseline.
+    """
+    labels = {"single": "every single run", "baseline": f"{baseline} (single)",
+              "best single": "best single configuration",
+              "cross-configuration": "cross-configuration ensembles",
+              "same-configuration": "same-configuration ensembles (control)"}
+    cells = summary.assign(
+        cell=[_summary_cell(row) for _, row in summary.iterrows()],
+        column=[labels[k] + (f", k = {n}" if k.endswith("configuration") else "")
+                for k, n in zip(summary["kind"], summary["k"])])
+    table = cells.pivot_table(index=["task", "model", "metric"], columns="column", values="cell",
+                              aggfunc="first", sort=False).fillna("")
+    table.insert(0, "trivial", [f"{trivial.get((model, task, metric), np.nan):.2f}"
+                                for task, model, metric in table.index])
+    table.insert(1, "baseline vs floor", [floor_text(status, model, task) for task, model, _ in table.index])
+    table.columns.name = None
+    return table
+
+
+def difference_table(differences: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+    """RQ5's comparisons table: rows ``task, model, metric``; baseline vs floor, then per comparison
+    of :func:`dupbert.rq5.rq5_differences` its difference [95% CI] (points), p, and blocks tested
+    of pairs.
+
+    Args:
+        differences: :func:`dupbert.rq5.rq5_differences`.
+        status: ``dupbert.comparisons.learning_status`` of the runs.
+    """
+    shown = differences.assign(
+        cell=[interval_text(d, lo, hi, signed=True) for d, lo, hi in
+              zip(differences["difference"], differences["ci_low"], differences["ci_high"])],
+        p=[("" if pd.isna(p) else f"{p:.3f}") for p in differences["p_value"]],
+        units=[f"{row['n_units']} of {row['n_pairs']} (all: {row['mean_all']:+.2f})"
+               for _, row in differences.iterrows()])
+    table = shown.pivot_table(index=["task", "model", "metric"], columns="comparison",
+                              values=["cell", "p", "units"], aggfunc="first", sort=False).fillna("")
+    table = table.swaplevel(0, 1, axis=1).sort_index(axis=1, level=0, sort_remaining=False)
+    names = {"cell": "difference [95% CI]", "p": "p", "units": "blocks tested of pairs"}
+    table.columns = [f"{c}: {names[v]}" for c, v in table.columns]
+    table.insert(0, "baseline vs floor", [floor_text(status, model, task) for task, model, _ in table.index])
+    return table
+
+
+_CROSS_VS_SAME = "cross-configuration − same-configuration"
+
+
+def cyclic_partitions(ensembles: pd.DataFrame, metrics: Mapping[str, str]) -> pd.DataFrame:
+    """The cross − same-configuration difference (:func:`dupbert.rq5.rq5_differences`) on
+    ``metrics[task]`` on each of the ``k`` cyclic partitions of the seeds, with every rotation and
+    rotation 0 alone: columns ``task, model, assignment, blocks from, blocks, difference [95% CI]``
+    (points), ``p``, ``all pairs``, as strings."""
+    cross = ensembles[ensembles["kind"] == "cross-configuration"]
+    first = set(zip(cross.loc[cross["rotation"] == 0, "model"], cross.loc[cross["rotation"] == 0, "task"],
+                    cross.loc[cross["rotation"] == 0, "pair"]))
+    in_first = [kind == "single" or (m, t, p) in first
+                for kind, m, t, p in zip(ensembles["kind"], ensembles["model"], ensembles["task"], ensembles["pair"])]
+    rows = []
+    for assignment, frame in (("every rotation", ensembles), ("rotation 0 only", ensembles[in_first])):
+        for start in range(int(cross["k"].min())) if len(cross) else []:
+            found = rq5_differences(frame, start=start)
+            found = found[(found["comparison"] == _CROSS_VS_SAME)
+                          & (found["metric"] == found["task"].map(metrics))]
+            for row in found.itertuples():
+                rows.append({"task": row.task, "model": row.model,
+                             "assignment": assignment + (" (tested above)" if assignment == "every rotation"
+                                                         and start == 0 else ""),
+                             "blocks from": f"s{start}", "blocks": row.n_units,
+                             "difference [95% CI]": interval_text(row.difference, row.ci_low, row.ci_high,
+                                                                  signed=True),
+                             "p": "" if pd.isna(row.p_value) else f"{row.p_value:.3f}"
+                                  + (" (1 df: descriptive)" if row.n_units < 3 else ""),
+                             "all pairs": f"{row.n_pairs}: {row.mean_all:+.2f}"})
+    return pd.DataFrame(rows)
+
+
+def partition_table(partitions: pd.DataFrame) -> pd.DataFrame:
+    """:func:`cyclic_partitions` sorted by task and model, indexed by its first four columns."""
+    return partitions.sort_values(["task", "model"], kind="stable").set_index(
+        ["task", "model", "assignment", "blocks from"])
+
+
+def robustness_text(partitions: pd.DataFrame) -> str:
+    """Per model and task of :func:`cyclic_partitions` (every rotation), a Markdown bullet: the
+    difference's range, whether its sign holds, and how often it is nominally significant."""
+    lines = []
+    balanced = partitions[partitions["assignment"].str.startswith("every rotation")]
+    for (task, model), group in balanced.groupby(["task", "model"], sort=False):
+        group = group[group["difference [95% CI]"] != ""]
+        values = [float(text.split()[0]) for text in group["difference [95% CI]"]]
+        if len(values) < 2:
+            continue
+        holds = all(v > 0 for v in values) or all(v < 0 for v in values)
+        tested = [float(p) for p, blocks in zip(group["p"], group["blocks"]) if p and blocks >= 3]
+        significant = (f" (nominally significant in {sum(p < 0.05 for p in tested)} of {len(tested)})"
+                       if tested else " (too few blocks to test)")
+        lines.append(f"- *{model} on {task}*: from {min(values):+.2f} to {max(values):+.2f} points over the "
+                     f"{len(values)} partitions: " + ("the sign holds" if holds else "**the sign changes**, "
+                                                      "so the difference is not one to rely on")
+                     + significant + ".")
+    return "\n".join(lines)
+
+
+def every_partition_table(found: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+    """Per model and task (index ``task, model``) of
+    :func:`dupbert.rq5.rq5_partition_differences`: partitions, the planned difference, range,
+    median, how many positive and nominally significant (points)."""
+    rows = []
+    for (model, task), group in found.groupby(["model", "task"], sort=False):
+        tested = group[group["n_units"] >= 3]
+        planned = group[group["partition"] == 0]
+        rows.append({
+            "task": task, "model": model, "baseline vs floor": floor_text(status, model, task),
+            "partitions": len(group),
+            "blocks each": int(group["n_units"].iloc[0]),
+            "planned (tested above)": "" if planned.empty else f"{planned['difference'].iloc[0]:+.2f}",
+            "range": f"{group['difference'].min():+.2f} to {group['difference'].max():+.2f}",
+            "median": f"{group['difference'].median():+.2f}",
+            "positive": f"{(group['difference'] > 0).sum()} of {len(group)}",
+            "nominal p < 0.05": (f"{(tested['p_value'] < 0.05).sum()} of {len(tested)}" if len(tested)
+                                 else "too few blocks"),
+        })
+    return pd.DataFrame(rows).set_index(["task", "model"])
+
+
+def unpartitioned_text(found: pd.DataFrame, differences: pd.DataFrame) -> str:
+    """The models and tasks of :func:`dupbert.rq5.rq5_differences` without partitions, as a
+    Markdown sentence; ``""`` when none."""
+    shown = set(zip(found["model"], found["task"]))
+    left = [f"{m} on {t}" for m, t in dict.fromkeys(zip(differences["model"], differences["task"]))
+            if (m, t) not in shown]
+    if not left:
+        return ""
+    return "Not partitioned (seeds not a multiple of k, or one partition only): " + ", ".join(left) + "."
+
+
+def paper_beside_table(summary: pd.DataFrame, ensembles: pd.DataFrame, trivial: Mapping) -> pd.DataFrame:
+    """SQuAD 2.0 EM and F1 (index ``source, model, what``; strings): the paper's best ensemble and
+    per model of ours the best single configuration, the ensembles' means, the best cross ensemble
+    (picked on the evaluation data) and the trivial baseline.
+
+    Args:
+        summary: :func:`dupbert.rq5.rq5_summary`.
+        ensembles: :func:`dupbert.rq5.rq5_ensembles`.
+        trivial: :func:`dupbert.rq5.trivial_scores`.
+    """
+    rows = []
+    for model, group in summary[summary["task"] == "squad2"].groupby("model", sort=False):
+        stats = group.set_index(["kind", "metric"])
+        cross = ensembles[(ensembles["model"] == model) & (ensembles["task"] == "squad2")
+                          & (ensembles["kind"] == "cross-configuration")]
+        for what, kind in (("best single configuration (mean over seeds)", "best single"),
+                           ("cross-configuration ensembles (mean over disjoint seed blocks)", "cross-configuration"),
+                           ("same-configuration ensembles (mean over disjoint seed blocks)", "same-configuration")):
+            if (kind, "f1") in stats.index:
+                rows.append({"source": "ours", "model": model, "what": what,
+                             "EM": f"{stats.loc[(kind, 'exact'), 'mean']:.2f}",
+                             "F1": f"{stats.loc[(kind, 'f1'), 'mean']:.2f}"})
+        if len(cross):
+            top = cross.loc[cross["metrics.f1"].idxmax()]
+            rows.append({"source": "ours", "model": model,
+                         "what": f"best of our {len(cross)} cross-configuration ensembles ({top['members']}; "
+                                 "picked on the evaluation data)",
+                         "EM": f"{top['metrics.exact']:.2f}", "F1": f"{top['metrics.f1']:.2f}"})
+        rows.append({"source": "ours", "model": model, "what": "no answer to every question (trivial)",
+                     "EM": f"{trivial.get((model, 'squad2', 'exact'), np.nan):.2f}",
+                     "F1": f"{trivial.get((model, 'squad2', 'f1'), np.nan):.2f}"})
+    rows.insert(0, {"source": "paper", "model": "ALBERT-based", "what": "best ensemble of duplication configurations",
+                    "EM": f"{PAPER_SCORES['rq5-ensemble-squad2-exact']:.2f}",
+                    "F1": f"{PAPER_SCORES['rq5-ensemble-squad2-f1']:.2f}"})
+    rows.insert(1, {"source": "paper", "model": "ALBERT-based", "what": "its best single model",
+                    "EM": NOT_STATED, "F1": NOT_STATED})
+    return pd.DataFrame(rows).set_index(["source", "model", "what"])
+
+
+def _comparison_text(row: Mapping, name: str, pending: str) -> str:
+    found = interval_text(row["difference"], row["ci_low"], row["ci_high"], signed=True)
+    blocks = f"{row['n_units']} disjoint seed block{'s' if row['n_units'] != 1 else ''}"
+    if pd.isna(row["p_value"]):
+        return (f"against {name}: {found} points on {blocks} (no test: fewer than 2 blocks; all "
+                f"{row['n_pairs']} pairs: {row['mean_all']:+.2f})")
+    verdict = ("so far: more configurations are planned" if pending
+               else "1 degree of freedom: descriptive only" if row["n_units"] < 3
+               else "nominally significant, uncorrected" if row["p_value"] < 0.05 else "not significant")
+    return f"against {name}: {found} points over {blocks} (p = {row['p_value']:.3f}, {verdict})"
+
+
+def _partitions_text(found: pd.DataFrame, model: str, task: str) -> str:
+    """The first comparison over every partition of the seeds (exploratory)."""
+    cell = found[(found["model"] == model) & (found["task"] == task)]
+    if len(cell) < 2:
+        return ""
+    tested = cell[cell["n_units"] >= 3]
+    text = (f"; over all {len(cell)} partitions of the seeds into blocks it is positive in "
+            f"{(cell['difference'] > 0).sum()}")
+    return text + (f" and nominally significant in {(tested['p_value'] < 0.05).sum()}"
+                   if len(tested) else "")
+
+
+def findings_text(summary: pd.DataFrame, differences: pd.DataFrame, partitions: pd.DataFrame,
+                  waiting: pd.DataFrame, status: pd.DataFrame, metrics: Mapping[str, str]) -> str:
+    """RQ5's "what the numbers say", one Markdown bullet per model and task on ``metrics[task]``.
+
+    Args:
+        summary: :func:`dupbert.rq5.rq5_summary`; differences:
+            :func:`dupbert.rq5.rq5_differences`; partitions:
+            :func:`dupbert.rq5.rq5_partition_differences`; waiting:
+            :func:`dupbert.rq5.complete_configurations`' second frame; status:
+            ``dupbert.comparisons.learning_status``.
+    """
+    lines = []
+    for (model, task), group in summary.groupby(["model", "task"], sort=False):
+        metric = metrics[task]
+        head = f"- *{model} on {task}* ({metric}): "
+        if not learned(status, model, task):
+            lines.append(head + f"{floor_text(status, model, task)}; its ensembles say nothing about RQ5.")
+            continue
+        found = differences[(differences["model"] == model) & (differences["task"] == task)
+                            & (differences["metric"] == metric)].set_index("comparison")
+        if found.empty:
+            lines.append(head + "too few seeds or configurations for ensembles.")
+            continue
+        pending = waiting_text(waiting, model, task)
+        parts = [_comparison_text(found.loc[comparison], name, pending) for comparison, name in
+                 ((_CROSS_VS_SAME, "same-configuration ensembles of the same seeds"),
+                  ("cross-configuration − best single", "the best single configuration"))
+                 if comparison in found.index]
+        if parts and _CROSS_VS_SAME in found.index:
+            parts[0] += _partitions_text(partitions, model, task)
+        lines.append(head + "cross-configuration ensembles " + "; ".join(parts) + "."
+                     + (f" Pending: {pending} (not yet combined)." if pending else ""))
+    if all(DID_NOT_LEARN in line for line in lines):
+        lines.append("- No cell is informative: RQ5 can be neither supported nor refuted with these runs. "
+                     "The tables above check the pipeline (every run, ensemble and control is scored from "
+                     "the stored outputs), not the claim.")
+    return "\n".join(lines)
+
+
+def comparability_text(summary: pd.DataFrame) -> str:
+    """Why the paper's RQ5 score is not comparable with ours, and where its direction is checked."""
+    squad = (summary["task"] == "squad2").any()
+    return ("The paper's RQ5 number (85.50 EM / 88.59 F1) is an absolute score of full-scale ALBERT runs; it is "
+            "**not comparable** with runs of this profile. What can be checked here is the direction of its claim, "
+            "that summing the probabilities of differently duplicated models helps: "
+            + ("see the SQuAD 2.0 rows above." if squad else "this profile has no SQuAD 2.0 runs."))
