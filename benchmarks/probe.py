@@ -378,7 +378,7 @@ def main(argv=None) -> int:
                         help="runs per approach (alternating); the fastest is kept")
     parser.add_argument("--peak-tflops", type=float, default=790.0,
                         help="the accelerator's dense bf16 rate, for the fraction of peak "
-                             "(default: the issue's H200 figure)")
+                             "(default: an H200's dense bf16 rate)")
     parser.add_argument("--profile", action="store_true",
                         help="run torch.profiler over each measurement (slower) and report the "
                              "operators that take the time")

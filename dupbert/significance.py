@@ -295,7 +295,7 @@ def check_one_run_per_seed(frame: pd.DataFrame, by: Sequence[str]) -> None:
         raise ValueError(
             f"{len(duplicated)} rows share (configuration, seed) with another row, e.g. {examples}: "
             "runs of different settings (hyper-parameters, subsets, data source) cannot be pooled. "
-            "Keep the rows of one setting (e.g. dupbert.profiles.planned_run_keys).")
+            "Keep the rows of one setting (e.g. dupbert.sweeps.planned_run_keys).")
 
 
 def _group_names(by: Sequence[str], key) -> dict:

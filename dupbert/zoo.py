@@ -166,7 +166,7 @@ ZOO: dict[str, ZooEntry] = {
             tokenizer="bundled",
             vocab_file=None,
             has_mlm_head=True,
-            description="English BERT MLM pretrained here from scratch (issue 26): 6 layers, "
+            description="English BERT MLM pretrained here from scratch: 6 layers, "
             "H 256, uncased WordPiece 16k, 4.1M tokens of Wikipedia + Gutenberg",
             license="MIT (weights); data CC BY-SA / public domain",
             bundled=True,
@@ -182,7 +182,7 @@ ZOO: dict[str, ZooEntry] = {
             tokenizer="bundled",
             vocab_file=None,
             has_mlm_head=True,
-            description="English ALBERT MLM pretrained here from scratch (issue 26): 6 "
+            description="English ALBERT MLM pretrained here from scratch: 6 "
             "applications of one shared layer, H 256, E 128, uncased WordPiece 16k, 4.1M tokens",
             license="MIT (weights); data CC BY-SA / public domain",
             bundled=True,

@@ -218,7 +218,7 @@ def test_pooling_refusal_names_the_rows_and_the_first_three_groups():
         "{'model': 'm', 'task': 't', 'duplication': 'b', 'seed': 0}, "
         "{'model': 'm', 'task': 't', 'duplication': 'a', 'seed': 1}]: runs of different settings "
         "(hyper-parameters, subsets, data source) cannot be pooled. Keep the rows of one setting "
-        "(e.g. dupbert.profiles.planned_run_keys).")
+        "(e.g. dupbert.sweeps.planned_run_keys).")
 
 
 def test_rows_come_out_in_the_order_the_groups_first_appear():
