@@ -8,6 +8,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 import transformers
 
@@ -162,3 +163,65 @@ def encoder_hidden_states(model: transformers.PreTrainedModel, input_ids: torch.
 
 
 _UNSET = object()
+
+
+MASKING_RULES = ("mask", "80-10-10")
+
+
+def check_mask_rate(mask_rate: float) -> None:
+    if isinstance(mask_rate, bool) or not isinstance(mask_rate, (int, float, np.number)) \
+            or not 0 < mask_rate <= 1:
+        raise ValueError(f"mask_rate must be in (0, 1], got {mask_rate!r}")
+
+
+def mask_for_probe(
+    examples: list[dict[str, list[int]]],
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    mask_rate: float = 0.15,
+    rule: str = "mask",
+    seed: int = 0,
+) -> list[dict[str, list[int]]]:
+    """Mask a seeded ``mask_rate`` of the non-special positions of each example (the selection of
+    Devlin et al. 2019, section 3.1).
+
+    Per sequence ``i``, ``max(1, round(mask_rate * n))`` of its ``n`` non-special positions are
+    drawn by ``numpy.random.default_rng([seed, i])`` (independent of batching). ``"mask"``: every
+    chosen token becomes the mask token; ``"80-10-10"``: BERT's rule (80% mask, 10% a random
+    token, 10% unchanged).
+
+    Args:
+        examples: from ``tokenize_for_probe`` (``input_ids``, ``special_tokens_mask``).
+
+    Returns:
+        New examples with masked ``input_ids`` and ``labels`` (the original token at chosen
+        positions, ``-100`` elsewhere).
+
+    Raises:
+        ValueError: ``mask_rate`` not in (0, 1], ``seed`` not an integer >= 0, an unknown
+            ``rule``, or a tokenizer without a mask token.
+    """
+    check_mask_rate(mask_rate)
+    seed = check_number("seed", seed, integer=True, minimum=0)
+    if rule not in MASKING_RULES:
+        raise ValueError(f"unknown masking rule {rule!r}; rules are {list(MASKING_RULES)}")
+    if tokenizer.mask_token_id is None:
+        raise ValueError(f"{type(tokenizer).__name__} has no mask token: masked prediction needs "
+                         "one (tokenizer.mask_token)")
+    masked = []
+    for index, example in enumerate(examples):
+        ids = list(example["input_ids"])
+        labels = [IGNORE] * len(ids)
+        candidates = [p for p, special in enumerate(example["special_tokens_mask"]) if not special]
+        rng = np.random.default_rng([seed, index])
+        if candidates:
+            n_masked = max(1, int(round(mask_rate * len(candidates))))
+            for position in sorted(rng.choice(candidates, size=n_masked, replace=False).tolist()):
+                labels[position] = ids[position]
+                draw = rng.random() if rule == "80-10-10" else 0.0
+                if draw < 0.8:
+                    ids[position] = tokenizer.mask_token_id
+                elif draw < 0.9:
+                    ids[position] = int(rng.integers(len(tokenizer)))
+        masked.append({"input_ids": ids, "special_tokens_mask": example["special_tokens_mask"],
+                       "labels": labels})
+    return masked

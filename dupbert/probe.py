@@ -25,8 +25,9 @@ from tqdm import tqdm
 from .checks import check_device, check_model_names, check_number
 from .duplicate import (block_is_copy, block_sources, duplicate_layers, paper_duplication,
                         standard_duplications)
-from .hidden import (IGNORE, TruncationWarning, batch_hidden_states, check_max_length,  # noqa: F401
-                     length_batches, pad_batch, tokenize_for_probe, warn_if_truncated)
+from .hidden import (IGNORE, MASKING_RULES, TruncationWarning, batch_hidden_states,  # noqa: F401
+                     check_mask_rate, check_max_length, length_batches, mask_for_probe,
+                     pad_batch, tokenize_for_probe, warn_if_truncated)
 from .models import mlm_head, random_init_control
 from .results import cached_frame, input_fingerprint, source_fingerprint
 from .significance import ratio_bootstrap
@@ -41,7 +42,9 @@ PROBE_COLUMNS = ["layer", "source_block", "is_copy", "top1", "top5", "top1_macro
 """``top1_low``/``top1_high``: 95% bootstrap interval of ``top1`` over resampled sequences."""
 
 
-TRANSLATORS = ("identity", "linear")
+TRANSLATORS = ("identity", "linear", "linear-masked")
+"""``"linear"``: fitted at every unmasked position; ``"linear-masked"``: at masked positions
+(``dupbert.fit_translators``' ``fit_at``)."""
 
 
 def resolve_translator(translator, translators, model: transformers.PreTrainedModel,
@@ -56,15 +59,15 @@ def resolve_translator(translator, translators, model: transformers.PreTrainedMo
     """
     if isinstance(translator, str):
         if translator not in TRANSLATORS:
-            raise ValueError(f"translator must be 'identity', 'linear' or a fitted translator "
-                             f"(dupbert.fit_translators), got {translator!r}")
+            raise ValueError(f"translator must be 'identity', 'linear', 'linear-masked' or a "
+                             f"fitted translator (dupbert.fit_translators), got {translator!r}")
         if translator == "identity":
             if translators is not None:
                 raise ValueError("translators= is given but translator='identity': pass "
                                  "translator='linear' to use it")
             return None
         if translators is None:
-            raise ValueError("translator='linear' needs a fitted translator: translators="
+            raise ValueError(f"translator={translator!r} needs a fitted translator: translators="
                              "dupbert.fit_translators(model, tokenizer, fit_texts), fitted on "
                              "texts other than these (dupbert.split_texts)")
         translator = translators
@@ -72,8 +75,8 @@ def resolve_translator(translator, translators, model: transformers.PreTrainedMo
         raise ValueError("give the fitted translator once: translator=<it> or "
                          "translator='linear', translators=<it>")
     if not all(hasattr(translator, name) for name in ("apply", "check_model", "check_held_out")):
-        raise ValueError(f"translator must be 'identity', 'linear' or a fitted translator "
-                         f"(dupbert.fit_translators), got {type(translator).__name__}")
+        raise ValueError(f"translator must be 'identity', 'linear', 'linear-masked' or a fitted "
+                         f"translator (dupbert.fit_translators), got {type(translator).__name__}")
     translator.check_model(model)
     translator.check_held_out(list(texts))
     return translator
@@ -133,68 +136,6 @@ def reconstruction_accuracy(
 def _listed(texts) -> list:
     """``texts`` as a list (a generator read once); a single string is left to be refused."""
     return texts if isinstance(texts, str) else list(texts)
-
-
-MASKING_RULES = ("mask", "80-10-10")
-
-
-def _check_mask_rate(mask_rate: float) -> None:
-    if isinstance(mask_rate, bool) or not isinstance(mask_rate, (int, float, np.number)) \
-            or not 0 < mask_rate <= 1:
-        raise ValueError(f"mask_rate must be in (0, 1], got {mask_rate!r}")
-
-
-def mask_for_probe(
-    examples: list[dict[str, list[int]]],
-    tokenizer: transformers.PreTrainedTokenizerBase,
-    mask_rate: float = 0.15,
-    rule: str = "mask",
-    seed: int = 0,
-) -> list[dict[str, list[int]]]:
-    """Mask a seeded ``mask_rate`` of the non-special positions of each example (the selection of
-    Devlin et al. 2019, section 3.1).
-
-    Per sequence ``i``, ``max(1, round(mask_rate * n))`` of its ``n`` non-special positions are
-    drawn by ``numpy.random.default_rng([seed, i])`` (independent of batching). ``"mask"``: every
-    chosen token becomes the mask token; ``"80-10-10"``: BERT's rule (80% mask, 10% a random
-    token, 10% unchanged).
-
-    Args:
-        examples: from ``tokenize_for_probe`` (``input_ids``, ``special_tokens_mask``).
-
-    Returns:
-        New examples with masked ``input_ids`` and ``labels`` (the original token at chosen
-        positions, ``-100`` elsewhere).
-
-    Raises:
-        ValueError: ``mask_rate`` not in (0, 1], ``seed`` not an integer >= 0, an unknown
-            ``rule``, or a tokenizer without a mask token.
-    """
-    _check_mask_rate(mask_rate)
-    seed = check_number("seed", seed, integer=True, minimum=0)
-    if rule not in MASKING_RULES:
-        raise ValueError(f"unknown masking rule {rule!r}; rules are {list(MASKING_RULES)}")
-    if tokenizer.mask_token_id is None:
-        raise ValueError(f"{type(tokenizer).__name__} has no mask token: masked prediction needs "
-                         "one (tokenizer.mask_token)")
-    masked = []
-    for index, example in enumerate(examples):
-        ids = list(example["input_ids"])
-        labels = [IGNORE] * len(ids)
-        candidates = [p for p, special in enumerate(example["special_tokens_mask"]) if not special]
-        rng = np.random.default_rng([seed, index])
-        if candidates:
-            n_masked = max(1, int(round(mask_rate * len(candidates))))
-            for position in sorted(rng.choice(candidates, size=n_masked, replace=False).tolist()):
-                labels[position] = ids[position]
-                draw = rng.random() if rule == "80-10-10" else 0.0
-                if draw < 0.8:
-                    ids[position] = tokenizer.mask_token_id
-                elif draw < 0.9:
-                    ids[position] = int(rng.integers(len(tokenizer)))
-        masked.append({"input_ids": ids, "special_tokens_mask": example["special_tokens_mask"],
-                       "labels": labels})
-    return masked
 
 
 @torch.inference_mode()
@@ -395,7 +336,8 @@ def probe_models(
     settings = dict(seed=seed, masking=masking, mask_rate=mask_rate, batch_size=batch_size,
                     max_length=max_length, device=device, progress=progress)
     frames = []
-    code = source_fingerprint(*PROBE_CODE, *(["translators"] if translator == "linear" else []))
+    linear = translator != "identity"
+    code = source_fingerprint(*PROBE_CODE, *(["translators"] if linear else []))
     for name in models:
         corpus_name = corpus or default_corpus(name)
         texts = user_texts or (load_texts(corpus_name, n_texts, data_dir=data_dir,
@@ -426,8 +368,10 @@ def probe_models(
                               seed=seed if variant == CONTROL else None, code=code, **corpus_key)
                 if masking is not None:  # reconstruction's cache keys name no masking
                     fields.update(masking=masking, mask_rate=mask_rate, mask_seed=seed)
-                if translator == "linear":
+                if linear:
                     fields.update(translator=_translator_key(fit_sequences, split, fitted))
+                    if translator != "linear":  # keys of "linear" results stay as they were
+                        fields.update(fit_at="masked")
 
                 def run(order=order, variant=variant, load=load, split=split,
                         fitted=fitted) -> pd.DataFrame:
@@ -435,13 +379,15 @@ def probe_models(
                     return _probe_variant(
                         model, tokenizer, texts, order, variant,
                         "identity" if translator == "identity" else fitted,
-                        fit_texts=split.fit if fit_sequences else None, **settings)
+                        fit_texts=split.fit if fit_sequences else None,
+                        fit_at="masked" if translator == "linear-masked" else "unmasked",
+                        **settings)
 
                 frame = cached_frame("probe", fields, run, enabled=cache)
                 frames.append(frame.assign(model=name, duplication=label, variant=variant,
                                            corpus=str(corpus_name), translator=translator))
     result = pd.concat(frames, ignore_index=True)
-    front = ["model", "duplication", "variant"] + (["translator"] if translator == "linear" else [])
+    front = ["model", "duplication", "variant"] + (["translator"] if linear else [])
     return result[[*front, "corpus", *PROBE_COLUMNS]]
 
 
@@ -462,7 +408,7 @@ def _check_probe_arguments(models, duplications, masking, n_sequences, batch_siz
     check_number("seed", seed, integer=True, minimum=0)
     check_device(device)
     if masking is not None:
-        _check_mask_rate(mask_rate)
+        check_mask_rate(mask_rate)
     return models
 
 
@@ -478,7 +424,8 @@ def _orders(duplications, load) -> dict:
 
 
 def _probe_variant(model, tokenizer, texts, order, variant, translator, *, fit_texts, seed,
-                   masking, mask_rate, batch_size, max_length, device, progress) -> pd.DataFrame:
+                   masking, mask_rate, batch_size, max_length, device, progress,
+                   fit_at="unmasked") -> pd.DataFrame:
     """One (duplication, variant) of a loaded model through the probe (``translator=None``: fit one
     on ``fit_texts``)."""
     probed = model if order is None else duplicate_layers(model, order)
@@ -488,7 +435,8 @@ def _probe_variant(model, tokenizer, texts, order, variant, translator, *, fit_t
         from .translators import fit_translators
 
         translator = fit_translators(probed, tokenizer, fit_texts, batch_size=batch_size,
-                                     max_length=max_length, device=device, progress=progress)
+                                     max_length=max_length, device=device, progress=progress,
+                                     fit_at=fit_at, mask_rate=mask_rate, seed=seed)
     common = dict(batch_size=batch_size, device=device, max_length=max_length, progress=progress,
                   translator=translator)
     if masking is not None:
@@ -504,7 +452,8 @@ def _check_translator_options(models, n_sequences, include_control, duplications
         raise ValueError(f"translator must be one of {list(TRANSLATORS)}, got {translator!r}")
     if translator == "identity":
         if fit_sequences is not None or translators is not None:
-            raise ValueError("fit_sequences and translators are for translator='linear'")
+            raise ValueError("fit_sequences and translators are for translator='linear' or "
+                             "'linear-masked'")
         return
     if (fit_sequences is None) == (translators is None):
         raise ValueError("translator='linear' needs either fit_sequences (fit one per probed "

@@ -23,7 +23,8 @@ import transformers
 from tqdm import tqdm
 
 from .checks import check_number
-from .hidden import batch_hidden_states, length_batches, pad_batch, tokenize_for_probe
+from .hidden import (batch_hidden_states, length_batches, mask_for_probe, pad_batch,
+                     tokenize_for_probe)
 
 __all__ = ["LinearTranslator", "fit_translators", "fit_affine", "split_texts", "TextSplit",
            "RIDGE_GRID"]
@@ -31,6 +32,9 @@ __all__ = ["LinearTranslator", "fit_translators", "fit_affine", "split_texts", "
 # Ridge strengths relative to the mean eigenvalue of the centred X^T X (scale-free): lambda =
 # alpha * trace(X^T X) / H. The smallest is near least squares, the largest shrinks hard.
 RIDGE_GRID = (1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+# "unmasked": every non-special position of unmasked inputs; "masked": only the masked positions
+# of inputs with a seeded 15% masked (every chosen token -> mask token), as Din et al. fit BERT's
+FIT_AT = ("unmasked", "masked")
 FORMAT = "dupbert-linear-translator/1"
 
 
@@ -63,6 +67,7 @@ class LinearTranslator:
     n_tokens: int
     n_sequences: int
     fit_digests: frozenset[str] = field(default_factory=frozenset, repr=False)
+    fit_at: str = "unmasked"  # the positions fitted on: FIT_AT
 
     def __repr__(self) -> str:
         return (f"LinearTranslator({self.n_states} hidden states of size {self.weight.shape[1]}, "
@@ -106,7 +111,7 @@ class LinearTranslator:
                     "ridge": list(self.ridge), "validation_mse": list(self.validation_mse),
                     "identity_mse": list(self.identity_mse), "n_tokens": self.n_tokens,
                     "n_sequences": self.n_sequences,
-                    "fit_digests": sorted(self.fit_digests)}, path)
+                    "fit_digests": sorted(self.fit_digests), "fit_at": self.fit_at}, path)
         return path
 
     @classmethod
@@ -223,9 +228,13 @@ def _squared_error(solution: torch.Tensor, moments: _Moments, layer: int) -> flo
 
 
 @torch.inference_mode()
-def _moments(model, tokenizer, texts, batch_size, max_length, device, progress) -> _Moments:
-    """The statistics of every hidden state at the non-special positions of ``texts``."""
+def _moments(model, tokenizer, texts, batch_size, max_length, device, progress,
+             fit_at: str = "unmasked", mask_rate: float = 0.15, seed: int = 0) -> _Moments:
+    """The statistics of every hidden state at the non-special positions of ``texts``, or
+    (``fit_at="masked"``) at the masked positions of ``texts`` masked by ``mask_for_probe``."""
     examples = tokenize_for_probe(tokenizer, texts, max_length)
+    if fit_at == "masked":
+        examples = mask_for_probe(examples, tokenizer, mask_rate, "mask", seed)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     moments = _Moments(model.config.num_hidden_layers + 1, model.config.hidden_size)
     batches = length_batches([len(e["input_ids"]) for e in examples], batch_size)
@@ -247,6 +256,9 @@ def fit_translators(
     max_length: int = 512,
     device: str | torch.device | None = None,
     progress: bool = False,
+    fit_at: str = "unmasked",
+    mask_rate: float = 0.15,
+    seed: int = 0,
 ) -> LinearTranslator:
     """Fit an affine map from every hidden state to the last one (Din et al. 2023), for
     ``reconstruction_accuracy``, ``masked_prediction_accuracy`` and ``lens`` (``translator=``).
@@ -259,6 +271,9 @@ def fit_translators(
         texts: fitting sequences (at least 2), none of which may later be evaluated.
         validation_fraction: share of ``texts`` held out, in (0, 1).
         alphas: relative ridge strengths to try (:func:`fit_affine`), each >= 0.
+        fit_at: ``"unmasked"`` (every non-special position of the unmasked texts) or ``"masked"``
+            (the ``mask_rate`` of positions masked by ``mask_for_probe`` with ``seed``, every
+            chosen token the mask token: Din et al.'s fit at [MASK] positions).
 
     Returns:
         A :class:`LinearTranslator`.
@@ -275,13 +290,16 @@ def fit_translators(
     alphas = [float(alpha) for alpha in alphas]
     if not alphas or any(not math.isfinite(a) or a < 0 for a in alphas):
         raise ValueError(f"alphas must be finite numbers >= 0, at least one, got {alphas!r}")
+    if fit_at not in FIT_AT:
+        raise ValueError(f"fit_at must be one of {list(FIT_AT)}, got {fit_at!r}")
     n_validation = min(len(texts) - 1, max(1, round(validation_fraction * len(texts))))
+    positions = dict(fit_at=fit_at, mask_rate=mask_rate, seed=seed)
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model = model.to(device).eval()
     train = _moments(model, tokenizer, texts[:-n_validation], batch_size, max_length, device,
-                     progress)
+                     progress, **positions)
     held_out = _moments(model, tokenizer, texts[-n_validation:], batch_size, max_length, device,
-                        progress)
+                        progress, **positions)
     n_values = held_out.n_tokens * model.config.hidden_size
     identity = torch.cat([torch.eye(model.config.hidden_size, dtype=torch.float64),
                           torch.zeros(1, model.config.hidden_size, dtype=torch.float64)])
@@ -301,4 +319,4 @@ def fit_translators(
         identity_mse.append(max(0.0, _squared_error(identity, held_out, layer)) / n_values)
     return LinearTranslator(torch.stack(weights), torch.stack(biases), ridge, validation_mse,
                             identity_mse, everything.n_tokens, len(texts),
-                            frozenset(_text_digest(text) for text in texts))
+                            frozenset(_text_digest(text) for text in texts), fit_at)

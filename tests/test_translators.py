@@ -152,7 +152,7 @@ def test_save_and_load_give_the_same_table(tmp_path, rxnmapper, split, translato
 
 @pytest.mark.parametrize("call, message", [
     (dict(translator="linear"), "translator='linear' needs a fitted translator"),
-    (dict(translator="tuned"), "translator must be 'identity', 'linear' or a fitted translator"),
+    (dict(translator="tuned"), "translator must be 'identity', 'linear', 'linear-masked' or a fitted translator"),
     (dict(translator="identity", translators="T"), "translators= is given but "
                                                    "translator='identity'"),
 ])
@@ -193,3 +193,36 @@ def test_probe_models_fits_on_the_sequences_after_the_evaluated_ones(
     with pytest.raises(ValueError, match=r"pass include_control=False and duplications=None"):
         probe_models(["rxnmapper-albert"], translator="linear", progress=False,
                      translators={"rxnmapper-albert": None})
+
+
+def test_a_translator_fitted_at_masked_positions_sees_only_them(rxnmapper, split, tmp_path):
+    """Din et al. fit at [MASK] positions: the fit reads the masked positions of masked inputs
+    (the probe's seeded selection), so it counts exactly those, and keeps how it was fitted."""
+    from dupbert.hidden import mask_for_probe, tokenize_for_probe
+
+    model, tokenizer = rxnmapper
+    masked = fit_translators(model, tokenizer, split.fit, fit_at="masked", seed=3)
+    examples = mask_for_probe(tokenize_for_probe(tokenizer, split.fit, 512), tokenizer, 0.15,
+                              "mask", 3)
+    assert masked.n_tokens == sum(sum(label >= 0 for label in e["labels"]) for e in examples)
+    unmasked = fit_translators(model, tokenizer, split.fit)
+    assert masked.fit_at == "masked" and unmasked.fit_at == "unmasked"
+    assert masked.n_tokens < unmasked.n_tokens / 5
+    assert not torch.allclose(masked.weight[1], unmasked.weight[1])
+    assert LinearTranslator.load(masked.save(tmp_path / "m.pt")).fit_at == "masked"
+    with pytest.raises(ValueError, match=r"fit_at must be one of \['unmasked', 'masked'\], got 'mask'"):
+        fit_translators(model, tokenizer, split.fit, fit_at="mask")
+
+
+def test_probe_models_fits_a_masked_translator_when_asked(tmp_path, monkeypatch, shared_data_dir,
+                                                          zoo_cache, rxnmapper):
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
+    (tmp_path / "models").symlink_to(zoo_cache / "models")
+    frame = probe_models(["rxnmapper-albert"], n_sequences=8, fit_sequences=24,
+                         translator="linear-masked", include_control=False,
+                         data_dir=shared_data_dir, progress=False)
+    assert set(frame["translator"]) == {"linear-masked"}
+    texts = split_texts(dupbert.load_texts("uspto50k-test", 32, data_dir=shared_data_dir), 8)
+    fitted = fit_translators(*rxnmapper, texts.fit, fit_at="masked")
+    direct = reconstruction_accuracy(*rxnmapper, texts.eval, progress=False, translator=fitted)
+    np.testing.assert_allclose(frame["top1"], direct["top1"], rtol=0, atol=1e-12)
