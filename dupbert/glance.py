@@ -11,12 +11,11 @@ Each claim's rule, fixed before the runs, is in the function that decides it (:f
 from __future__ import annotations
 
 import math
-
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from . import comparisons, paper, tasks
+from . import comparisons, paper, significance, tasks
 from .checks import check_columns, check_number
 from .errors import ParameterError
 
@@ -408,9 +407,40 @@ def beyond_the_paper(summary: pd.DataFrame, status: pd.DataFrame,
     return texts
 
 
+def decisive_tests(tests: pd.DataFrame) -> dict[tuple[str, str], tuple[str, str | None]]:
+    """Pre-registered confirmatory tests whose verdict becomes their model and task's claim
+    verdict: ``{(model, task): (text, verdict)}`` from ``dupbert.comparisons.confirmatory_test``
+    rows. ``verdict`` is the study's rule (``dupbert.significance.verdict``) with the paper's
+    claimed gain for that task and metric, once every planned run has landed and the baseline
+    learned; ``None`` before (the study's own verdict then stands).
+
+    Raises:
+        ParameterError (a ValueError): a missing column.
+    """
+    check_columns(tests, ["model", "task", "metric", "configuration", "n_pairs", "gain",
+                          "gain_ci_low", "gain_ci_high", "p_value", "verdict"], "tests", rows="")
+    decided = {}
+    for r in tests.itertuples():
+        claimed = [c for c in paper.CLAIMS if c.rq == 3 and c.task == r.task and c.metric == r.metric]
+        waiting = str(r.verdict).startswith("pending") or r.verdict == comparisons.DID_NOT_LEARN
+        if waiting or not claimed:
+            decided[(r.model, r.task)] = (
+                f"confirmatory test of {r.configuration}: {r.verdict}", None)
+            continue
+        verdict = significance.verdict(r.gain, r.gain_ci_low, r.gain_ci_high, r.p_value,
+                                       claimed[0].claimed_gain)
+        decided[(r.model, r.task)] = (
+            f"decided by the confirmatory test of {r.configuration} on {int(r.n_pairs)} new seeds: "
+            f"{_interval(r.gain, r.gain_ci_low, r.gain_ci_high)} (p {r.p_value:.2g}), {verdict}",
+            verdict)
+    return decided
+
+
 def rq3_rq4_rows(results: pd.DataFrame,
                  planned_seeds: Mapping[tuple[str, str], int] | None = None,
-                 pilots: pd.DataFrame | None = None) -> list[dict]:
+                 pilots: pd.DataFrame | None = None,
+                 decisive: Mapping[tuple[str, str], tuple[str, str | None]] | None = None
+                 ) -> list[dict]:
     """The RQ3 and RQ4 claims from the fine-tuning runs (``ResultsFile.frame()`` rows of one
     setting).
 
@@ -428,6 +458,8 @@ def rq3_rq4_rows(results: pd.DataFrame,
             claim it bears on.
         pilots: pilot runs (:func:`pilot_shortfalls`): a model and task neither run nor planned
             because its pilots missed the floor is ``did not learn``.
+        decisive: :func:`decisive_tests`: a model and task's confirmatory test, shown after its
+            study's primary, decides its verdict once complete.
     """
     table = comparisons.comparison(results, planned_seeds=planned_seeds) if not results.empty \
         else pd.DataFrame()
@@ -456,6 +488,11 @@ def rq3_rq4_rows(results: pd.DataFrame,
                                 else "undecided")
             else:
                 verdicts.append(cell.verdict if cell.verdict in VERDICTS else "undecided")
+            test_text, test_verdict = (decisive or {}).get((cell.model, c.task), (None, None))
+            if test_text is not None:
+                texts[-1] += f"; {test_text}"
+                if test_verdict is not None:
+                    verdicts[-1] = test_verdict
         landed = set(cells["model"]) if not cells.empty else set()
         for (model, task), planned in (planned_seeds or {}).items():
             if task == c.task and model not in landed:  # planned, nothing landed yet
@@ -544,14 +581,16 @@ def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.Data
                         spearman: pd.DataFrame | None, results: pd.DataFrame | None,
                         ensembles: pd.DataFrame | None,
                         planned_seeds: Mapping[tuple[str, str], int] | None = None,
-                        pilots: pd.DataFrame | None = None) -> pd.DataFrame:
+                        pilots: pd.DataFrame | None = None,
+                        decisive: Mapping[tuple[str, str], tuple[str, str | None]] | None = None
+                        ) -> pd.DataFrame:
     """One row per claim of :data:`dupbert.paper.CLAIMS`, in that order.
 
     Returns:
         :data:`COLUMNS` ``id, rq, claim, paper, ours, verdict, evidence, section`` (``evidence``:
         the chapter's page, e.g. ``rq3``; ``section``: the anchor holding the evidence). Claims
         whose inputs are ``None`` are ``not testable here``, "not run". ``planned_seeds``,
-        ``pilots``: as :func:`rq3_rq4_rows`.
+        ``pilots``, ``decisive``: as :func:`rq3_rq4_rows`.
 
     Raises:
         AssertionError: a claim got two rows (a bug).
@@ -562,7 +601,7 @@ def results_at_a_glance(reconstruction: pd.DataFrame | None, duplicated: pd.Data
     if spearman is not None:
         rows.append(rq2_row(spearman))
     if results is not None:
-        rows += rq3_rq4_rows(results, planned_seeds, pilots)
+        rows += rq3_rq4_rows(results, planned_seeds, pilots, decisive)
     rows += rq5_rows(ensembles)
     by_id = {}
     for row in rows:

@@ -233,7 +233,8 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
     "glance": dict(tables_dir=Parameter("str"), results_paths=Parameter("names"),
                    study_profile=_STUDY,
                    pilot_paths=Parameter("names", none=True, check=_files_exist), profile=_PROFILE,
-                   confirm_profile=_CONFIRM),
+                   confirm_profile=_CONFIRM,
+                   decisive_profiles=Parameter("names", none=True, check=_files_exist)),
 }
 """The parameters of each chapter notebook (``notebooks/<name>.ipynb``) and how each is read."""
 

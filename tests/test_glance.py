@@ -698,3 +698,43 @@ def test_the_page_refuses_a_run_without_its_metric_instead_of_judging_the_rest()
         glance.rq3_rq4_rows(runs)
     assert str(refused.value).startswith("the run of model 'a', task 'snli', duplication 'copy "
                                          "first 3', seed 4 has no accuracy (metrics.accuracy is NaN)")
+
+
+def _test_row(verdict, gain=float("nan"), low=float("nan"), high=float("nan"), p=float("nan"),
+              n_pairs=20, model="a"):
+    return pd.DataFrame([{"model": model, "task": "snli", "metric": "accuracy",
+                          "configuration": "copy first 3", "n_pairs": n_pairs, "gain": gain,
+                          "gain_ci_low": low, "gain_ci_high": high, "p_value": p,
+                          "verdict": verdict}])
+
+
+def test_a_complete_confirmatory_test_decides_its_claim_by_the_studys_rule():
+    flat = _runs("a", "snli", "accuracy", 0.70, 0.0)  # the study alone: refuted (CI below +0.6)
+    assert _rq3(flat)["rq3-snli-accuracy"]["verdict"] == "refuted"
+    cases = [(_test_row("confirmed", 0.40, 0.10, 0.70, 0.01), "reproduced"),  # significant gain
+             (_test_row("not confirmed", 0.10, -0.10, 0.30, 0.30), "refuted"),  # ends below +0.6
+             (_test_row("not confirmed", 0.30, -0.10, 0.70, 0.12), "undecided"),
+             (_test_row("refuted", -0.40, -0.70, -0.10, 0.01), "refuted")]
+    for test, expected in cases:
+        decisive = glance.decisive_tests(test)
+        assert decisive[("a", "snli")][1] == expected
+        rows = {r["id"]: r for r in glance.rq3_rq4_rows(flat, decisive=decisive)}
+        assert rows["rq3-snli-accuracy"]["verdict"] == expected
+        assert "decided by the confirmatory test of copy first 3 on 20 new seeds" in \
+            rows["rq3-snli-accuracy"]["ours"]
+        assert rows["rq3-snli-accuracy"]["ours"].startswith("a: copy first 3 ")  # the study stays
+    undecided = glance.decisive_tests(cases[2][0])
+    assert undecided[("a", "snli")][0].endswith("+0.30 [-0.10, +0.70] (p 0.12), undecided")
+
+
+def test_a_pending_confirmatory_test_is_shown_and_the_studys_verdict_stands():
+    flat = _runs("a", "snli", "accuracy", 0.70, 0.0)
+    decisive = glance.decisive_tests(_test_row("pending (3/20 seeds)"))
+    assert decisive == {("a", "snli"): ("confirmatory test of copy first 3: pending (3/20 seeds)",
+                                        None)}
+    rows = {r["id"]: r for r in glance.rq3_rq4_rows(flat, decisive=decisive)}
+    assert rows["rq3-snli-accuracy"]["verdict"] == "refuted"
+    assert rows["rq3-snli-accuracy"]["ours"].endswith(
+        "; confirmatory test of copy first 3: pending (3/20 seeds)")
+    other = glance.decisive_tests(_test_row("confirmed", 0.4, 0.1, 0.7, 0.01, model="b"))
+    assert _rq3(flat) == {r["id"]: r for r in glance.rq3_rq4_rows(flat, decisive=other)}
