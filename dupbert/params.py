@@ -220,7 +220,8 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
                               help="save per-example outputs (for RQ5 ensembles) here (with "
                                    "--profile, default: the profile's outputs_dir)"),
         run_missing=Parameter("bool", default=True),
-        profile=Parameter("str", default="smoke"), confirm_profile=_CONFIRM),
+        profile=Parameter("str", default="smoke"), confirm_profile=_CONFIRM,
+        decisive_profiles=Parameter("names", none=True, check=_files_exist)),
     "rq4": dict(results_paths=Parameter("names", check=_files_exist), baseline=Parameter("str"),
                 study_profile=_STUDY, pilot_paths=Parameter("names", none=True, check=_files_exist),
                 profile=_PROFILE),
