@@ -115,10 +115,13 @@ def check_number(name: str, value: Any, *, integer: bool = False, minimum: float
     import math
     import numbers
 
-    bounds = [f">= {minimum:g}" if minimum is not None else "",
-              f"> {above:g}" if above is not None else "",
-              f"<= {maximum:g}" if maximum is not None else "",
-              f"< {below:g}" if below is not None else ""]
+    def shown(bound: float) -> str:  # whole numbers in full: 4294967295, not 4.29497e+09
+        return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
+
+    bounds = [f">= {shown(minimum)}" if minimum is not None else "",
+              f"> {shown(above)}" if above is not None else "",
+              f"<= {shown(maximum)}" if maximum is not None else "",
+              f"< {shown(below)}" if below is not None else ""]
     allowed = (f"{'an integer' if integer else 'a number'} "
                f"{' and '.join(bound for bound in bounds if bound)}").strip()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -299,7 +299,7 @@ def test_a_profile_into_a_directory_fails_before_training(tmp_path, monkeypatch,
     (["--n-sequences", "0"], "--n-sequences must be an integer >= 1, got 0"),
     (["--batch-size", "0"], "--batch-size must be an integer >= 1, got 0"),
     (["--max-length", "2"], "--max-length must be an integer >= 3, got 2"),
-    (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+    (["--seed", "-1"], "--seed must be an integer >= 0 and <= 4294967295, got -1"),
 ])
 def test_probe_bad_options_are_named_before_anything_loads(capsys, nothing_loads, options,
                                                            message):
@@ -518,11 +518,13 @@ def test_lens_bad_text_file(tmp_path, capsys, nothing_loads, content, message):
     assert capsys.readouterr().err == f"dupbert: error: {message.format(path=path)}\n"
 
 
+# Re-pinned 2026-12-02 when WikiText's @-@ markup was undone in the corpus and the unknown token
+# stopped being scored: 1,778 scored tokens, not 1,788.
 @pytest.mark.parametrize("model, top1, top5", [
-    ("bert-en-small", [1151, 1468, 1619, 1627, 1595, 1453, 1140],
-     [1309, 1601, 1706, 1721, 1708, 1619, 1294]),
-    ("albert-en-small", [919, 1113, 1009, 929, 887, 864, 842],
-     [1150, 1305, 1152, 1062, 992, 956, 907]),
+    ("bert-en-small", [1168, 1479, 1619, 1633, 1598, 1455, 1141],
+     [1325, 1614, 1714, 1733, 1718, 1623, 1303]),
+    ("albert-en-small", [932, 1123, 1017, 937, 901, 871, 851],
+     [1157, 1313, 1166, 1073, 1002, 965, 919]),
 ])
 def test_the_english_models_pretrained_here_load_by_name_and_probe(model, top1, top5, tmp_path,
                                                                    fresh_results_cache, capsys):
@@ -533,7 +535,7 @@ def test_the_english_models_pretrained_here_load_by_name_and_probe(model, top1, 
         assert main(["probe", "--model", model, "--n-sequences", "16", "--no-control",
                      "--out", str(out)]) == 0
     frame = pd.read_csv(out)
-    assert set(frame["corpus"]) == {"wikitext2"} and set(frame["n_tokens"]) == {1788}
-    assert (frame["top1"] * 1788).round().astype(int).tolist() == top1
-    assert (frame["top5"] * 1788).round().astype(int).tolist() == top5
+    assert set(frame["corpus"]) == {"wikitext2"} and set(frame["n_tokens"]) == {1778}
+    assert (frame["top1"] * 1778).round().astype(int).tolist() == top1
+    assert (frame["top5"] * 1778).round().astype(int).tolist() == top5
     assert "top1_macro" in capsys.readouterr().out
