@@ -92,6 +92,9 @@ class PretrainConfig:
         check_number("mask_rate", self.mask_rate, above=0, below=1)
         check_number("dropout", self.dropout, minimum=0, below=1)
         check_number("seed", self.seed, integer=True, minimum=0)
+        if self.grow and len(self.grow) != self.num_layers:
+            raise ValueError(f"grow {list(self.grow)} gives {len(self.grow)} blocks, but "
+                             f"num_layers is {self.num_layers}")
         if self.target_top1 is not None:
             check_number("target_top1", self.target_top1, above=0, maximum=1)
         if self.head_learning_rate is not None:
@@ -125,6 +128,19 @@ MODELS: dict[str, PretrainConfig] = {
         name="minilm-mlm-en", architecture="bert", init="all-MiniLM-L6-v2", vocab_size=30522,
         hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536,
         learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=120, total_steps=2400,
+        checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]"),
+    # the growth arm (RQ3 chapter): minilm-mlm-en with copy first 3, continued for a fixed 400
+    # steps, and its control, continued unduplicated for the same steps, both with its recipe
+    "minilm-mlm-en-grown": PretrainConfig(
+        name="minilm-mlm-en-grown", architecture="bert", init="minilm-mlm-en", vocab_size=30522,
+        hidden_size=384, num_layers=9, num_heads=12, intermediate_size=1536,
+        learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=40, total_steps=400, seed=1,
+        checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]",
+        grow=(0, 0, 1, 1, 2, 2, 3, 4, 5)),
+    "minilm-mlm-en-continued": PretrainConfig(
+        name="minilm-mlm-en-continued", architecture="bert", init="minilm-mlm-en",
+        vocab_size=30522, hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536,
+        learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=40, total_steps=400, seed=1,
         checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]"),
     # the emergence record continued past the plateau: at most 4,000 more steps, stopping at the
     # first evaluation where masked top-1 at the output reaches 0.25 (emergence chapter)
