@@ -514,12 +514,7 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     run_dir = Path(work) / config.name
     checkpoint = run_dir / "checkpoint.pt"
     identity = dataclasses.asdict(config)
-    previous = torch.load(checkpoint, weights_only=True) if checkpoint.is_file() else None
-    if previous is not None and _differences(previous["config"], identity):
-        differ = _differences(previous["config"], identity)
-        raise CheckpointMismatch(
-            f"checkpoint {checkpoint} was made with another configuration ({differ}, as "
-            "(checkpoint, now)); resume with its configuration, or move it away to start anew")
+    previous = _load_checkpoint(checkpoint, identity)
     tokenizer, rows = prepare(config, data_dir, work, progress)
     paragraphs = heldout_texts(data_dir, 400, config.heldout_unk)  # the first 64: the probe's
     heldout = pack(tokenizer, [paragraphs], config.seq_length)[:64]
@@ -589,6 +584,20 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def _load_checkpoint(path: Path, identity: dict) -> dict | None:
+    """The checkpoint at ``path`` (None if there is none), refused with CheckpointMismatch (the
+    fields that differ) if it was made with another configuration than ``identity``."""
+    import torch
+
+    previous = torch.load(path, weights_only=True) if path.is_file() else None
+    if previous is not None and _differences(previous["config"], identity):
+        raise CheckpointMismatch(
+            f"checkpoint {path} was made with another configuration "
+            f"({_differences(previous['config'], identity)}, as (checkpoint, now)); resume with "
+            "its configuration, or move it away to start anew")
+    return previous
 
 
 def _target_reached(evaluated: list[dict], config: PretrainConfig) -> bool:
