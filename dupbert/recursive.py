@@ -102,5 +102,5 @@ def _factorise_embeddings(body: transformers.BertModel, albert: transformers.Alb
 def embedding_svd_share(bert: transformers.PreTrainedModel, embedding_size: int) -> float:
     """The share of the word embeddings' squared Frobenius norm that a rank-``embedding_size``
     factorisation keeps (``sum(s[:E]^2) / sum(s^2)``)."""
-    s = torch.linalg.svdvals(_body(bert).embeddings.word_embeddings.weight.float())
+    s = torch.linalg.svdvals(_body(bert).embeddings.word_embeddings.weight.detach().float())
     return float((s[:embedding_size] ** 2).sum() / (s ** 2).sum())
