@@ -129,19 +129,6 @@ MODELS: dict[str, PretrainConfig] = {
         hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536,
         learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=120, total_steps=2400,
         checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]"),
-    # the growth arm (RQ3 chapter): minilm-mlm-en with copy first 3, continued for a fixed 400
-    # steps, and its control, continued unduplicated for the same steps, both with its recipe
-    "minilm-mlm-en-grown": PretrainConfig(
-        name="minilm-mlm-en-grown", architecture="bert", init="minilm-mlm-en", vocab_size=30522,
-        hidden_size=384, num_layers=9, num_heads=12, intermediate_size=1536,
-        learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=40, total_steps=400, seed=1,
-        checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]",
-        grow=(0, 0, 1, 1, 2, 2, 3, 4, 5)),
-    "minilm-mlm-en-continued": PretrainConfig(
-        name="minilm-mlm-en-continued", architecture="bert", init="minilm-mlm-en",
-        vocab_size=30522, hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536,
-        learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=40, total_steps=400, seed=1,
-        checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]"),
     # the emergence record continued past the plateau: at most 4,000 more steps, stopping at the
     # first evaluation where masked top-1 at the output reaches 0.25 (emergence chapter)
     "bert-en-small-continued": PretrainConfig(
@@ -161,6 +148,16 @@ MODELS: dict[str, PretrainConfig] = {
         learning_rate=5e-4, head_learning_rate=2e-3, warmup_steps=120, total_steps=2400,
         checkpoint_every=50, heldout_unk="[UNK]"),
 }
+
+
+# The growth arm (RQ3 chapter): minilm-mlm-en with copy first 3, continued for a fixed 400 steps,
+# and its control, continued unduplicated for the same steps, both with the head's recipe.
+_GROWTH = dict(init="minilm-mlm-en", warmup_steps=40, total_steps=400, seed=1)
+MODELS["minilm-mlm-en-grown"] = dataclasses.replace(
+    MODELS["minilm-mlm-en"], name="minilm-mlm-en-grown", num_layers=9,
+    grow=(0, 0, 1, 1, 2, 2, 3, 4, 5), **_GROWTH)
+MODELS["minilm-mlm-en-continued"] = dataclasses.replace(
+    MODELS["minilm-mlm-en"], name="minilm-mlm-en-continued", **_GROWTH)
 
 
 # --------------------------------------------------------------------------------------------------

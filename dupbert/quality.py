@@ -19,9 +19,9 @@ import pandas as pd
 import transformers
 
 from .data import default_corpus, load_texts
-from .hidden import TruncationWarning, tokenize_for_probe
+from .hidden import TruncationWarning, mask_for_probe, tokenize_for_probe
 from .models import load_mlm
-from .probe import mask_for_probe, masked_prediction_accuracy
+from .probe import masked_prediction_accuracy
 
 ENGLISH_HELDOUT = "wikitext2-valid"
 N_SEQUENCES = 200
