@@ -200,71 +200,67 @@ def _fit_for_lens(args: argparse.Namespace, model, tokenizer, text: str):
 
 
 def _finetune(args: argparse.Namespace) -> int:
-    if args.profile:
-        return _finetune_profile(args)
-    if not args.model or not args.task or not args.results:
-        raise ValueError("dupbert finetune needs --model, --task and --results, or --profile FILE")
-    from . import checks
-
-    overrides = {k: v for k, v in dict(epochs=args.epochs, max_steps=args.max_steps,
-                                       learning_rate=args.learning_rate,
-                                       batch_size=args.batch_size,
-                                       group_by_length=args.group_by_length).items()
-                 if v is not None}
-    hyperparameters = {"classification": overrides, "qa": overrides}
-    if args.device:  # the one input sweep does not check before it trains
-        checks.check_device(args.device)
-    # every other option is checked once, by sweep, before anything is loaded or trained (a
-    # finished sweep reads its rows without loading any model config)
-    _quiet_loading(args.progress)
-    from .sweeps import sweep
-
-    frame = sweep(args.model, args.task, args.duplication or ["baseline"], args.seed or [0],
-                  args.results, hyperparameters=hyperparameters,
-                  max_train_samples=args.max_train_samples, max_eval_samples=args.max_eval_samples,
-                  device=args.device or "cpu", outputs_dir=args.outputs_dir, shard=args.shard,
-                  progress=args.progress)
-    _print_runs(frame, args.results)
-    return 0
-
-
-def _finetune_profile(args: argparse.Namespace) -> int:
-    """The sweep of an RQ3 parameter profile (the runs notebooks/rq3.ipynb makes with it)."""
+    """The runs of an RQ3 ``--profile`` file (the runs notebooks/rq3.ipynb makes with it, planned
+    by ``dupbert.profiles.plan_sweep``), or of the options."""
     from . import params, profiles, sweeps
 
+    if not args.profile:
+        return _finetune_options(args)
     # --model filters the profile's models; where results go and the device may be overridden
     given = [option for name, option in params.given_options(args, "rq3").items()
              if name not in ("models", "results_path", "outputs_dir", "device")]
     if given:
         raise ValueError(f"--profile takes the sweep from the profile; drop {', '.join(given)} "
                          f"(or edit a copy of {args.profile})")
-    parameters = profiles.load_profile(args.profile)
-    if args.model:  # a filter: these models of the profile only (same run keys)
-        parameters = profiles.restrict_models(parameters, args.model)
+    # the profile's inputs first, in seconds, as the notebook checks them
+    parameters = profiles.read_profile(args.profile, device=args.device, models=args.model)
+    # the profile's paths are relative to the repository root, as in the notebook
+    from .results import repository_path
 
-    # the profile's inputs first, in seconds, as the notebook checks them; planned from the
-    # values as read there
-    parameters = params.profile_parameters(parameters, device=args.device)
+    results = args.results or (parameters.results_path
+                               and repository_path(parameters.results_path))
+    if not results:
+        raise ValueError(f"{args.profile} names no results_path: give --results FILE")
+    outputs_dir = args.outputs_dir or (parameters.outputs_dir
+                                       and repository_path(parameters.outputs_dir))
     _quiet_loading(args.progress)
     plan, notes = profiles.plan_sweep(parameters)
     for note in notes:
         print(note, file=sys.stderr)
-    from .results import repository_path
-
-    device = args.device or parameters.get("device") or "cpu"
-    # the profile's paths are relative to the repository root, as in the notebook
-    results = args.results or (parameters.get("results_path")
-                               and repository_path(parameters["results_path"]))
-    if not results:
-        raise ValueError(f"{args.profile} names no results_path: give --results FILE")
-    outputs_dir = args.outputs_dir or (parameters.get("outputs_dir")
-                                       and repository_path(parameters["outputs_dir"]))
     # the shard, the results path and the outputs folder: checked by the first sweep before its
     # first run; write permission by each sweep with runs to do (a finished study reads from a
     # read-only checkout)
-    frame = sweeps.run_plan(plan, results, device=device, outputs_dir=outputs_dir,
+    frame = sweeps.run_plan(plan, results, device=parameters.device, outputs_dir=outputs_dir,
                             shard=args.shard, progress=args.progress)
     _print_runs(frame, results)
+    return 0
+
+
+def _finetune_options(args: argparse.Namespace) -> int:
+    """``dupbert finetune --model ... --task ... --results ...``: the options read by RQ3's
+    declaration (``dupbert.params.RQ3Parameters``: forms, bounds, defaults), then one sweep, which
+    loads a model only if one of its runs is missing from the results file."""
+    from . import params
+    from .errors import ParameterError
+
+    if not args.model or not args.task or not args.results:
+        raise ValueError("dupbert finetune needs --model, --task and --results, or --profile FILE")
+    used = params.option_parameters(args, "rq3", check_models=False)
+    if used["duplications"] == "all":
+        raise ParameterError("--duplication all is for --profile files and the notebook (each "
+                             "model its own configurations); name them here, e.g. --duplication "
+                             "baseline --duplication 'copy first 3'")
+    overrides = {name: used[name] for name in params.TRAINING if used[name] is not None}
+    _quiet_loading(args.progress)
+    from .sweeps import sweep
+
+    frame = sweep(used["models"], used["tasks"], used["duplications"], used["seeds"],
+                  used["results_path"], hyperparameters={"classification": overrides,
+                                                         "qa": overrides},
+                  max_train_samples=used["max_train_samples"],
+                  max_eval_samples=used["max_eval_samples"], device=used["device"],
+                  outputs_dir=used["outputs_dir"], shard=args.shard, progress=args.progress)
+    _print_runs(frame, used["results_path"])
     return 0
 
 

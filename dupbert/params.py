@@ -1,10 +1,13 @@
-"""The parameters of every chapter notebook, declared once (:data:`NOTEBOOK_PARAMETERS`), read in
-the forms papermill users type (``-p``, ``-y``, ``-f``): normalised, or rejected with the forms
-to use. Each notebook calls, in the cell after its parameters cell::
+"""The parameters of every chapter notebook, declared once: one frozen dataclass per chapter
+(:data:`CHAPTERS`, e.g. :class:`RQ3Parameters`) whose fields carry type, default, bounds, forms
+and help (a :class:`Parameter` in each field's metadata). Constructing one reads every value in
+the forms papermill users type (``-p``, ``-y``, ``-f``), normalised or rejected with the forms to
+use, then checks the values together. Each notebook calls, in the cell after its parameters cell::
 
     from dupbert.params import notebook_parameters
     globals().update(notebook_parameters("rq2", globals()))
 
+(RQ3 keeps the object, ``chapter_parameters("rq3", globals())``, and plans its runs from it).
 ``dupbert finetune`` reads ``--profile`` files (:func:`profile_parameters`) and its options,
 ``dupbert probe`` its options (:func:`option_parameters`), through the same declaration.
 Importing this module imports neither torch nor transformers.
@@ -12,17 +15,18 @@ Importing this module imports neither torch nor transformers.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from .checks import check_device
 from .errors import DeviceNotAvailable, DupbertError, ParameterError
-from .zoo import check_model
+from .zoo import ZOO, check_model
 
 __all__ = ["notebook_parameters", "profile_parameters", "option_parameters",
            "NOTEBOOK_PARAMETERS", "Parameter", "TASK_NAMES"]
@@ -46,8 +50,7 @@ class Parameter:
     ``"None"`` and ``""`` allowed. ``choices``: allowed strings (``orders`` also takes a mapping).
     ``minimum``/``maximum``: bounds; ``above``: a strict lower bound. List items must be distinct.
     ``check``: called with the parsed value (not ``None``), may raise a
-    :class:`~dupbert.errors.DupbertError`. ``default``: the value when a ``--profile`` file or the
-    command line leaves it out. ``option``: the command-line flag that sets it (``dupbert
+    :class:`~dupbert.errors.DupbertError`. ``option``: the command-line flag that sets it (``dupbert
     finetune`` for RQ3, ``dupbert probe`` for RQ1), with ``help`` (:func:`add_options`).
     """
 
@@ -59,7 +62,6 @@ class Parameter:
     above: float | None = None
     check: Callable[[Any], Any] | None = None
     cast: type | None = None
-    default: Any = None
     option: str | None = None
     help: str = ""
 
@@ -106,138 +108,254 @@ def _plain(bound: float) -> str:
     return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
 
 
-_MODELS = Parameter("names")
-
-
-_MODEL = Parameter("str", none=True)
-
-
-_CORPUS = Parameter("str", none=True, check=_corpus_check)
-
-
-_POSITIVE = Parameter("int", minimum=1)
+def _declare(kind: str, default: Any = dataclasses.MISSING, **spec) -> Any:
+    """A chapter parameter: a dataclass field whose ``metadata["parameter"]`` says how it is read.
+    ``default`` is the value a ``--profile`` file or the command line may leave out (none: the
+    parameter is required); lists and mappings are copied for every instance."""
+    metadata = {"parameter": Parameter(kind, **spec)}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 SEED_MAXIMUM = 2**32 - 1  # transformers.set_seed takes 0 .. 2**32 - 1
-_SEED = Parameter("int", minimum=0, maximum=SEED_MAXIMUM)
+
+# Shared forms, completed per chapter by _declare's keywords
+_POSITIVE = dict(kind="int", minimum=1)
+_SEED = dict(kind="int", minimum=0, maximum=SEED_MAXIMUM)
+_MAX_LENGTH = dict(kind="int", minimum=3)
+_OPTIONAL_STR = dict(kind="str", none=True)
+_CORPUS = dict(kind="str", none=True, check=_corpus_check)
+# an RQ3 parameter file that must exist: the pre-registered study whose runs a chapter reads (its
+# planned seeds per model and task; verdicts wait for them), or a confirmatory test it reports
+_PROFILE_FILE = dict(kind="str", none=True, check=lambda path: _files_exist([path]))
+_PROFILE_FILES = dict(kind="names", none=True, check=_files_exist)
 
 
-_DEVICE = Parameter("device")
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ChapterParameters:
+    """The parameters of one chapter notebook, typed and read once: constructing an instance reads
+    every field in the forms papermill users type (:func:`notebook_parameters`), checks it against
+    its declaration (``dataclasses.fields(cls)[i].metadata["parameter"]``, a :class:`Parameter`),
+    then checks the fields together (the models exist, with their MLM head for RQ1 and RQ2; RQ3's
+    configurations; ``model``, when set, replaces ``models``).
+
+    Raises:
+        ParameterError: every bad field in one message, with the forms that work.
+        DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing, ConfigurationNotAvailable: from the
+            checks of the fields together, once every field reads.
+    """
+
+    notebook: ClassVar[str] = ""
+
+    def __post_init__(self):
+        used = _read_values(declared(type(self)), self.values())
+        _check_together(self.notebook, used)
+        for name, value in used.items():
+            object.__setattr__(self, name, value)
+
+    def values(self) -> dict[str, Any]:
+        """``{name: value}`` of every field, in the order of the notebook's parameters cell."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
 
 
-_FOLDER = Parameter("str", none=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RQ1Parameters(ChapterParameters):
+    """RQ1, reconstruction from every hidden state through the MLM head (``notebooks/rq1.ipynb``,
+    ``dupbert probe``: the fields with an ``option``)."""
+
+    notebook: ClassVar[str] = "rq1"
+    models: list[str] = _declare("names", option="--model",
+                                 help="zoo name, local folder or Hub id; repeat for several models "
+                                      "(required)")
+    model: str | None = _declare(**_OPTIONAL_STR, default=None)
+    corpus: str | None = _declare(
+        **_CORPUS, default=None, option="--corpus",
+        help="a corpus name, a text file (one sequence per line; .gz too), a .csv/.tsv/.jsonl/"
+             ".parquet file, a datasets save_to_disk folder, or hub:NAME[:CONFIG]:SPLIT (default: "
+             "each model's own domain corpus)")
+    n_sequences: int = _declare(**_POSITIVE, default=500, option="--n-sequences",
+                                help="sequences per model (default: 500)")
+    batch_size: int = _declare(**_POSITIVE, default=32, option="--batch-size", help="default: 32")
+    device: str = _declare("device", default="cpu", option="--device",
+                           help="cpu, cuda, cuda:1, ... (default: cpu)")
+    seed: int = _declare(**_SEED, default=0, option="--seed",
+                         help="seed of the random-init control (default: 0)")
+    max_length: int = _declare(**_MAX_LENGTH, default=512, option="--max-length",
+                               help="tokens per sequence, special tokens included (default: 512)")
+    duplications: str | dict[str, list[int]] | None = _declare("orders", none=True,
+                                                               choices=("standard",))
+    n_sequences_duplicated: int = _declare(**_POSITIVE)
+    n_sequences_masked: int = _declare(**_POSITIVE)
+    masking: str = _declare("str", choices=("mask", "80-10-10"))
+    mask_rate: float = _declare("float", above=0.0, maximum=1.0)
+    lens_positions: int = _declare(**_POSITIVE)
+    n_fit_sequences: int = _declare(**_POSITIVE)
+    tables_dir: str | None = _declare(**_OPTIONAL_STR)
 
 
-_PROFILE = Parameter("str")
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RQ2Parameters(ChapterParameters):
+    """RQ2, the similarity of the hidden states' distributions (``notebooks/rq2.ipynb``)."""
+
+    notebook: ClassVar[str] = "rq2"
+    models: list[str] = _declare("names")
+    model: str | None = _declare(**_OPTIONAL_STR, default=None)
+    corpus: str | None = _declare(**_CORPUS, default=None)
+    n_sequences: int = _declare(**_POSITIVE)
+    max_tokens: int = _declare("int", minimum=2)
+    batch_size: int = _declare(**_POSITIVE)
+    device: str = _declare("device", default="cpu")
+    seed: int = _declare(**_SEED, default=0)
+    max_length: int = _declare(**_MAX_LENGTH)
+    duplications: str | dict[str, list[int]] | None = _declare(
+        "orders", none=True, choices=("default", "standard"))
+    reconstruction: str | None = _declare("str", none=True, choices=("sample", "probe"))
+    tables_dir: str | None = _declare(**_OPTIONAL_STR)
 
 
-# The RQ3 parameter file of the pre-registered study whose runs a chapter reads: its planned seeds
-# per model and task (verdicts wait for them); None: judge every comparison at the size it has.
-_STUDY = Parameter("str", none=True, check=lambda path: _files_exist([path]))
+# per (model, task) values: a value, {task: value} or {task: {model: value}}
+_PER_MODEL_TASK = dict(kind="per_model_task", none=True)
 
 
-# The RQ3 parameter file of a pre-registered confirmatory test (dupbert.studies.confirmatory_study)
-# that a chapter reports; None: none shown.
-_CONFIRM = Parameter("str", none=True, check=lambda path: _files_exist([path]))
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RQ3Parameters(ChapterParameters):
+    """RQ3, fine-tuning duplicated models (``notebooks/rq3.ipynb``, ``dupbert finetune``, the
+    ``--profile`` files ``notebooks/params/*/rq3*.yaml``); ``dupbert.profiles.plan_sweep`` plans
+    its runs. The subset sizes and hyper-parameters are a value, ``{task: value}`` or
+    ``{task: {model: value}}``; ``None`` is all rows, or the run_glue/run_qa default."""
+
+    notebook: ClassVar[str] = "rq3"
+    models: list[str] = _declare("names", option="--model",
+                                 help="zoo name, local folder or Hub id; repeat for several models")
+    model: str | None = _declare(**_OPTIONAL_STR, default=None)
+    tasks: list[str] | dict[str, list[str]] | None = _declare(
+        "names_per_model", default=None, none=True, check=_task_check, option="--task",
+        help="sst2, snli, squad2 or uspto50k; repeat for several tasks")
+    duplications: str | list[str] = _declare(
+        "names", default=["baseline"], choices=("all",), option="--duplication",
+        help="configuration name, e.g. baseline, 'copy first 3', 'depth control'; repeat for "
+             "several (default: baseline)")
+    seeds: list[int] | dict = _declare("ints_per_model_task", default=[0], minimum=0,
+                                       maximum=SEED_MAXIMUM, option="--seed",
+                                       help="repeat for several (default: 0)")
+    max_train_samples: int | dict | None = _declare(
+        "per_task_int", default=None, none=True, minimum=1, option="--max-train-samples",
+        help="stratified fixed-seed training subset (default: all)")
+    max_eval_samples: int | dict | None = _declare(
+        "per_task_int", default=None, none=True, minimum=1, option="--max-eval-samples",
+        help="stratified evaluation subset, the same for every run (default: all)")
+    # 0 epochs is refused by HyperParameters unless max_steps >= 1 trains instead
+    epochs: float | dict | None = _declare(**_PER_MODEL_TASK, default=None, cast=float, minimum=0,
+                                           option="--epochs",
+                                           help="default: 3 (classification), 2 (SQuAD)")
+    max_steps: int | dict | None = _declare(
+        **_PER_MODEL_TASK, default=None, cast=int, minimum=-1, check=_not_zero_steps,
+        option="--max-steps", help="optimisation steps; overrides --epochs (default: -1, use "
+                                   "epochs)")
+    learning_rate: float | dict | None = _declare(
+        **_PER_MODEL_TASK, default=None, cast=float, above=0, option="--learning-rate",
+        help="default: 2e-5 (classification), 3e-5 (SQuAD)")
+    batch_size: int | dict | None = _declare(
+        **_PER_MODEL_TASK, default=None, cast=int, minimum=1, option="--batch-size",
+        help="global batch size (default: 32 classification, 12 SQuAD)")
+    group_by_length: bool | dict | None = _declare(
+        **_PER_MODEL_TASK, default=None, cast=bool, option="--group-by-length",
+        help="Trainer's length-grouped batches (default: off, as run_glue.py)")
+    device: str = _declare("device", default="cpu", option="--device",
+                           help="cpu, cuda, cuda:1, ... (default: the profile's, else cpu)")
+    results_path: str | None = _declare(
+        **_OPTIONAL_STR, default=None, option="--results",
+        help="JSON-lines results file; runs already in it are skipped (with --profile, default: "
+             "the profile's results_path)")
+    outputs_dir: str | None = _declare(
+        **_OPTIONAL_STR, default=None, option="--outputs-dir",
+        help="save per-example outputs (for RQ5 ensembles) here (with --profile, default: the "
+             "profile's outputs_dir)")
+    run_missing: bool = _declare("bool", default=True)
+    profile: str = _declare("str", default="smoke")
+    confirm_profile: str | None = _declare(**_PROFILE_FILE, default=None)
+    decisive_profiles: list[str] | None = _declare(**_PROFILE_FILES, default=None)
 
 
-NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {
-    # `dupbert probe` reads the parameters that have an option (:func:`option_parameters`)
-    "rq1": dict(models=Parameter("names", option="--model",
-                                 help="zoo name, local folder or Hub id; repeat for several "
-                                      "models (required)"),
-                model=_MODEL,
-                corpus=dataclasses.replace(
-                    _CORPUS, option="--corpus",
-                    help="a corpus name, a text file (one sequence per line; .gz too), a "
-                         ".csv/.tsv/.jsonl/.parquet file, a datasets save_to_disk folder, or "
-                         "hub:NAME[:CONFIG]:SPLIT (default: each model's own domain corpus)"),
-                n_sequences=dataclasses.replace(_POSITIVE, default=500, option="--n-sequences",
-                                                help="sequences per model (default: 500)"),
-                batch_size=dataclasses.replace(_POSITIVE, default=32, option="--batch-size",
-                                               help="default: 32"),
-                device=dataclasses.replace(_DEVICE, default="cpu", option="--device",
-                                           help="cpu, cuda, cuda:1, ... (default: cpu)"),
-                seed=dataclasses.replace(_SEED, default=0, option="--seed",
-                                         help="seed of the random-init control (default: 0)"),
-                max_length=Parameter("int", minimum=3, default=512, option="--max-length",
-                                     help="tokens per sequence, special tokens included "
-                                          "(default: 512)"),
-                duplications=Parameter("orders", none=True, choices=("standard",)),
-                n_sequences_duplicated=_POSITIVE, n_sequences_masked=_POSITIVE,
-                masking=Parameter("str", choices=("mask", "80-10-10")),
-                mask_rate=Parameter("float", above=0.0, maximum=1.0),
-                lens_positions=_POSITIVE, n_fit_sequences=_POSITIVE, tables_dir=_FOLDER),
-    "rq2": dict(models=_MODELS, model=_MODEL, corpus=_CORPUS, n_sequences=_POSITIVE,
-                max_tokens=Parameter("int", minimum=2), batch_size=_POSITIVE, device=_DEVICE,
-                seed=_SEED, max_length=Parameter("int", minimum=3),
-                duplications=Parameter("orders", none=True, choices=("default", "standard")),
-                reconstruction=Parameter("str", none=True, choices=("sample", "probe")),
-                tables_dir=_FOLDER),
-    "rq3": dict(
-        models=Parameter("names", option="--model",
-                         help="zoo name, local folder or Hub id; repeat for several models"),
-        model=Parameter("str", none=True),
-        tasks=Parameter("names_per_model", none=True, check=_task_check, option="--task",
-                        help="sst2, snli, squad2 or uspto50k; repeat for several tasks"),
-        duplications=Parameter("names", choices=("all",), default=["baseline"],
-                               option="--duplication",
-                               help="configuration name, e.g. baseline, 'copy first 3', 'depth "
-                                    "control'; repeat for several (default: baseline)"),
-        seeds=Parameter("ints_per_model_task", minimum=0, maximum=SEED_MAXIMUM, default=[0],
-                        option="--seed",
-                        help="repeat for several (default: 0)"),
-        max_train_samples=Parameter("per_task_int", none=True, minimum=1,
-                                    option="--max-train-samples",
-                                    help="stratified fixed-seed training subset (default: all)"),
-        max_eval_samples=Parameter("per_task_int", none=True, minimum=1,
-                                   option="--max-eval-samples",
-                                   help="stratified evaluation subset, the same for every run "
-                                        "(default: all)"),
-        # 0 epochs is refused by HyperParameters unless max_steps >= 1 trains instead
-        epochs=Parameter("per_model_task", none=True, cast=float, minimum=0, option="--epochs",
-                         help="default: 3 (classification), 2 (SQuAD)"),
-        max_steps=Parameter("per_model_task", none=True, cast=int, minimum=-1,
-                            check=_not_zero_steps, option="--max-steps",
-                            help="optimisation steps; overrides --epochs (default: -1, use "
-                                 "epochs)"),
-        learning_rate=Parameter("per_model_task", none=True, cast=float, above=0,
-                                option="--learning-rate",
-                                help="default: 2e-5 (classification), 3e-5 (SQuAD)"),
-        batch_size=Parameter("per_model_task", none=True, cast=int, minimum=1,
-                             option="--batch-size",
-                             help="global batch size (default: 32 classification, 12 SQuAD)"),
-        group_by_length=Parameter("per_model_task", none=True, cast=bool,
-                                  option="--group-by-length",
-                                  help="Trainer's length-grouped batches (default: off, as "
-                                       "run_glue.py)"),
-        device=Parameter("device", default="cpu", option="--device",
-                         help="cpu, cuda, cuda:1, ... (default: the profile's, else cpu)"),
-        results_path=Parameter("str", none=True, option="--results",
-                               help="JSON-lines results file; runs already in it are skipped "
-                                    "(with --profile, default: the profile's results_path)"),
-        outputs_dir=Parameter("str", none=True, option="--outputs-dir",
-                              help="save per-example outputs (for RQ5 ensembles) here (with "
-                                   "--profile, default: the profile's outputs_dir)"),
-        run_missing=Parameter("bool", default=True),
-        profile=Parameter("str", default="smoke"), confirm_profile=_CONFIRM,
-        decisive_profiles=Parameter("names", none=True, check=_files_exist)),
-    "rq4": dict(results_paths=Parameter("names", check=_files_exist), baseline=Parameter("str"),
-                study_profile=_STUDY, pilot_paths=Parameter("names", none=True, check=_files_exist),
-                profile=_PROFILE),
-    "rq5": dict(results_paths=Parameter("names", none=True, check=_files_exist),
-                outputs_dirs=Parameter("names", none=True), baseline=Parameter("str"),
-                ensemble_size=Parameter("int", none=True, minimum=1), study_profile=_STUDY,
-                smoke_sweeps=Parameter("mappings"), tables_dir=_FOLDER, profile=_PROFILE),
-    "emergence": dict(tables_dir=Parameter("str"), models=Parameter("names"),
-                      threshold=Parameter("float", above=0.0, maximum=1.0)),
-    "glance": dict(tables_dir=Parameter("str"), results_paths=Parameter("names"),
-                   study_profile=_STUDY,
-                   pilot_paths=Parameter("names", none=True, check=_files_exist), profile=_PROFILE,
-                   confirm_profile=_CONFIRM,
-                   decisive_profiles=Parameter("names", none=True, check=_files_exist)),
-}
-"""The parameters of each chapter notebook (``notebooks/<name>.ipynb``) and how each is read."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RQ4Parameters(ChapterParameters):
+    """RQ4, consistency across models and tasks (``notebooks/rq4.ipynb``)."""
+
+    notebook: ClassVar[str] = "rq4"
+    results_paths: list[str] = _declare("names", check=_files_exist)
+    baseline: str = _declare("str", default="baseline")
+    study_profile: str | None = _declare(**_PROFILE_FILE, default=None)
+    pilot_paths: list[str] | None = _declare(**_PROFILE_FILES, default=None)
+    profile: str = _declare("str")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RQ5Parameters(ChapterParameters):
+    """RQ5, ensembles of the fine-tuned runs (``notebooks/rq5.ipynb``)."""
+
+    notebook: ClassVar[str] = "rq5"
+    results_paths: list[str] | None = _declare("names", none=True, check=_files_exist)
+    outputs_dirs: list[str] | None = _declare("names", none=True)
+    baseline: str = _declare("str", default="baseline")
+    ensemble_size: int | None = _declare("int", none=True, minimum=1)
+    study_profile: str | None = _declare(**_PROFILE_FILE, default=None)
+    smoke_sweeps: list[dict] = _declare("mappings")
+    tables_dir: str | None = _declare(**_OPTIONAL_STR)
+    profile: str = _declare("str")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EmergenceParameters(ChapterParameters):
+    """The emergence record of the pretraining runs (``notebooks/emergence.ipynb``)."""
+
+    notebook: ClassVar[str] = "emergence"
+    tables_dir: str = _declare("str")
+    models: list[str] = _declare("names")
+    threshold: float = _declare("float", above=0.0, maximum=1.0)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GlanceParameters(ChapterParameters):
+    """The results at a glance (``notebooks/glance.ipynb``)."""
+
+    notebook: ClassVar[str] = "glance"
+    tables_dir: str = _declare("str")
+    results_paths: list[str] = _declare("names")
+    study_profile: str | None = _declare(**_PROFILE_FILE, default=None)
+    pilot_paths: list[str] | None = _declare(**_PROFILE_FILES, default=None)
+    profile: str = _declare("str")
+    confirm_profile: str | None = _declare(**_PROFILE_FILE, default=None)
+    decisive_profiles: list[str] | None = _declare(**_PROFILE_FILES, default=None)
+
+
+CHAPTERS: dict[str, type[ChapterParameters]] = {
+    cls.notebook: cls for cls in (RQ1Parameters, RQ2Parameters, RQ3Parameters, RQ4Parameters,
+                                  RQ5Parameters, EmergenceParameters, GlanceParameters)}
+"""The parameter class of each chapter notebook (``notebooks/<name>.ipynb``)."""
+
+
+def declared(chapter: str | type[ChapterParameters]) -> dict[str, Parameter]:
+    """``{name: Parameter}`` of a chapter's fields, in their order (how each is read)."""
+    cls = CHAPTERS[chapter] if isinstance(chapter, str) else chapter
+    return {field.name: field.metadata["parameter"] for field in dataclasses.fields(cls)}
+
+
+def default(chapter: str | type[ChapterParameters], name: str) -> Any:
+    """The value of ``name`` when a ``--profile`` file or the command line leaves it out; raises
+    ParameterError if the parameter has none (it is required)."""
+    cls = CHAPTERS[chapter] if isinstance(chapter, str) else chapter
+    field = next(field for field in dataclasses.fields(cls) if field.name == name)
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    if field.default is dataclasses.MISSING:
+        raise ParameterError(f"{field.metadata['parameter'].option or name} is required")
+    return field.default
+
+
+NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {name: declared(cls)
+                                                        for name, cls in CHAPTERS.items()}
+"""``{notebook: {name: Parameter}}``: a view of :data:`CHAPTERS`' declarations."""
 
 
 # Which notebooks load models with their MLM head (RQ1, RQ2) or any encoder (RQ3).
@@ -443,40 +561,9 @@ def _forms(name: str, spec: Parameter) -> str:
     return "; ".join(forms)
 
 
-def notebook_parameters(notebook: str | Mapping[str, Parameter], values: Mapping[str, Any],
-                        *, show: bool = True) -> dict[str, Any]:
-    """Every parameter of a chapter notebook, read in the forms papermill users type, checked.
-
-    Accepted forms: lists as a list, one name, a comma-separated string (``-p tasks snli,sst2``) or
-    a JSON/YAML list in a string; optional values as ``None``, ``"None"`` or ``""``; mappings as
-    YAML or a string holding one (``-p max_train_samples '{snli: 32}'``); numbers and booleans as
-    papermill parses them, or as strings. Then the device, the models (with their MLM head for RQ1
-    and RQ2; ``model``, when set, replaces ``models``), the corpus, the tasks, the results files of
-    RQ4/RQ5 (must exist) and RQ3's configurations are checked.
-
-    Args:
-        notebook: a key of :data:`NOTEBOOK_PARAMETERS` (``"rq1"`` ... ``"rq5"``, ``"glance"``) or
-            a ``{name: Parameter}`` mapping.
-        values: the notebook's variables (``globals()``).
-        show: print the parameters used, one per line.
-
-    Returns:
-        ``{name: value}`` for every parameter, normalised (lists are lists, ``""`` is ``None``).
-
-    Raises:
-        ParameterError: every bad parameter in one message, with the forms that work.
-        DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing, ConfigurationNotAvailable: from the
-            checks, once the forms are right.
-    """
+def _read_values(spec: Mapping[str, Parameter], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Every value of ``spec`` read and checked on its own; ParameterError lists every bad one."""
     __tracebackhide__ = True  # IPython: the message, not this frame
-    key = notebook if isinstance(notebook, str) else None
-    if key is not None and key not in NOTEBOOK_PARAMETERS:
-        raise ValueError(f"unknown notebook {notebook!r}; notebooks are {list(NOTEBOOK_PARAMETERS)}")
-    spec = NOTEBOOK_PARAMETERS[key] if key is not None else notebook
-    missing = [name for name in spec if name not in values]
-    if missing:
-        raise ParameterError(f"the notebook does not define {missing}: its parameters cell and "
-                             f"dupbert.params.NOTEBOOK_PARAMETERS[{key!r}] disagree")
     used, problems = {}, []
     for name, parameter in spec.items():
         try:
@@ -491,37 +578,154 @@ def notebook_parameters(notebook: str | Mapping[str, Parameter], values: Mapping
     if problems:
         raise ParameterError(f"{len(problems)} parameter{'s' if len(problems) > 1 else ''} "
                              f"cannot be used:\n" + "\n".join(problems))
-    if "models" in spec:
-        if used.get("model"):
-            used["models"] = [used["model"]]
-        for model in used["models"]:
-            check_model(model, mlm_head=_MODEL_NOTEBOOKS.get(key, False))
-    if key == "rq5" and used["outputs_dirs"] is not None and used["results_paths"] is not None \
-            and len(used["outputs_dirs"]) != len(used["results_paths"]):
-        raise ParameterError(
-            f"outputs_dirs = {values['outputs_dirs']!r} names {len(used['outputs_dirs'])} "
-            f"folders for {len(used['results_paths'])} results files: give one per file, or None")
-    if key == "rq3":
-        from .duplicate import check_configurations  # imports torch: only for RQ3
-
-        check_configurations(used["models"], used["duplications"])
-    if show:
-        print("parameters used:\n" + "\n".join(f"  {name} = {value!r}" for name, value in used.items()))
     return used
 
 
-def profile_parameters(parameters: Mapping[str, Any], device: str | None = None) -> dict[str, Any]:
-    """An RQ3 parameter file (``dupbert finetune --profile``) checked as :func:`notebook_parameters`
-    checks the RQ3 notebook's; missing keys take each parameter's ``default``, ``device`` replaces
-    the file's. Returns the normalised parameters; raises as :func:`notebook_parameters`.
+def _check_together(notebook: str, used: dict[str, Any]) -> None:
+    """The checks of a chapter's values together (``used`` is updated: ``model`` replaces
+    ``models``)."""
+    __tracebackhide__ = True
+    if "models" in used and used.get("model"):
+        used["models"] = [used["model"]]
+    if notebook == "rq3":  # before the models: these need nothing loaded
+        _check_training(used)
+    if "models" in used:
+        for model in used["models"]:
+            check_model(model, mlm_head=_MODEL_NOTEBOOKS.get(notebook, False))
+    if notebook == "rq5" and used["outputs_dirs"] is not None \
+            and used["results_paths"] is not None \
+            and len(used["outputs_dirs"]) != len(used["results_paths"]):
+        raise ParameterError(
+            f"outputs_dirs = {used['outputs_dirs']!r} names {len(used['outputs_dirs'])} "
+            f"folders for {len(used['results_paths'])} results files: give one per file, or None")
+    if notebook == "rq3":
+        from .duplicate import check_configurations  # imports torch: only for RQ3
+
+        check_configurations(used["models"], used["duplications"])
+
+
+def per_model_task(value: Any, model: str, task: str) -> Any:
+    """An RQ3 value for ``model`` on ``task`` from a plain value, ``{task: value}`` or
+    ``{task: {model: value}}`` (missing: ``None``, the default)."""
+    if isinstance(value, Mapping):
+        value = value.get(task)
+    if isinstance(value, Mapping):
+        value = value.get(model)
+    return value
+
+
+def model_tasks(tasks: Sequence[str] | Mapping[str, Sequence[str]] | None, model: str) -> list[str]:
+    """The tasks of ``model`` from RQ3's ``tasks``: a list, ``{model: list}`` or ``None`` (the
+    defaults: USPTO-50k for the zoo's SMILES models, the paper's three tasks for the others)."""
+    if isinstance(tasks, Mapping):
+        tasks = tasks.get(model)
+    if tasks:
+        return list(tasks)
+    entry = ZOO.get(model)
+    return ["uspto50k"] if entry is not None and entry.tokenizer == "smiles" \
+        else ["snli", "squad2", "sst2"]
+
+
+# the run_glue/run_qa hyper-parameters RQ3's parameters may override, per model and task
+TRAINING = ("epochs", "max_steps", "learning_rate", "batch_size", "group_by_length")
+
+
+def training_overrides(values: Mapping[str, Any], model: str, task: str) -> dict[str, Any]:
+    """``{name: value}`` of the :data:`TRAINING` hyper-parameters that RQ3's (read) ``values`` set
+    for ``model`` on ``task``; the others keep the run_glue/run_qa defaults."""
+    return {name: value for name in TRAINING
+            if (value := per_model_task(values[name], model, task)) is not None}
+
+
+def _check_training(used: Mapping[str, Any]) -> None:
+    """ParameterError, naming model and task, for RQ3 hyper-parameters that could not train one
+    of the planned (model, task) pairs (e.g. 0 epochs with no steps). Loads nothing."""
+    from .hyperparameters import HyperParameters
+    from .tasks import TASKS  # imports datasets: only for RQ3
+
+    for model in used["models"]:
+        for task in model_tasks(used["tasks"], model):
+            try:
+                HyperParameters.for_task(TASKS[task].kind, **training_overrides(used, model, task))
+            except ParameterError as error:
+                raise ParameterError(f"{model} on {task}: {error}") from None
+
+
+def _show(used: Mapping[str, Any]) -> None:
+    print("parameters used:\n" + "\n".join(f"  {name} = {value!r}" for name, value in used.items()))
+
+
+def chapter_parameters(notebook: str, values: Mapping[str, Any], *,
+                       show: bool = True) -> ChapterParameters:
+    """A chapter notebook's parameters as its :class:`ChapterParameters` (read and checked once).
+
+    Args:
+        notebook: a key of :data:`CHAPTERS` (``"rq1"`` ... ``"rq5"``, ``"emergence"``,
+            ``"glance"``).
+        values: the notebook's variables (``globals()``); only the chapter's fields are read.
+        show: print the parameters used, one per line.
+
+    Raises:
+        ParameterError: a field the notebook does not define; every bad value in one message,
+            with the forms that work.
+        DeviceNotAvailable, ModelNotAvailable, MLMHeadMissing, ConfigurationNotAvailable: from the
+            checks, once the forms are right.
     """
-    values = {**{name: parameter.default for name, parameter in NOTEBOOK_PARAMETERS["rq3"].items()},
-              **{key: value for key, value in parameters.items() if value is not None}}
+    __tracebackhide__ = True
+    if notebook not in CHAPTERS:
+        raise ValueError(f"unknown notebook {notebook!r}; notebooks are {list(CHAPTERS)}")
+    names = list(declared(notebook))
+    missing = [name for name in names if name not in values]
+    if missing:
+        raise ParameterError(f"the notebook does not define {missing}: its parameters cell and "
+                             f"dupbert.params.{CHAPTERS[notebook].__name__} disagree")
+    parameters = CHAPTERS[notebook](**{name: values[name] for name in names})
+    if show:
+        _show(parameters.values())
+    return parameters
+
+
+def notebook_parameters(notebook: str | Mapping[str, Parameter], values: Mapping[str, Any],
+                        *, show: bool = True) -> dict[str, Any]:
+    """Every parameter of a chapter notebook, read in the forms papermill users type, checked.
+
+    Accepted forms: lists as a list, one name, a comma-separated string (``-p tasks snli,sst2``) or
+    a JSON/YAML list in a string; optional values as ``None``, ``"None"`` or ``""``; mappings as
+    YAML or a string holding one (``-p max_train_samples '{snli: 32}'``); numbers and booleans as
+    papermill parses them, or as strings. For a chapter, the values are then checked together
+    (:class:`ChapterParameters`).
+
+    Args:
+        notebook: a key of :data:`CHAPTERS`, or a ``{name: Parameter}`` mapping (read each value on
+            its own, nothing checked together).
+        values: the notebook's variables (``globals()``).
+        show: print the parameters used, one per line.
+
+    Returns:
+        ``{name: value}`` for every parameter, normalised (lists are lists, ``""`` is ``None``).
+
+    Raises:
+        as :func:`chapter_parameters`.
+    """
+    __tracebackhide__ = True
+    if isinstance(notebook, str):
+        return chapter_parameters(notebook, values, show=show).values()
+    used = _read_values(notebook, values)
+    if show:
+        _show(used)
+    return used
+
+
+def profile_parameters(parameters: Mapping[str, Any], device: str | None = None) -> RQ3Parameters:
+    """An RQ3 parameter file's mapping (``dupbert finetune --profile``) as :class:`RQ3Parameters`:
+    a key left out or ``None`` takes the field's default, ``model`` alone names the models,
+    ``device`` replaces the file's. Raises as :class:`ChapterParameters`."""
+    values = {key: value for key, value in parameters.items() if value is not None}
     if device:
         values["device"] = device
     if values.get("model") and not values.get("models"):
         values["models"] = [values["model"]]
-    return notebook_parameters("rq3", values, show=False)
+    return RQ3Parameters(**values)
 
 
 def _papermill_parameters(path: str | os.PathLike) -> list[str]:
@@ -570,10 +774,11 @@ def given_options(args, notebook: str = "rq3") -> dict[str, str]:
             if parameter.option is not None and _option_value(args, parameter) is not None}
 
 
-def option_parameters(args, notebook: str) -> dict[str, Any]:
+def option_parameters(args, notebook: str, *, check_models: bool = True) -> dict[str, Any]:
     """The parameters of ``notebook`` that have an option, from ``args`` (:func:`add_options`):
-    each option's value, else the parameter's ``default``, checked against the declaration in its
-    order, then the models (with their MLM head for RQ1 and RQ2), the slowest check, last.
+    each option's value, else the field's default (:func:`default`), checked against the declaration in its
+    order, then (``check_models``) the models (with their MLM head for RQ1 and RQ2), the slowest
+    check, last.
 
     Returns:
         ``{name: value}`` for every parameter with an option.
@@ -590,7 +795,7 @@ def option_parameters(args, notebook: str) -> dict[str, Any]:
         if parameter.option is None:
             continue
         value = _option_value(args, parameter)
-        value = parameter.default if value is None else value
+        value = default(notebook, name) if value is None else value
         if value is None and not parameter.none:
             raise ParameterError(f"{parameter.option} is required")
         if value is not None and parameter.kind in ("int", "float"):
@@ -605,6 +810,6 @@ def option_parameters(args, notebook: str) -> dict[str, Any]:
         if value is not None and parameter.check is not None:
             parameter.check(value)
         used[name] = value
-    for model in used.get("models", []):
+    for model in used.get("models", []) if check_models else []:
         check_model(model, mlm_head=_MODEL_NOTEBOOKS.get(notebook, False))
     return used

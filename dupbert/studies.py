@@ -12,7 +12,7 @@ import pandas as pd
 
 from .comparisons import confirmatory_test, overall, pending
 from .errors import ParameterError
-from .profiles import PlannedSweep, load_profile, plan_sweep, planned_seeds
+from .profiles import PlannedSweep, plan_sweep, planned_seeds, read_profile
 from .results import repository_path
 from .sweeps import read_plan_rows
 from .tasks import task_metrics
@@ -115,17 +115,17 @@ def confirmatory_study(path: str | os.PathLike) -> pd.DataFrame:
 
     Raises:
         ParameterError: a profile without a ``results_path``, or that plans other than one
-            configuration besides the baseline; as :func:`dupbert.profiles.load_profile` and
+            configuration besides the baseline; as :func:`dupbert.profiles.read_profile` and
             :func:`dupbert.profiles.plan_sweep`.
     """
-    parameters = load_profile(path)
+    parameters = read_profile(path, device="cpu")  # its rows are read, nothing runs
     plan = plan_sweep(parameters)[0]
     configurations = sorted({name for entry in plan for name in entry.duplications})
     tested = [name for name in configurations if name != "baseline"]
-    if len(tested) != 1 or not parameters.get("results_path") \
+    if len(tested) != 1 or not parameters.results_path \
             or any("baseline" not in entry.duplications for entry in plan):
         raise ParameterError(f"{path} must plan the baseline and one configuration to test, and "
                              f"name a results_path; it plans {', '.join(configurations)} "
-                             f"and results_path {parameters.get('results_path')!r}")
-    rows = read_plan_rows(plan, repository_path(parameters["results_path"]))
+                             f"and results_path {parameters.results_path!r}")
+    rows = read_plan_rows(plan, repository_path(parameters.results_path))
     return confirmatory_test(rows, planned_seeds(plan), configuration=tested[0])

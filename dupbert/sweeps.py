@@ -19,8 +19,9 @@ import pandas as pd
 from .checks import check_list
 from .duplicate import check_configurations
 from .errors import ParameterError
-from .finetune import (TASK_KINDS, TRAIN_SUBSET_SEED, HyperParameters, check_fields, check_folder,
-                       check_for_task, check_name, check_seed, check_subset_size, finetune)
+from .finetune import (TRAIN_SUBSET_SEED, check_folder, check_for_task, check_name, check_seed,
+                       check_subset_size, finetune)
+from .hyperparameters import TASK_KINDS, HyperParameters, check_fields
 from .results import (ResultsFile, ResultsFileError, atomic_write_text, device_description,
                       is_main_process, run_key, wait_for_main_process)
 from .tasks import TASKS, data_source, empty_subset, in_points, task_metrics, task_spec
@@ -206,17 +207,20 @@ def run_order(plan: Sequence) -> list[tuple[object, tuple[str, ...]]]:
 def run_plan(plan: Sequence, results_path: str | os.PathLike, device: str = "cpu",
              outputs_dir: str | os.PathLike | None = None, shard: str | None = None,
              progress: bool = False) -> pd.DataFrame:
-    """Run every planned sweep with :func:`sweep` in :func:`run_order` (resumable; rows appended as
-    runs finish). ``shard="i/n"`` runs configurations ``i, i+n, ...`` of every (model, task).
-    Returns this plan's rows (:func:`read_plan_rows`)."""
+    """Run every run of the plan with :func:`sweep`, in :func:`run_order` (resumable; rows
+    appended as runs finish). ``shard="i/n"`` runs runs ``i, i+n, ...`` of that order, so that
+    ``n`` shards share the work evenly and no run twice. Returns this plan's rows
+    (:func:`read_plan_rows`). Raises ValueError for a bad ``shard``, else as :func:`sweep`."""
 
-    for entry, duplications in run_order(plan):
-        overrides = dict(entry.overrides)
-        sweep([entry.model], [entry.task], list(duplications), list(entry.seeds), results_path,
-              hyperparameters={TASKS[entry.task].kind: overrides},
+    index, count = parse_shard(shard)
+    runs = [(entry, duplication, seed) for entry, duplications in run_order(plan)
+            for seed in entry.seeds for duplication in duplications]
+    for entry, duplication, seed in runs[index::count]:
+        sweep([entry.model], [entry.task], [duplication], [seed], results_path,
+              hyperparameters={TASKS[entry.task].kind: dict(entry.overrides)},
               max_train_samples=entry.max_train_samples,
               max_eval_samples=entry.max_eval_samples, device=device, outputs_dir=outputs_dir,
-              shard=shard, progress=progress)
+              progress=progress)
     return read_plan_rows(plan, results_path)
 
 

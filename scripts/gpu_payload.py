@@ -68,7 +68,7 @@ def pack(models: list[str], payload: Path, profile: Path) -> int:
     from dupbert.zoo import zoo_folder
     from dupbert.data import resolve_data_dir
 
-    parameters = profiles.restrict_models(profiles.load_profile(profile), models)
+    parameters = profiles.read_profile(profile, device="cpu", models=models)  # planning only
     plan, _ = profiles.plan_sweep(parameters)
     data_root = resolve_data_dir(None)
     if data_root is None:

@@ -236,22 +236,26 @@ def nothing_loads(monkeypatch):
     (["--epochs", "0"], "epochs must be a number > 0, got 0.0 (max_steps is -1: the run trains "
                         "for epochs, and 0 epochs would save an untrained model as a result; give "
                         "epochs > 0 or max_steps >= 1)"),  # was rc 0 and a row of 0 steps
-    (["--epochs", "-2"], "epochs must be a number > 0, got -2.0 (max_steps is -1: the run "
-                         "trains for epochs, and 0 epochs would save an untrained model as a "
-                         "result; give epochs > 0 or max_steps >= 1)"),
-    (["--batch-size", "0"], "batch_size must be an integer >= 1, got 0"),
-    (["--learning-rate", "-1"], "learning_rate must be a number > 0, got -1.0"),
-    (["--learning-rate", "nan"], "learning_rate must be a number > 0, got nan"),
-    (["--max-steps", "0"], "max_steps must be -1 (train for epochs) or an integer >= 1, got 0"),
-    (["--seed", "-1"], "each of seeds must be an integer from 0 to 2**32 - 1, got -1"),
-    (["--seed", "0", "--seed", "0"], "seeds must be distinct seeds: 0 appears 2 times in [0, 0]"),
+    # the others are read by RQ3's declaration (dupbert.params.RQ3Parameters), as typed
+    (["--epochs", "-2"], "--epochs -2.0: -2.0 is below the smallest allowed value, 0"),
+    (["--batch-size", "0"], "--batch-size 0: 0 is below the smallest allowed value, 1"),
+    (["--learning-rate", "-1"], "--learning-rate -1.0: -1.0 is not above 0"),
+    (["--learning-rate", "nan"], "--learning-rate nan: nan is not a finite number"),
+    (["--max-steps", "0"], "0 steps would save an untrained run: give -1 (train for the epochs) or "
+                           "a number of steps >= 1"),
+    (["--seed", "-1"], "--seed [-1]: -1 is below the smallest allowed value, 0"),
+    (["--seed", "5000000000"], "--seed [5000000000]: 5000000000 is above the largest allowed "
+                               "value, 4294967295"),
+    (["--seed", "0", "--seed", "0"], "--seed [0, 0]: 0 appears 2 times; give each once"),
     (["--duplication", "baseline", "--duplication", "baseline"],
-     "duplications must be distinct configuration names: 'baseline' appears 2 times in "
-     "['baseline', 'baseline']"),
-    (["--task", "uspto50k"], "tasks must be distinct task names: 'uspto50k' appears 2 times in "
-                             "['uspto50k', 'uspto50k']"),
-    (["--max-train-samples", "0"], "max_train_samples must be None (all rows) or an integer >= 1, "
-                                    "got 0"),
+     "--duplication ['baseline', 'baseline']: 'baseline' appears 2 times; give each once"),
+    (["--duplication", "all"], "--duplication all is for --profile files and the notebook (each "
+                               "model its own configurations); name them here, e.g. --duplication "
+                               "baseline --duplication 'copy first 3'"),
+    (["--task", "uspto50k"], "--task ['uspto50k', 'uspto50k']: 'uspto50k' appears 2 times; give "
+                             "each once"),
+    (["--max-train-samples", "0"], "--max-train-samples 0: 0 is below the smallest allowed value, "
+                                   "1"),
 ])
 def test_finetune_bad_options_are_named_before_anything_loads(tmp_path, capsys, nothing_loads,
                                                               options, message):

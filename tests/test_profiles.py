@@ -14,7 +14,6 @@ import pytest
 from dupbert import comparisons, params, profiles, studies, sweeps, text_rq3
 from dupbert.cli import main
 from dupbert.errors import DupbertError, ParameterError
-from dupbert.tasks import UnknownTask
 from dupbert.results import ResultsFile
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -27,12 +26,17 @@ def zoo_env(monkeypatch, shared_data_dir, zoo_cache):
     monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
 
 
+def _plan(**values):
+    """The plan of an RQ3 parameter mapping, read as a --profile file is."""
+    return profiles.plan_sweep(params.profile_parameters(values))
+
+
 def test_cpu_profile_is_the_preregistered_study(zoo_env):
-    """The cpu profile plans the study of issue 10: primary comparisons first, sizes per task,
+    """The cpu profile plans the pre-registered study: primary comparisons first, sizes per task,
     one learning rate per model and task; every committed row is one of its runs."""
-    parameters = profiles.load_profile(PARAMS / "cpu" / "rq3.yaml")
+    parameters = profiles.read_profile(PARAMS / "cpu" / "rq3.yaml")
     plan, notes = profiles.plan_sweep(parameters)
-    assert parameters["run_missing"] is False
+    assert parameters.run_missing is False
     assert [(e.model, e.task) for e in plan] == [
         ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"),
         ("rxnmapper-albert", "uspto50k"), ("rxnfp-bert", "uspto50k")]
@@ -68,7 +72,7 @@ def test_cpu_profile_is_the_preregistered_study(zoo_env):
 
 
 def test_gpu_profile_runs_the_claimed_gains_first(zoo_env):
-    plan, _ = profiles.plan_sweep(profiles.load_profile(PARAMS / "gpu" / "rq3.yaml"))
+    plan, _ = profiles.plan_sweep(profiles.read_profile(PARAMS / "gpu" / "rq3.yaml", device="cpu"))
     assert [(e.model, e.task) for e in plan] == [
         ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"), ("rxnfp-bert", "uspto50k"),
         ("rxnmapper-albert", "uspto50k"), ("all-MiniLM-L6-v2", "squad2")]
@@ -81,8 +85,8 @@ def test_gpu_profile_runs_the_claimed_gains_first(zoo_env):
 
 def test_every_profile_parses_and_names_known_parameters(zoo_env):
     for path in sorted(PARAMS.glob("*/rq3*.yaml")):
-        parameters = profiles.load_profile(path)
-        assert profiles.profile_models(parameters), path
+        parameters = profiles.read_profile(path, device="cpu")
+        assert parameters.models, path
         plan_seeds = [entry.seeds for entry in profiles.plan_sweep(parameters)[0]]
         assert plan_seeds and all(plan_seeds), path
 
@@ -95,48 +99,53 @@ def test_bad_profiles_and_parameters_are_named(tmp_path, zoo_env):
     with pytest.raises(FileNotFoundError, match="no parameter file"):
         profiles.load_profile(tmp_path / "missing.yaml")
     with pytest.raises(ValueError, match=r"models \['bert-base-uncased'\] are not in this profile"):
-        profiles.restrict_models({"models": ["rxnmapper-albert"]}, ["bert-base-uncased"])
-    with pytest.raises(ValueError, match="unknown task 'mnli'"):
-        profiles.plan_sweep({"models": ["rxnmapper-albert"], "tasks": ["mnli"]})
-    with pytest.raises(ValueError, match="seeds must be integers"):
-        profiles.seeds_list("0,one")
-    assert profiles.seeds_list("[0, 1, 2]") == [0, 1, 2] == profiles.seeds_list([0, 1, 2])
-    assert profiles.per_task({"sst2": 8000}, "snli") is None
-    with pytest.raises(ValueError, match="splade-tiny-en has none of the configurations asked for "
-                                         r"\(copy first 3\); it has baseline, copy first 1, copy first 2, "
-                                         "copy middle, copy last, depth control: nothing would run"):
-        profiles.plan_sweep({"models": ["splade-tiny-en"], "duplications": ["copy first 3"]})
+        profiles.restrict_models(params.profile_parameters({"models": ["rxnmapper-albert"]}),
+                                 ["bert-base-uncased"])
+    with pytest.raises(ParameterError, match="unknown task 'mnli'"):
+        _plan(models=["rxnmapper-albert"], tasks=["mnli"])
+    with pytest.raises(ParameterError, match="'one' is not an integer"):
+        _plan(models=["rxnmapper-albert"], seeds="0,one")
+    assert _plan(models=["rxnmapper-albert"], seeds="[0, 1, 2]")[0][0].seeds == (0, 1, 2)
+    assert params.per_model_task({"sst2": 8000}, "m", "snli") is None
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "duplication configuration 'copy first 3' is not a configuration of splade-tiny-en; "
+            "configurations: splade-tiny-en (2 blocks): baseline, copy first 1, copy first 2, "
+            "copy middle, copy last, depth control") + "$"):
+        _plan(models=["splade-tiny-en"], duplications=["copy first 3"])
     with pytest.raises(ValueError, match="seeds gives no seeds for rxnmapper-albert on uspto50k"):
-        profiles.plan_sweep({"models": ["rxnmapper-albert"], "seeds": {"snli": [0]}})
-    assert profiles.per_model_task({"uspto50k": {"rxnfp-bert": [0, 1]}}, "rxnfp-bert", "uspto50k") == [0, 1]
-    assert profiles.per_model_task({"uspto50k": {"rxnfp-bert": 1e-4}}, "other", "uspto50k") is None
-    assert profiles.per_model_task(3e-5, "any", "snli") == 3e-5
+        _plan(models=["rxnmapper-albert"], seeds={"snli": [0]})
+    with pytest.raises(TypeError, match="plan_sweep takes dupbert.params.RQ3Parameters, got dict"):
+        profiles.plan_sweep({"models": ["rxnmapper-albert"]})
+    assert params.per_model_task({"uspto50k": {"rxnfp-bert": [0, 1]}}, "rxnfp-bert", "uspto50k") == [0, 1]
+    assert params.per_model_task({"uspto50k": {"rxnfp-bert": 1e-4}}, "other", "uspto50k") is None
+    assert params.per_model_task(3e-5, "any", "snli") == 3e-5
 
 
 def test_tasks_per_model_leave_the_others_their_defaults_and_keep_the_task_priority(zoo_env):
-    assert profiles.model_tasks({"m": ["snli"]}, "m") == ["snli"]
-    assert profiles.model_tasks({"m": ["snli"]}, "rxnfp-bert") == ["uspto50k"]  # not named: default
-    assert profiles.model_tasks(None, "all-MiniLM-L6-v2") == ["snli", "squad2", "sst2"]
-    assert profiles.model_tasks("sst2,snli", "any") == ["sst2", "snli"]
-    plan, _ = profiles.plan_sweep({"models": ["rxnfp-bert", "all-MiniLM-L6-v2"],
-                                   "tasks": {"all-MiniLM-L6-v2": ["sst2", "snli"]}})
+    assert params.model_tasks({"m": ["snli"]}, "m") == ["snli"]
+    assert params.model_tasks({"m": ["snli"]}, "rxnfp-bert") == ["uspto50k"]  # not named: default
+    assert params.model_tasks(None, "all-MiniLM-L6-v2") == ["snli", "squad2", "sst2"]
+    assert params.model_tasks(["sst2", "snli"], "any") == ["sst2", "snli"]
+    plan, _ = _plan(models=["rxnfp-bert", "all-MiniLM-L6-v2"],
+                    tasks={"all-MiniLM-L6-v2": ["sst2", "snli"]})
     # by TASK_PRIORITY (snli, sst2, uspto50k, squad2), not the order inside the mapping
     assert [(e.model, e.task) for e in plan] == [
         ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"), ("rxnfp-bert", "uspto50k")]
-    with pytest.raises(ValueError, match="unknown task 'mnli'"):
-        profiles.plan_sweep({"models": ["rxnfp-bert"], "tasks": {"rxnfp-bert": ["mnli"]}})
-    misspelt = {"models": ["rxnfp-bert", "all-MiniLM-L6-v2"], "tasks": {"all-MiniLM-L6-V2": ["snli"]}}
-    plan, notes = profiles.plan_sweep(misspelt)
+    with pytest.raises(ParameterError, match="unknown task 'mnli'"):
+        _plan(models=["rxnfp-bert"], tasks={"rxnfp-bert": ["mnli"]})
+    plan, notes = _plan(models=["rxnfp-bert", "all-MiniLM-L6-v2"],
+                        tasks={"all-MiniLM-L6-V2": ["snli"]})
     assert notes == ["tasks names 'all-MiniLM-L6-V2', not a model run here: ignored (the models "
                      "are rxnfp-bert, all-MiniLM-L6-v2)"]
     assert ("all-MiniLM-L6-v2", "squad2") in {(e.model, e.task) for e in plan}  # its defaults
-    cpu = profiles.load_profile(PARAMS / "cpu" / "rq3.yaml")
+    cpu = profiles.read_profile(PARAMS / "cpu" / "rq3.yaml")
     one = profiles.restrict_models(cpu, ["rxnfp-bert"])  # the study's workers per model
-    assert one["tasks"] is None and profiles.plan_sweep(one)[1] == [
-        "rxnfp-bert: skipping repeat shared +3, unshared baseline (not a configuration of this "
-        "model; it has baseline, copy first 1, copy first 2, copy first 3, repeat first 3, copy "
-        "middle, copy last, depth control)"]
-    assert profiles.restrict_models(cpu, ["all-MiniLM-L6-v2"])["tasks"] == {
+    # cut to what rxnfp-bert has, so that it passes the check of its configurations on its own
+    assert one.tasks is None and one.duplications == [
+        "baseline", "copy first 3", "copy last", "depth control"]
+    assert sweeps.planned_run_keys(profiles.plan_sweep(one)[0]) == sweeps.planned_run_keys(
+        [entry for entry in profiles.plan_sweep(cpu)[0] if entry.model == "rxnfp-bert"])
+    assert profiles.restrict_models(cpu, ["all-MiniLM-L6-v2"]).tasks == {
         "all-MiniLM-L6-v2": ["snli", "sst2"]}
 
 
@@ -149,8 +158,7 @@ def test_cli_profile_runs_the_notebook_runs_and_resumes(tmp_path, zoo_env, capsy
         f"results_path: {tmp_path / 'r.jsonl'}\n")
     args = ["finetune", "--profile", str(profile), "--model", "rxnmapper-albert"]
     assert main(args) == 0
-    parameters = profiles.restrict_models(profiles.load_profile(profile), ["rxnmapper-albert"])
-    plan, _ = profiles.plan_sweep(parameters)
+    plan, _ = profiles.plan_sweep(profiles.read_profile(profile, models=["rxnmapper-albert"]))
     expected = sweeps.planned_run_keys(plan)
     rows = ResultsFile(tmp_path / "r.jsonl").rows()
     assert {r["run_key"] for r in rows} == expected and len(rows) == 2
@@ -205,67 +213,59 @@ def test_the_cpu_study_plans_its_secondary_families():
                      ("rxnmapper-albert", "uspto50k"): 4, ("rxnfp-bert", "uspto50k"): 2}
 
 
-@pytest.mark.parametrize("change, error, message", [
-    (dict(seeds=[0, 0, 1]), "ParameterError",
-     "seeds must be distinct seeds: 0 appears 2 times in [0, 0, 1]"),
-    (dict(seeds={"uspto50k": [3, -1]}), "ParameterError",
-     "each of seeds must be an integer from 0 to 2**32 - 1, got -1"),
-    (dict(duplications=["baseline", "copy last", "copy last"]), "ParameterError",
-     "duplications must be distinct configuration names: 'copy last' appears 2 times in "
-     "['baseline', 'copy last', 'copy last']"),
-    (dict(models=["rxnmapper-albert", "rxnmapper-albert"]), "ParameterError",
-     "models must be distinct model names: 'rxnmapper-albert' appears 2 times in "
-     "['rxnmapper-albert', 'rxnmapper-albert']"),
-    (dict(tasks=["uspto50k", "uspto50k"]), "ParameterError",
-     "tasks of rxnmapper-albert must be distinct task names: 'uspto50k' appears 2 times in "
-     "['uspto50k', 'uspto50k']"),
-    (dict(models=5), "ParameterError",
-     "models must be a list of names or a comma-separated string, got 5 (int)"),
-    (dict(max_train_samples=2.5), "ParameterError",  # was cut to 2
-     "max_train_samples for uspto50k must be None (all rows) or an integer >= 1, got 2.5"),
-    (dict(max_eval_samples={"uspto50k": 0}), "ParameterError",
-     "max_eval_samples for uspto50k must be None (all rows) or an integer >= 1, got 0"),
-    (dict(max_train_samples={"uspto5ok": 100}), "UnknownTask",  # uspto50k took all its rows
-     "max_train_samples names unknown task 'uspto5ok'; the tasks are sst2, snli, squad2, "
-     "uspto50k"),
-    (dict(learning_rate={"snil": 1e-4}), "UnknownTask",
-     "learning_rate names unknown task 'snil'; the tasks are sst2, snli, squad2, uspto50k"),
-    (dict(learning_rate=-1), "ParameterError",
-     "rxnmapper-albert on uspto50k: learning_rate must be a number > 0, got -1.0"),
-    (dict(epochs=0), "ParameterError",
-     "rxnmapper-albert on uspto50k: epochs must be a number > 0, got 0.0 (max_steps is -1: the "
-     "run trains for epochs, and 0 epochs would save an untrained model as a result; give epochs "
-     "> 0 or max_steps >= 1)"),
-    (dict(batch_size=2.7), "ParameterError", "batch_size for uspto50k must be an integer, got 2.7"),
-    (dict(learning_rate="fast"), "ParameterError",
-     "learning_rate for uspto50k must be a number, got 'fast' (str)"),
-    (dict(group_by_length="false"), "ParameterError",  # bool("false") was True
-     "group_by_length for uspto50k must be True or False, got 'false' (str)"),
+@pytest.mark.parametrize("change, said", [
+    (dict(seeds=[0, 0, 1]), "0 appears 2 times; give each once"),
+    (dict(seeds={"uspto50k": [3, -1]}), "-1 is below the smallest allowed value, 0"),
+    (dict(duplications=["baseline", "copy last", "copy last"]),
+     "'copy last' appears 2 times; give each once"),
+    (dict(models=["rxnmapper-albert", "rxnmapper-albert"]),
+     "'rxnmapper-albert' appears 2 times; give each once"),
+    (dict(tasks=["uspto50k", "uspto50k"]), "'uspto50k' appears 2 times; give each once"),
+    (dict(models=5), "5 (int) is not a list of names"),
+    (dict(max_train_samples=2.5), "2.5 is not an integer"),  # was cut to 2
+    (dict(max_eval_samples={"uspto50k": 0}), "0 is below the smallest allowed value, 1"),
+    (dict(max_train_samples={"uspto5ok": 100}),  # uspto50k took all its rows
+     "unknown task 'uspto5ok' as a key; tasks are sst2, snli, squad2, uspto50k"),
+    (dict(learning_rate={"snil": 1e-4}),
+     "unknown task 'snil' as a key; tasks are sst2, snli, squad2, uspto50k"),
+    (dict(learning_rate=-1), "-1.0 is not above 0"),
+    (dict(batch_size=2.7), "2.7 is not an integer"),
+    (dict(learning_rate="fast"), "'fast' is not a number"),
 ])
-def test_plans_that_could_not_complete_or_would_run_the_wrong_runs_are_refused(
-        zoo_env, change, error, message):
-    kinds = {"ValueError": ValueError, "ParameterError": ParameterError, "UnknownTask": UnknownTask}
-    with pytest.raises(kinds[error],
-                       match="^" + re.escape(message) + "$"):
-        profiles.plan_sweep({"models": ["rxnmapper-albert"], **change})
+def test_parameters_that_could_not_complete_or_would_run_the_wrong_runs_are_refused(
+        zoo_env, change, said):
+    """Refused where the parameters are read, before any plan, as the notebook refuses them."""
+    (name, value), = change.items()
+    with pytest.raises(ParameterError, match="^" + re.escape(
+            f"1 parameter cannot be used:\n  {name} = {value!r}: {said}")):
+        params.profile_parameters({"models": ["rxnmapper-albert"], **change})
+
+
+def test_plans_that_could_not_train_are_refused_with_the_model_and_task(zoo_env):
+    with pytest.raises(ParameterError, match="^" + re.escape(
+            "rxnmapper-albert on uspto50k: epochs must be a number > 0, got 0.0 (max_steps is -1: "
+            "the run trains for epochs, and 0 epochs would save an untrained model as a result; "
+            "give epochs > 0 or max_steps >= 1)") + "$"):
+        _plan(models=["rxnmapper-albert"], epochs=0)
+    # a bool typed as text reads as the notebook reads it (bool("false") was True)
+    assert dict(_plan(models=["rxnmapper-albert"], group_by_length="false")[0][0].overrides) == {
+        "group_by_length": False}
 
 
 def test_numbers_typed_as_strings_and_misspelt_models_in_values(zoo_env):
     # PyYAML reads 3e-5 (no decimal point) as a string: it stays the number it means
-    plan, notes = profiles.plan_sweep({"models": ["rxnmapper-albert"], "learning_rate": "3e-5",
-                                       "max_train_samples": "16"})
+    plan, notes = _plan(models=["rxnmapper-albert"], learning_rate="3e-5", max_train_samples="16")
     assert plan[0].hyperparameters.learning_rate == 3e-5 and plan[0].max_train_samples == 16
     assert notes == []
-    misspelt = {"models": ["rxnmapper-albert"],
-                "learning_rate": {"uspto50k": {"rxnmapper-albret": 5e-4}}}
-    plan, notes = profiles.plan_sweep(misspelt)
+    plan, notes = _plan(models=["rxnmapper-albert"],
+                        learning_rate={"uspto50k": {"rxnmapper-albret": 5e-4}})
     assert notes == ["learning_rate names 'rxnmapper-albret' for uspto50k, not a model run here: "
                      "ignored (the models are rxnmapper-albert)"]
     assert plan[0].hyperparameters.learning_rate == 2e-5  # the default: said, not silent
     with pytest.raises(ParameterError, match="^" + re.escape(
             "models must be a list of model names, got the string 'rxnfp-bert'; write "
             "['rxnfp-bert'] for one") + "$"):
-        profiles.restrict_models({"models": ["rxnfp-bert"]}, "rxnfp-bert")
+        profiles.restrict_models(params.profile_parameters({"models": ["rxnfp-bert"]}), "rxnfp-bert")
 
 
 def test_a_profile_that_is_not_yaml_is_named(tmp_path):
@@ -278,13 +278,13 @@ def test_a_profile_that_is_not_yaml_is_named(tmp_path):
 
 def test_the_cpu_profile_plans_the_same_runs_after_the_checks(zoo_env):
     """The checks refuse bad plans only: the study's plan, and every committed row's key in it."""
-    cpu = profiles.load_profile(PARAMS / "cpu" / "rq3.yaml")
+    cpu = profiles.read_profile(PARAMS / "cpu" / "rq3.yaml")
     keys = sweeps.planned_run_keys(profiles.plan_sweep(cpu)[0])
     assert len(keys) == 128
     rows = ResultsFile(REPO_ROOT / "results" / "cpu" / "rq3.jsonl").keyed_rows()
     assert len(rows) >= 78 and {key for key, _ in rows} <= keys
     one = profiles.restrict_models(cpu, ["rxnfp-bert"])
-    assert one["learning_rate"]["uspto50k"] == {"rxnfp-bert": 1e-4}  # the other model's entry cut
+    assert one.learning_rate["uspto50k"] == {"rxnfp-bert": 1e-4}  # the other model's entry cut
     assert sweeps.planned_run_keys(profiles.plan_sweep(one)[0]) <= keys
 
 
@@ -361,23 +361,25 @@ def test_study_summary_is_the_acceptance_table_of_a_hand_study():
 
 
 def test_a_subset_size_may_be_given_per_model(zoo_env):
-    """A model that needs a larger training subset to learn (issue 29's pilots) gets its own size
-    under {task: {model: n}}; the other models keep the task's, and so their run keys."""
-    assert profiles.per_task({"sst2": {"m": 16000}}, "sst2", model="m") == 16000
-    assert profiles.per_task({"sst2": {"m": 16000}}, "sst2", model="other") is None
-    assert profiles.per_task({"sst2": 4000}, "sst2", model="m") == 4000
-    with pytest.raises(ParameterError, match=r"^max_train_samples for sst2 must be None \(all "
-                                             r"rows\) or an integer >= 1, got 0$"):
-        profiles.per_task({"sst2": {"m": 0}}, "sst2", model="m")
-    parameters = {"models": ["rxnmapper-albert", "rxnfp-bert"], "tasks": ["uspto50k"],
-                  "max_train_samples": {"uspto50k": {"rxnfp-bert": 300}}, "max_eval_samples": 50,
-                  "duplications": ["baseline"]}
+    """A model that needs a larger training subset to learn gets its own size under
+    {task: {model: n}}; the other models keep the task's, and so their run keys."""
+    assert params.per_model_task({"sst2": {"m": 16000}}, "m", "sst2") == 16000
+    assert params.per_model_task({"sst2": {"m": 16000}}, "other", "sst2") is None
+    assert params.per_model_task({"sst2": 4000}, "m", "sst2") == 4000
+    with pytest.raises(ParameterError, match=re.escape(
+            "max_train_samples = {'sst2': {'m': 0}}: 0 is below the smallest allowed value, 1")):
+        params.profile_parameters({"models": ["rxnfp-bert"],
+                                   "max_train_samples": {"sst2": {"m": 0}}})
+    parameters = params.profile_parameters(
+        {"models": ["rxnmapper-albert", "rxnfp-bert"], "tasks": ["uspto50k"],
+         "max_train_samples": {"uspto50k": {"rxnfp-bert": 300}}, "max_eval_samples": 50,
+         "duplications": ["baseline"]})
     plan, notes = profiles.plan_sweep(parameters)
     assert [(e.model, e.max_train_samples, e.max_eval_samples) for e in plan] == [
         ("rxnmapper-albert", None, 50), ("rxnfp-bert", 300, 50)]
     assert notes == []
     only = profiles.restrict_models(parameters, ["rxnmapper-albert"])
-    assert only["max_train_samples"] == {"uspto50k": {}}
+    assert only.max_train_samples == {"uspto50k": {}}
     read = params.notebook_parameters(
         {"max_train_samples": params.NOTEBOOK_PARAMETERS["rq3"]["max_train_samples"]},
         {"max_train_samples": "{snli: 3000, sst2: {bert-en-small: 16000}}"}, show=False)
@@ -385,11 +387,11 @@ def test_a_subset_size_may_be_given_per_model(zoo_env):
 
 
 def test_the_confirmatory_profile_repeats_the_study_cell_on_new_seeds(zoo_env):
-    """Issue 29, item 5: copy last vs baseline on MiniLM x SNLI, seeds 8-15 only, every other
-    setting as in the study's cell, so that only the seeds are new (and no run key is shared)."""
-    study, _ = profiles.plan_sweep(profiles.load_profile(PARAMS / "cpu" / "rq3.yaml"))
+    """copy last vs baseline on MiniLM x SNLI, seeds 8-15 only, every other setting as in the
+    study's cell, so that only the seeds are new (and no run key is shared)."""
+    study, _ = profiles.plan_sweep(profiles.read_profile(PARAMS / "cpu" / "rq3.yaml"))
     (cell,) = [e for e in study if (e.model, e.task) == ("all-MiniLM-L6-v2", "snli")]
-    (confirm,), notes = profiles.plan_sweep(profiles.load_profile(PARAMS / "cpu" / "rq3-confirm.yaml"))
+    (confirm,), notes = profiles.plan_sweep(profiles.read_profile(PARAMS / "cpu" / "rq3-confirm.yaml"))
     assert notes == []
     assert confirm.duplications == ("baseline", "copy last")
     assert confirm.seeds == tuple(range(8, 16)) and cell.seeds == tuple(range(8))
