@@ -42,41 +42,65 @@ PROBE_COLUMNS = ["layer", "source_block", "is_copy", "top1", "top5", "top1_macro
 """``top1_low``/``top1_high``: 95% bootstrap interval of ``top1`` over resampled sequences."""
 
 
-TRANSLATORS = ("identity", "linear", "linear-masked")
-"""``"linear"``: fitted at every unmasked position; ``"linear-masked"``: at masked positions
-(``dupbert.fit_translators``' ``fit_at``)."""
+TRANSLATORS = ("identity", "linear", "linear-masked", "tuned")
+"""``"identity"``: the head reads ``h_l`` itself (the paper); ``"linear"``: an affine map fitted by
+ridge regression onto the last hidden state at every unmasked position (Din et al. 2023);
+``"linear-masked"``: the same at masked positions; ``"tuned"``: the tuned lens (Belrose et al.
+2023, arXiv 2303.08112), an affine map trained through the frozen head against the model's own
+output distribution, at every unmasked position like ``"linear"``
+(``dupbert.fit_translators``' ``method`` and ``fit_at``: :data:`TRANSLATOR_FITS`)."""
+
+TRANSLATOR_FITS = {"linear": dict(method="ridge", fit_at="unmasked"),
+                   "linear-masked": dict(method="ridge", fit_at="masked"),
+                   "tuned": dict(method="cross-entropy", fit_at="unmasked")}
+"""How each fitted translator name is fitted: ``dupbert.fit_translators`` arguments."""
+
+_ALLOWED = ", ".join(map(repr, TRANSLATORS))  # for messages: 'identity', 'linear', ...
 
 
 def resolve_translator(translator, translators, model: transformers.PreTrainedModel,
                        texts: Sequence[str]):
     """The map applied to each hidden state before the head: ``None`` for ``"identity"``; for
-    ``"linear"`` the fitted ``translators`` (or ``translator`` itself when fitted), checked
-    against the model and the texts (none may be a fitting text).
+    ``"linear"``, ``"linear-masked"`` or ``"tuned"`` the fitted ``translators`` (or
+    ``translator`` itself when fitted), checked against the model and the texts (none may be a
+    fitting text).
 
     Raises:
-        ValueError: an unknown or inconsistent ``translator``/``translators``, a translator for
+        ValueError: an unknown or inconsistent ``translator``/``translators`` (a name given with a
+            translator fitted by another ``method``: :data:`TRANSLATOR_FITS`), a translator for
             another shape of model, or a text it was fitted on.
     """
     if isinstance(translator, str):
         if translator not in TRANSLATORS:
-            raise ValueError(f"translator must be 'identity', 'linear', 'linear-masked' or a "
-                             f"fitted translator (dupbert.fit_translators), got {translator!r}")
+            raise ValueError(f"translator must be {_ALLOWED} or a fitted translator "
+                             f"(dupbert.fit_translators), got {translator!r}")
         if translator == "identity":
             if translators is not None:
                 raise ValueError("translators= is given but translator='identity': pass "
-                                 "translator='linear' to use it")
+                                 "translator='linear' (or the name it was fitted for) to use it")
             return None
+        fit = TRANSLATOR_FITS[translator]
         if translators is None:
+            arguments = "".join(f", {key}={value!r}" for key, value in fit.items()
+                                if value not in ("ridge", "unmasked"))  # not the defaults
+            if fit["method"] == "cross-entropy":
+                arguments += ", head=dupbert.mlm_head(model)"
             raise ValueError(f"translator={translator!r} needs a fitted translator: translators="
-                             "dupbert.fit_translators(model, tokenizer, fit_texts), fitted on "
-                             "texts other than these (dupbert.split_texts)")
+                             f"dupbert.fit_translators(model, tokenizer, fit_texts{arguments}), "
+                             f"fitted on texts other than these (dupbert.split_texts)")
+        method = getattr(translators, "method", "ridge")
+        if method != fit["method"]:
+            names = [name for name, other in TRANSLATOR_FITS.items() if other["method"] == method]
+            raise ValueError(f"translator={translator!r} reads a translator fitted with "
+                             f"method={fit['method']!r}, this one was fitted with "
+                             f"method={method!r}: pass translator={(names or ['<it>'])[0]!r}")
         translator = translators
     elif translators is not None:
         raise ValueError("give the fitted translator once: translator=<it> or "
                          "translator='linear', translators=<it>")
     if not all(hasattr(translator, name) for name in ("apply", "check_model", "check_held_out")):
-        raise ValueError(f"translator must be 'identity', 'linear', 'linear-masked' or a fitted "
-                         f"translator (dupbert.fit_translators), got {type(translator).__name__}")
+        raise ValueError(f"translator must be {_ALLOWED} or a fitted translator "
+                         f"(dupbert.fit_translators), got {type(translator).__name__}")
     translator.check_model(model)
     translator.check_held_out(list(texts))
     return translator
@@ -302,16 +326,18 @@ def probe_models(
             (:func:`paper_duplications`) or ``{label: order}`` (0-based blocks).
         masking: ``None`` (reconstruction, the paper), or ``"mask"``/``"80-10-10"`` with
             ``mask_rate`` (:func:`mask_for_probe`).
-        translator: ``"identity"`` or ``"linear"`` (Din et al. 2023), with either
-            ``fit_sequences`` (fit one per probed model on the sequences after the first
-            ``n_sequences``) or ``translators`` (``{model name: fitted translator}``, models as
-            loaded only).
+        translator: one of :data:`TRANSLATORS`: ``"identity"``, or ``"linear"``/``"linear-masked"``
+            (ridge: Din et al. 2023) or ``"tuned"`` (the tuned lens: Belrose et al. 2023, fitted
+            at unmasked positions), with either ``fit_sequences`` (fit one per probed model on
+            the sequences after the first ``n_sequences``, as :data:`TRANSLATOR_FITS`) or
+            ``translators`` (``{model name: fitted translator}``, models as loaded only, each
+            fitted by the name's ``method``).
         Other arguments as :func:`reconstruction_accuracy`.
 
     Returns:
         One row per (model, duplication, variant, hidden state): ``model``, ``duplication``
         (``"baseline"`` for the model as loaded), ``variant`` (``"pretrained"`` or
-        ``"random-init control"``), [``translator``, if linear], ``corpus``, then
+        ``"random-init control"``), [``translator``, unless identity], ``corpus``, then
         :data:`PROBE_COLUMNS`.
 
     Raises:
@@ -370,8 +396,11 @@ def probe_models(
                     fields.update(masking=masking, mask_rate=mask_rate, mask_seed=seed)
                 if linear:
                     fields.update(translator=_translator_key(fit_sequences, split, fitted))
-                    if translator != "linear":  # keys of "linear" results stay as they were
+                    # keys of "linear" results stay as they were; the others name what differs
+                    if translator == "linear-masked":
                         fields.update(fit_at="masked")
+                    elif translator == "tuned":
+                        fields.update(method="cross-entropy")
 
                 def run(order=order, variant=variant, load=load, split=split,
                         fitted=fitted) -> pd.DataFrame:
@@ -380,8 +409,7 @@ def probe_models(
                         model, tokenizer, texts, order, variant,
                         "identity" if translator == "identity" else fitted,
                         fit_texts=split.fit if fit_sequences else None,
-                        fit_at="masked" if translator == "linear-masked" else "unmasked",
-                        **settings)
+                        **TRANSLATOR_FITS.get(translator, {}), **settings)
 
                 frame = cached_frame("probe", fields, run, enabled=cache)
                 frames.append(frame.assign(model=name, duplication=label, variant=variant,
@@ -425,9 +453,9 @@ def _orders(duplications, load) -> dict:
 
 def _probe_variant(model, tokenizer, texts, order, variant, translator, *, fit_texts, seed,
                    masking, mask_rate, batch_size, max_length, device, progress,
-                   fit_at="unmasked") -> pd.DataFrame:
+                   fit_at="unmasked", method="ridge") -> pd.DataFrame:
     """One (duplication, variant) of a loaded model through the probe (``translator=None``: fit one
-    on ``fit_texts``)."""
+    on ``fit_texts`` with ``fit_at`` and ``method``)."""
     probed = model if order is None else duplicate_layers(model, order)
     if variant == CONTROL:
         probed = random_init_control(probed, seed=seed)
@@ -436,7 +464,9 @@ def _probe_variant(model, tokenizer, texts, order, variant, translator, *, fit_t
 
         translator = fit_translators(probed, tokenizer, fit_texts, batch_size=batch_size,
                                      max_length=max_length, device=device, progress=progress,
-                                     fit_at=fit_at, mask_rate=mask_rate, seed=seed)
+                                     fit_at=fit_at, mask_rate=mask_rate, seed=seed,
+                                     method=method,
+                                     head=mlm_head(probed) if method == "cross-entropy" else None)
     common = dict(batch_size=batch_size, device=device, max_length=max_length, progress=progress,
                   translator=translator)
     if masking is not None:
@@ -452,12 +482,12 @@ def _check_translator_options(models, n_sequences, include_control, duplications
         raise ValueError(f"translator must be one of {list(TRANSLATORS)}, got {translator!r}")
     if translator == "identity":
         if fit_sequences is not None or translators is not None:
-            raise ValueError("fit_sequences and translators are for translator='linear' or "
-                             "'linear-masked'")
+            raise ValueError(f"fit_sequences and translators are for the fitted translators, "
+                             f"translator in {list(TRANSLATOR_FITS)}")
         return
     if (fit_sequences is None) == (translators is None):
-        raise ValueError("translator='linear' needs either fit_sequences (fit one per probed "
-                         "model) or translators ({model: fitted translator}), not both")
+        raise ValueError(f"translator={translator!r} needs either fit_sequences (fit one per "
+                         "probed model) or translators ({model: fitted translator}), not both")
     if fit_sequences is not None:
         check_number("fit_sequences", fit_sequences, integer=True, minimum=1)
         if n_sequences is None:
@@ -472,6 +502,13 @@ def _check_translator_options(models, n_sequences, include_control, duplications
         raise ValueError("translators= holds translators of the models as loaded: pass "
                          "include_control=False and duplications=None, or fit_sequences= to fit "
                          "one for every probed model")
+    method = TRANSLATOR_FITS[translator]["method"]
+    other = {name: getattr(fitted, "method", "ridge") for name, fitted in translators.items()
+             if name in models and getattr(fitted, "method", "ridge") != method}
+    if other:
+        raise ValueError(f"translator={translator!r} reads translators fitted with "
+                         f"method={method!r}; those of {list(other)} were fitted with "
+                         f"method={list(other.values())[0]!r}")
 
 
 def _evaluation_split(texts, n_sequences, fit_sequences):
