@@ -232,8 +232,9 @@ class RQ3Parameters(ChapterParameters):
     tasks: list[str] | dict[str, list[str]] | None = _declare(
         "names_per_model", default=None, none=True, check=_task_check, option="--task",
         help="sst2, snli, squad2 or uspto50k; repeat for several tasks")
-    duplications: str | list[str] = _declare(
-        "names", default=["baseline"], choices=("all",), option="--duplication",
+    # a list (or "all") for every model, or {model: list}; a model the mapping leaves out: baseline
+    duplications: str | list[str] | dict[str, list[str]] = _declare(
+        "names_per_model", default=["baseline"], choices=("all",), option="--duplication",
         help="configuration name, e.g. baseline, 'copy first 3', 'depth control'; repeat for "
              "several (default: baseline)")
     seeds: list[int] | dict = _declare("ints_per_model_task", default=[0], minimum=0,
@@ -601,7 +602,11 @@ def _check_together(notebook: str, used: dict[str, Any]) -> None:
     if notebook == "rq3":
         from .duplicate import check_configurations  # imports torch: only for RQ3
 
-        check_configurations(used["models"], used["duplications"])
+        if isinstance(used["duplications"], Mapping):  # each model its own
+            for model in used["models"]:
+                check_configurations([model], model_duplications(used["duplications"], model))
+        else:
+            check_configurations(used["models"], used["duplications"])
 
 
 def per_model_task(value: Any, model: str, task: str) -> Any:
@@ -624,6 +629,15 @@ def model_tasks(tasks: Sequence[str] | Mapping[str, Sequence[str]] | None, model
     entry = ZOO.get(model)
     return ["uspto50k"] if entry is not None and entry.tokenizer == "smiles" \
         else ["snli", "squad2", "sst2"]
+
+
+def model_duplications(duplications: str | Sequence[str] | Mapping[str, Sequence[str]],
+                       model: str) -> str | list[str]:
+    """The configurations of ``model`` from RQ3's ``duplications``: a list or ``"all"`` for every
+    model, or ``{model: list}`` (a model it leaves out: ``["baseline"]``)."""
+    if isinstance(duplications, Mapping):
+        return list(duplications.get(model, ["baseline"]))
+    return duplications
 
 
 # the run_glue/run_qa hyper-parameters RQ3's parameters may override, per model and task

@@ -22,8 +22,8 @@ from .checks import check_list
 from .duplicate import configuration_specs
 from .errors import DupbertError
 from .hyperparameters import HyperParameters
-from .params import (RQ3Parameters, declared, model_tasks, per_model_task, profile_parameters,
-                     training_overrides)
+from .params import (RQ3Parameters, declared, model_duplications, model_tasks, per_model_task,
+                     profile_parameters, training_overrides)
 from .tasks import TASKS
 
 SWEEP_PARAMETERS = tuple(declared(RQ3Parameters))
@@ -109,7 +109,10 @@ def restrict_models(parameters: RQ3Parameters, models: Sequence[str]) -> RQ3Para
     per_model = {name: _only_models(getattr(parameters, name), models)
                  for name in (*PER_TASK, *PER_MODEL_TASK)}
     duplications = parameters.duplications
-    if duplications != "all":
+    if isinstance(duplications, Mapping):
+        duplications = {m: names for m, names in duplications.items() if m in models} \
+            or ["baseline"]
+    elif duplications != "all":
         have = {name for model in models for name in configuration_specs(model)}
         duplications = [name for name in duplications if name in have]
     return dataclasses.replace(parameters, **per_model, model=None, tasks=tasks,
@@ -161,13 +164,15 @@ def plan_sweep(parameters: RQ3Parameters) -> tuple[list[PlannedSweep], list[str]
                         f"mapping with dupbert.params.profile_parameters")
     models, given = parameters.models, parameters.tasks
     plan, notes = [], []
-    strangers = [m for m in given if m not in models] if isinstance(given, Mapping) else []
-    if strangers:  # said, not raised: `-p model X` on a profile that names others is fine
-        notes.append(f"tasks names {', '.join(map(repr, strangers))}, not a model run here: "
-                     f"ignored (the models are {', '.join(models)})")
+    for name, value in (("tasks", given), ("duplications", parameters.duplications)):
+        strangers = [m for m in value if m not in models] if isinstance(value, Mapping) else []
+        if strangers:  # said, not raised: `-p model X` on a profile that names others is fine
+            notes.append(f"{name} names {', '.join(map(repr, strangers))}, not a model run "
+                         f"here: ignored (the models are {', '.join(models)})")
     notes += _stranger_models(parameters, models)
     for model in models:
-        chosen, primary, skipped = _configurations(model, parameters.duplications)
+        chosen, primary, skipped = _configurations(
+            model, model_duplications(parameters.duplications, model))
         if skipped:
             notes.append(skipped)
         for task in model_tasks(given, model):

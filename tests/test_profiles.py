@@ -437,3 +437,26 @@ def test_the_confirmatory_test_is_not_confirmed_on_its_committed_runs(zoo_env):
         == pytest.approx((0.165, -0.21363, 0.54363, 0.337078), abs=5e-6)
     assert row["baseline_mean"] == pytest.approx(75.75, abs=1e-9)
     assert row["verdict"] == "not confirmed"
+
+
+def test_configurations_may_be_given_per_model(zoo_env):
+    """One profile for arms that differ per model (the growth arm: the baseline and copy first 3
+    of one model, the baseline only of two others): {model: [configurations]}."""
+    parameters = params.profile_parameters({
+        "models": ["rxnmapper-albert", "rxnfp-bert", "all-MiniLM-L6-v2"], "tasks": ["uspto50k"],
+        "duplications": "{rxnmapper-albert: [baseline, repeat shared +3], rxnfp-bert: baseline, "
+                        "stranger: [baseline]}"})
+    assert parameters.duplications == {"rxnmapper-albert": ["baseline", "repeat shared +3"],
+                                       "rxnfp-bert": ["baseline"], "stranger": ["baseline"]}
+    plan, notes = profiles.plan_sweep(parameters)
+    assert [(e.model, e.duplications) for e in plan] == [
+        ("rxnmapper-albert", ("baseline", "repeat shared +3")), ("rxnfp-bert", ("baseline",)),
+        ("all-MiniLM-L6-v2", ("baseline",))]  # a model the mapping leaves out: its baseline
+    assert notes == ["duplications names 'stranger', not a model run here: ignored (the models "
+                     "are rxnmapper-albert, rxnfp-bert, all-MiniLM-L6-v2)"]
+    only = profiles.restrict_models(parameters, ["rxnfp-bert"])
+    assert only.duplications == {"rxnfp-bert": ["baseline"]}
+    # each model's names are checked against its own configurations
+    with pytest.raises(DupbertError, match="'repeat shared \\+3' is not a configuration of rxnfp-bert"):
+        params.profile_parameters({"models": ["rxnmapper-albert", "rxnfp-bert"],
+                                   "duplications": {"rxnfp-bert": ["baseline", "repeat shared +3"]}})
