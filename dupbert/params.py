@@ -277,6 +277,7 @@ class RQ3Parameters(ChapterParameters):
     profile: str = _declare("str", default="smoke")
     confirm_profile: str | None = _declare(**_PROFILE_FILE, default=None)
     decisive_profiles: list[str] | None = _declare(**_PROFILE_FILES, default=None)
+    growth_profile: str | None = _declare(**_PROFILE_FILE, default=None)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,7 @@
 """A pre-registered RQ3 study as it stands: how far its plan got (:func:`plan_progress`), one row
 per planned model and task with its primary comparison (:func:`study_summary`), and the verdict
-of the confirmatory test a profile file pre-registers (:func:`confirmatory_study`).
+of the confirmatory test a profile file pre-registers (:func:`confirmatory_study`), and the growth
+arm's registered comparisons on the runs its profile file plans (:func:`growth_study`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from .comparisons import confirmatory_test, overall, pending
+from .comparisons import confirmatory_test, overall, pending, points_frame
+from .growth import arm_points, growth_tests
 from .errors import ParameterError
 from .profiles import PlannedSweep, plan_sweep, planned_seeds, read_profile
 from .results import repository_path
@@ -129,3 +131,22 @@ def confirmatory_study(path: str | os.PathLike) -> pd.DataFrame:
                              f"and results_path {parameters.results_path!r}")
     rows = read_plan_rows(plan, repository_path(parameters.results_path))
     return confirmatory_test(rows, planned_seeds(plan), configuration=tested[0])
+
+
+def growth_study(path: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The growth arm as its RQ3 profile file plans it: ``(arms, tests)``, the arms' runs
+    (``dupbert.growth.arm_points``, points; for ``dupbert.plots.plot_paired_seeds``) and the
+    registered comparisons (``dupbert.growth.growth_tests``; pending until every run has landed).
+
+    Raises:
+        ParameterError: a profile without a ``results_path``; as
+            :func:`dupbert.profiles.read_profile`.
+    """
+    parameters = read_profile(path, device="cpu")  # its rows are read, nothing runs
+    if not parameters.results_path:
+        raise ParameterError(f"{path} names no results_path: the growth arm's runs are read "
+                             f"from it")
+    rows = read_plan_rows(plan_sweep(parameters)[0], repository_path(parameters.results_path))
+    points = points_frame(rows) if len(rows) else pd.DataFrame(
+        columns=["model", "task", "duplication", "seed", "metric", "value"])
+    return arm_points(points), growth_tests(points)

@@ -279,3 +279,18 @@ def confirmatory_text(tests: pd.DataFrame) -> str:
             f"{interval_text(row.baseline_mean, row.baseline_ci_low, row.baseline_ci_high)} "
             f"against a floor of {row.floor:g}.")
     return "\n".join(lines)
+
+
+def growth_table(tests: pd.DataFrame) -> pd.DataFrame:
+    """The growth arm's comparisons (``dupbert.growth.growth_tests``) as the chapter shows them:
+    means, and the gain with its 95% interval, in points to 2 decimals; p to 3."""
+    two = lambda v: "" if pd.isna(v) else f"{v:.2f}"  # noqa: E731
+    shown = pd.DataFrame({
+        "arm": tests["arm"], "against": tests["reference"], "role": tests["role"],
+        "pairs": tests["n_pairs"], "arm mean": tests["arm_mean"].map(two),
+        "reference mean": tests["reference_mean"].map(two),
+        "gain [95% CI]": [interval_text(g, lo, hi, signed=True) for g, lo, hi in
+                          zip(tests["gain"], tests["gain_ci_low"], tests["gain_ci_high"])],
+        "p (Holm for the secondary)": tests["p_adjusted"].map(p_text),
+        "verdict": tests["verdict"]})
+    return shown.set_index("arm")

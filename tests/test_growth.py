@@ -71,3 +71,29 @@ def test_the_arms_are_one_panel_of_the_paired_seeds_figure():
     assert len(ax.lines) == 8 + 1  # one line per seed, the trivial baseline
     with pytest.raises(KeyError, match="comparison names arm 'grown'"):
         growth.growth_tests(_points(), comparisons=[("grown", "continued", "primary")])
+
+
+def test_the_chapter_table_of_the_growth_arm():
+    from dupbert import text_rq3
+
+    table = text_rq3.growth_table(growth.growth_tests(_points()))
+    primary = table.iloc[0]
+    assert primary["against"] == "continued" and primary["pairs"] == 8
+    assert primary["arm mean"] == "71.94" and primary["reference mean"] == "71.00"
+    assert primary["gain [95% CI]"].startswith("+0.94 [+0.")
+    assert primary["verdict"] == "growth helps"
+    pending = text_rq3.growth_table(growth.growth_tests(_points().iloc[:0]))
+    assert pending["arm mean"].tolist() == ["", ""] and pending["gain [95% CI]"].tolist() == ["", ""]
+
+
+def test_the_growth_study_reads_its_profile(tmp_path, monkeypatch, shared_data_dir, zoo_cache):
+    """A profile of the arms' models whose runs have not landed: every comparison pending."""
+    from dupbert import studies
+
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
+    profile = tmp_path / "growth.yaml"
+    profile.write_text(f"models: [rxnmapper-albert]\ntasks: [snli]\nseeds: [0, 1]\n"
+                       f"results_path: {tmp_path / 'r.jsonl'}\n")
+    arms, tests = studies.growth_study(profile)
+    assert arms.empty and tests["verdict"].tolist() == ["pending (0/8 seeds)"] * 2
