@@ -6,7 +6,7 @@ Public API (stable names scripts may rely on):
     reconstruction_accuracy, probe_models                  -- RQ1 probe
     masked_prediction_accuracy                             -- RQ1 masked prediction per layer
     lens                                                   -- RQ1 per-sequence lens view
-    fit_translators, LinearTranslator, split_texts         -- learned linear lens (Din et al. 2023)
+    fit_translators, LinearTranslator, split_texts         -- learned lenses: linear (Din et al. 2023), tuned (Belrose et al. 2023)
     lens_html                                              -- the lens as interactive HTML
     load_texts, read_texts                                 -- corpora and any text file/dataset
     duplicate_layers                                       -- RQ3 layer duplication

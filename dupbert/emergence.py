@@ -128,6 +128,31 @@ def emergence_summary(record: pd.DataFrame, threshold: float = THRESHOLD) -> pd.
     return pd.DataFrame(rows)
 
 
+SUMMARY_HEADINGS = {"s_embedding": "hidden state 0", "s_last": "last hidden state",
+                    "s_all": "every block output", "worst_layer": "last to get there",
+                    "s_duplicated_all": "duplicated: every block output",
+                    "verdict_layers": "verdict", "verdict_duplication": "duplication"}
+"""The columns of :func:`emergence_summary` that the chapter shows, and their headings."""
+
+
+def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """:func:`emergence_summary` as the chapter shows it: one row per model, the steps at which
+    each part first became decodable (``"never"`` where it did not; steps with thousands
+    separators) and the verdicts, under :data:`SUMMARY_HEADINGS`."""
+    shown = summary.set_index("model")[list(SUMMARY_HEADINGS)].rename(columns=SUMMARY_HEADINGS)
+    return shown.map(lambda v: "never" if pd.isna(v)
+                     else (f"{int(v):,}" if isinstance(v, float) else v))
+
+
+def final_table(record: pd.DataFrame) -> pd.DataFrame:
+    """Every measure per hidden state (rows) and (model, measure) (columns) at each model's last
+    evaluated step, top-1 to 3 decimals (``""`` where not measured); the MLM loss rows left out."""
+    last = record[record["step"] == record.groupby("model")["step"].transform("max")]
+    table = last[last["measure"] != "mlm"].pivot_table(index="layer", columns=["model", "measure"],
+                                                       values="top1")
+    return table.map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
+
+
 def grid(record: pd.DataFrame, model: str, measure: str, value: str = "top1") -> pd.DataFrame:
     """One model and measure as a grid: hidden states (rows, the last on top) x evaluated steps."""
     rows = record[(record["model"] == model) & (record["measure"] == measure)]

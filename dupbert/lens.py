@@ -141,3 +141,19 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+
+
+def copy_rate(frame: pd.DataFrame) -> pd.Series:
+    """Per hidden state (index ``layer``), the share of the non-special positions of a
+    :func:`lens` frame whose top-1 guess is the input token itself: how often a hidden state,
+    read through the head, gives back the token it holds (RQ1's reconstruction, on one text).
+
+    Raises:
+        ValueError: ``frame`` lacks a :data:`LENS_COLUMNS` column used here.
+    """
+    missing = [c for c in ("layer", "guess", "special", "token_id", "input_id") if c not in frame]
+    if missing:
+        raise ValueError(f"copy_rate needs a lens frame; it lacks {missing}")
+    top1 = frame[(frame["guess"] == 1) & ~frame["special"]]
+    return (top1["token_id"] == top1["input_id"]).groupby(top1["layer"]).mean().rename("copy_rate")
+

@@ -294,3 +294,15 @@ def growth_table(tests: pd.DataFrame) -> pd.DataFrame:
         "p (Holm for the secondary)": tests["p_adjusted"].map(p_text),
         "verdict": tests["verdict"]})
     return shown.set_index("arm")
+
+
+def landed_text(progress: pd.DataFrame, results: pd.DataFrame, timed: bool) -> str:
+    """How many of a plan's runs have landed (``dupbert.studies.plan_progress``, the plan's
+    ``results``), their optimisation steps and, if ``timed``, their CPU-hours of training (wall
+    times differ between executions: not in outputs that ``pytest --nbval`` compares)."""
+    text = f"{len(results)} of {int(progress['planned'].sum())} planned runs have landed"
+    if not len(results):
+        return text
+    cost = f", {results['train_time_s'].sum() / 3600:.1f} CPU-hours of training" if timed else ""
+    return f"{text} ({int(results['train_steps'].sum())} optimisation steps{cost})"
+

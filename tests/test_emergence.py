@@ -124,3 +124,25 @@ def test_beside_rq1_pairs_the_last_step_with_rq1s_baseline():
     table = emergence.beside_rq1(r, rq1)
     assert table.columns.tolist() == [("m", "record"), ("m", "RQ1")]
     assert table[("m", "record")].tolist() == [0.5, 0.9] and table[("m", "RQ1")].tolist() == [0.7, 0.7]
+
+
+def test_the_chapter_tables_of_the_committed_record():
+    record_, _ = emergence.read_record(REPO / "results/cpu", ["albert-en-small", "bert-en-small"])
+    shown = emergence.summary_table(emergence.emergence_summary(record_))
+    assert list(shown.columns) == list(emergence.SUMMARY_HEADINGS.values())
+    bert = shown.loc["bert-en-small"]
+    assert (bert["last hidden state"], bert["every block output"]) == ("631", "631")
+    assert bert["verdict"] == "emerges with the last layer"
+    final = emergence.final_table(record_)
+    # hidden states 0-6 of the models, 0-9 of their duplicated variants (blocks 0-2 copied)
+    assert final.index.tolist() == list(range(10))
+    assert final.loc[6, ("bert-en-small", "masked")] == "0.049"  # the unigram plateau
+    assert final.loc[6, ("bert-en-small", "reconstruction")] == "0.622"
+    assert final.loc[9, ("bert-en-small", "reconstruction")] == ""  # not measured there
+
+
+def test_the_summary_table_writes_never_and_whole_steps():
+    r = record({0: [0] * 5, 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
+    shown = emergence.summary_table(emergence.emergence_summary(r)).loc["m"]
+    assert (shown["hidden state 0"], shown["last hidden state"], shown["every block output"],
+            shown["last to get there"]) == ("never", "16", "25", 1)

@@ -97,3 +97,4 @@ def test_the_growth_study_reads_its_profile(tmp_path, monkeypatch, shared_data_d
                        f"results_path: {tmp_path / 'r.jsonl'}\n")
     arms, tests = studies.growth_study(profile)
     assert arms.empty and tests["verdict"].tolist() == ["pending (0/8 seeds)"] * 2
+

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 import dupbert
 from dupbert.cli import main
-from dupbert.lens import LENS_COLUMNS, lens_grid
+from dupbert.lens import LENS_COLUMNS, copy_rate, lens_grid
 from dupbert.lens_figures import plot_lens
 
 REACTION = "CC(=O)Cl.OCC>>CC(=O)OCC"  # 21 tokens between CLS and SEP
@@ -60,6 +60,11 @@ def test_pinned_reconstruction_of_the_reaction(frame):
     real = frame[(frame["guess"] == 1) & ~frame["special"]]
     hits = (real["token_id"] == real["input_id"]).groupby(real["layer"]).sum()
     assert hits.tolist() == [7, 19, 19, 19, 19, 19, 19, 19, 20, 20, 20, 20, 20]  # of 21
+    rate = copy_rate(frame)  # what the RQ1 chapter prints per model
+    assert rate.index.tolist() == list(range(13))
+    assert rate.tolist() == [n / 21 for n in hits.tolist()]
+    with pytest.raises(ValueError, match=r"copy_rate needs a lens frame; it lacks \['guess'\]"):
+        copy_rate(frame.drop(columns="guess"))
 
 
 def test_grid_is_layers_by_positions(frame):

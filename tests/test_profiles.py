@@ -460,3 +460,16 @@ def test_configurations_may_be_given_per_model(zoo_env):
     with pytest.raises(DupbertError, match="'repeat shared \\+3' is not a configuration of rxnfp-bert"):
         params.profile_parameters({"models": ["rxnmapper-albert", "rxnfp-bert"],
                                    "duplications": {"rxnfp-bert": ["baseline", "repeat shared +3"]}})
+
+
+def test_the_landed_runs_sentence():
+    import pandas as pd
+
+    progress = pd.DataFrame({"planned": [16, 16]})
+    results = pd.DataFrame({"train_steps": [282, 282, 282], "train_time_s": [600.0, 660.0, 540.0]})
+    assert text_rq3.landed_text(progress, results, timed=True) == (
+        "3 of 32 planned runs have landed (846 optimisation steps, 0.5 CPU-hours of training)")
+    assert text_rq3.landed_text(progress, results, timed=False) == (
+        "3 of 32 planned runs have landed (846 optimisation steps)")
+    assert text_rq3.landed_text(progress, results.iloc[:0], timed=True) == (
+        "0 of 32 planned runs have landed")
