@@ -163,6 +163,16 @@ def _step(value: float) -> str:
     return "no evaluated step" if np.isnan(value) else f"step {int(value):,}"
 
 
+def _trained_on_last(row) -> str:
+    """The caveat when the last hidden state, the one the head is trained on, is itself the
+    last to become decodable: then "emerges with the last layer" holds by construction."""
+    if row.worst_layer != row.last_layer or np.isnan(row.s_all):
+        return ""
+    return (" The last hidden state, the one the head is trained on, is itself the last to get "
+            "there, so this verdict holds by construction: it dates when the trained-on layer "
+            "became decodable, not a wait of the middle layers for it.")
+
+
 def answer(summary: pd.DataFrame, threshold: float = THRESHOLD) -> str:
     """The chapter's stated answer, one Markdown bullet per model, from
     :func:`emergence_summary`."""
@@ -177,7 +187,8 @@ def answer(summary: pd.DataFrame, threshold: float = THRESHOLD) -> str:
             f"{'' if np.isnan(row.s_all) else ' ' + holds} (the last to get there: hidden state "
             f"{row.worst_layer}; at the last step the lowest block output is decoded at "
             f"{row.final_worst_top1:.3f} against {row.final_last_top1:.3f} at the last): "
-            f"**{row.verdict_layers}**. The embedding output is first decodable at "
+            f"**{row.verdict_layers}**.{_trained_on_last(row)} The embedding output is first "
+            f"decodable at "
             f"{_step(row.s_embedding)}. Every block output of the "
             f"duplicated variant is first decodable at {_step(row.s_duplicated_all)}: duplication-"
             f"robustness **{row.verdict_duplication}**.")

@@ -146,3 +146,15 @@ def test_the_summary_table_writes_never_and_whole_steps():
     shown = emergence.summary_table(emergence.emergence_summary(r)).loc["m"]
     assert (shown["hidden state 0"], shown["last hidden state"], shown["every block output"],
             shown["last to get there"]) == ("never", "16", "25", 1)
+
+
+def test_the_answer_says_when_the_trained_on_layer_is_decoded_last():
+    record_, _ = emergence.read_record(REPO / "results/cpu", ["albert-en-small", "bert-en-small"])
+    text = emergence.answer(emergence.emergence_summary(record_))
+    bert = text.split("\n")[1]
+    assert "**emerges with the last layer**. The last hidden state, the one the head is trained " \
+           "on, is itself the last to get there, so this verdict holds by construction" in bert
+    assert "by construction" not in text.split("\n")[0]  # albert-en-small: never decodable
+    r = record({0: [0] * 5, 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
+    assert "by construction" not in emergence.answer(emergence.emergence_summary(r))  # block 1 last
+
