@@ -1,4 +1,4 @@
-"""Issue 11: every entry point checks its inputs up front and fails with one clear message.
+"""Every entry point checks its inputs up front and fails with one clear message.
 
 Each test uses an input that failed before (raw OSError, an AssertionError after 20-35 s, a
 half-parsed list) and asserts the message or value that comes now.

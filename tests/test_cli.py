@@ -23,7 +23,7 @@ def test_zoo_lists_every_entry(capsys):
     out = capsys.readouterr().out
     for name, entry in ZOO.items():
         assert name in out and entry.source in out
-    # the columns line up: each starts at the same offset on every line (it did not, issue 11)
+    # the columns line up: each starts at the same offset on every line (it did not)
     lines = out.splitlines()
     for column in (1, 2):  # package==version, then "MLM head" / "encoder only"
         starts = {_column_start(line, column) for line in lines}
@@ -80,7 +80,7 @@ def test_finetune_shards_resume_and_merge(tmp_path, monkeypatch, shared_data_dir
     for index, path in enumerate(shards):
         assert main(_tiny_finetune_args(path, *duplications, "--seed", "3",
                                         "--shard", f"{index}/2")) == 0
-        assert "Loading weights" not in capsys.readouterr().err  # no progress bars (issue 11)
+        assert "Loading weights" not in capsys.readouterr().err  # no progress bars
     rows = [ResultsFile(path).rows() for path in shards]
     assert [len(r) for r in rows] == [1, 1]
     assert {r[0]["duplication"] for r in rows} == {"baseline", "copy first 1"}
@@ -423,7 +423,7 @@ def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permiss
     assert capsys.readouterr().err == ALBERT_OFFLINE and trained == [0]
 
 
-# ------------------------------------------------------------------ any text the user has (issue 28)
+# ------------------------------------------------------------------ any text the user has
 
 
 

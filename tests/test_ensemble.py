@@ -318,7 +318,7 @@ def test_the_membership_rule_of_three_seeds_and_two_configurations():
 
 
 def test_every_configuration_takes_every_seed_of_its_block_once():
-    """Review of the final chapters (issue 10): with one assignment the earlier configuration
+    """Review of the final chapters: with one assignment the earlier configuration
     always took a block's lower seed, so a seed effect could pass for diversity. The rotations
     form a Latin square: within a block each configuration sits at each of its seeds once."""
     configurations, seeds = ["a", "b", "c"], [0, 1, 2, 3, 4, 5]

@@ -1,4 +1,4 @@
-"""The library's layering (issue 27): no import cycle, imports inside functions included, at most
+"""The library's layering: no import cycle, imports inside functions included, at most
 7 levels, and the import-linter layers contract of pyproject.toml kept."""
 
 import importlib.util

@@ -1,4 +1,4 @@
-"""benchmarks/mutation.py's bookkeeping (issue 13): how kill rates are counted and how a random
+"""benchmarks/mutation.py's bookkeeping: how kill rates are counted and how a random
 sample of a module's mutants is drawn. Fake mutmut state, no mutmut run."""
 
 import collections
@@ -100,7 +100,7 @@ def test_mutmut_children_get_one_torch_thread_unless_told_otherwise(monkeypatch)
 
 def test_only_the_results_file_and_sweep_code_counts_in_results_and_sweeps():
     """The code that was the "finetune" entry lives in results.py and sweeps.py since the
-    layering (issue 27); the rest of those modules is not mutated."""
+    layering; the rest of those modules is not mutated."""
     assert mutation.counted("results", "dupbert.results.x_run_key__mutmut_3")
     assert mutation.counted("results", "dupbert.results.xǁResultsFileǁappend__mutmut_1")
     assert not mutation.counted("results", "dupbert.results.x_atomic_write_text__mutmut_1")

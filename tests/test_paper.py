@@ -434,7 +434,7 @@ def test_overall_counts_a_significant_half_point_as_a_gain_and_says_not_stated_w
 
 
 def test_runs_keep_their_main_setting_and_a_missing_size_is_a_setting_of_its_own():
-    """RQ4 and RQ5 compare runs of one setting only (issue 10, 3d). SST-2 evaluates on the whole
+    """RQ4 and RQ5 compare runs of one setting only. SST-2 evaluates on the whole
     dev set (max_eval_samples missing), which once broke the setting key (NaN is not a string)."""
     runs = pd.DataFrame({
         "model": ["m"] * 5 + ["n"] * 2, "task": ["sst2"] * 7,
@@ -787,7 +787,7 @@ def _with_differences(task, metric, base, configurations):
 
 
 def test_a_secondary_is_judged_on_its_pre_registered_95_interval_and_shows_its_bonferroni_one():
-    """Issue 10, review point 2: beside a Holm p-value a secondary's 95% interval looks more
+    """Beside a Holm p-value a secondary's 95% interval looks more
     decisive than its test, so its Bonferroni interval (1 - 0.05/m) is shown too; the verdict
     still reads the 95% interval, as the rule fixed before the runs says. ``copy last`` (a
     secondary of a family of 2) changes SNLI by -0.3, 0.0, +0.1, +0.3, +0.5, +0.6 points: its 95%

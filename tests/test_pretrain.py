@@ -174,7 +174,6 @@ def test_an_interrupted_run_resumes_to_the_same_weights_losses_and_record(small_
 @pytest.mark.parametrize("architecture", ["bert", "albert"])
 def test_the_masked_only_decoder_gives_transformers_loss(architecture, small_data_dir, tmp_path):
     import torch
-    from transformers import AutoTokenizer
 
     from dupbert.pretrain import build_model, mask_tokens, masked_lm_loss, prepare
 

@@ -429,7 +429,7 @@ def test_a_confirmatory_study_tests_one_configuration(tmp_path):
 
 
 def test_the_confirmatory_test_is_not_confirmed_on_its_committed_runs(zoo_env):
-    """Issue 29 item 5: copy last against baseline on MiniLM x SNLI, seeds 8-15, all 16 runs
+    """Copy last against baseline on MiniLM x SNLI, seeds 8-15, all 16 runs
     (read with the local data, as they were run: the data source is part of each run key)."""
     row = studies.confirmatory_study(PARAMS / "cpu" / "rq3-confirm.yaml").iloc[0]
     assert row["seeds"] == "8, 9, 10, 11, 12, 13, 14, 15" and row["n_pairs"] == 8

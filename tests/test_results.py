@@ -1,5 +1,5 @@
 """dupbert.results: what the cache keys of the probe and the RQ2 statistics say about their
-inputs (issue 13: "the probe's cache key omits the model weights and the data folder")."""
+inputs (the probe's cache key once omitted the model weights and the data folder)."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""Sweeps that survive SIGKILL (issue 13): a real `dupbert finetune` process killed in the middle of
+"""Sweeps that survive SIGKILL: a real `dupbert finetune` process killed in the middle of
 a run, and a results file whose writer is killed in the middle of a write. Resuming loses no row,
 doubles none, and trains no finished run again."""
 

@@ -277,7 +277,7 @@ def test_the_equivalence_sd_limit_is_where_the_t_interval_just_fits_the_margin()
 
 def test_a_planned_family_counts_its_secondary_comparisons_that_have_not_landed():
     """Planned: 3 secondary comparisons; landed: one. Holm multiplies its p by 3, not 1, and its
-    detectable gain is the one at alpha / 3 (issue 10, item 3c: every test of the family)."""
+    detectable gain is the one at alpha / 3 (every test of the family)."""
     base = [80.0, 81.0, 79.5, 80.5, 80.2]
     gain = [0.9, 0.5, 1.4, 0.2, 1.1]
     primary = [0.1, 0.6, 0.2, 0.5, 0.3]

@@ -314,7 +314,7 @@ def test_bad_input_gives_clear_errors(rxnmapper, uspto_32):
         assert str(refused.value) == message
     with pytest.raises(ValueError, match="reconstruction must be"):
         layer_similarity_report(["rxnmapper-albert"], reconstruction=True)
-    # issue 11: the second model is checked before the first one runs
+    # the second model is checked before the first one runs
     from dupbert.errors import ModelNotAvailable
 
     with pytest.raises(ModelNotAvailable, match=r"^could not load model 'rxnfp-bret'\."):
@@ -383,7 +383,7 @@ def test_rq2_plots_draw_synthetic_frames():
 
 
 def test_the_glance_rule_reads_debiased_cka_given_depth():
-    """Issue 11: the RQ2 verdict uses the partial correlation given depth, so a model whose CKA
+    """The RQ2 verdict uses the partial correlation given depth, so a model whose CKA
     is monotone in depth (rho with CKA = rho with depth) decides nothing."""
     from dupbert import glance
 

@@ -326,7 +326,7 @@ def test_trivial_baselines_refuse_another_tasks_evaluation_set(loaded):
 
 
 def test_the_data_note_says_what_the_runs_used_not_only_the_file_sizes():
-    """Review of the final chapters (issue 10): RQ3, RQ4 and RQ5 printed the files' full sizes
+    """Review of the final chapters: RQ3, RQ4 and RQ5 printed the files' full sizes
     (SNLI 9,824 / 9,842) as the data used, while the runs used 3,000 / 5,000."""
     runs = pd.DataFrame({"task": ["snli", "snli", "sst2", "uspto50k"],
                          "n_train": [3000, 3000, 4000, 2000], "n_eval": [5000, 5000, 872, 2000]})

@@ -1,4 +1,4 @@
-"""Any text the user has, in every entry point (issue 28): the same 20 real USPTO-50k reactions
+"""Any text the user has, in every entry point: the same 20 real USPTO-50k reactions
 as a text file, .gz, CSV, TSV, JSON Lines, parquet, a saved dataset folder and a (stubbed) Hub
 dataset give the probe's identical table; bad inputs fail at once with one clear message."""
 
