@@ -235,11 +235,23 @@ def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
                      progress=False)
     report = {"words": 1234, "documents": 6, "sequences": 99, "dropped_paragraphs": {}}
     monkeypatch.setattr(pretrain_module, "MAX_WEIGHTS_BYTES", 1000)  # every model is "too big"
+    quality = {"n_sequences": 200, "n_masked": 3062, "top1": 0.0695624, "top1_low": 0.0610442,
+               "top1_high": 0.0786454, "top5": 0.22469, "majority_token": "the",
+               "majority_top1": 0.0669497}  # bert-en-small's (results/cpu/rq1-mlm-quality.csv)
     dest = pretrain_module.publish(config, final, tmp_path / "tiny", tmp_path / "results",
-                                   report, pins=tmp_path / "sha256.json")
+                                   report, pins=tmp_path / "sha256.json", quality=quality)
     card = (dest / "README.md").read_text()
     assert "float16 (loaded as float32)" in card and "1,234 words" in card
-    assert f"{6 * config.batch_size * config.seq_length:,} tokens seen" in card
+    assert f"{6 * config.batch_size * config.seq_length:,} tokens seen here" in card
+    assert "pretrained from scratch by dupbert" in card
+    assert "- **Trained here**: every weight, from a random initialisation." in card
+    # the number a reader quotes: every chosen token masked, beside always answering "the"
+    assert ("- **Masked top-1**: 0.070 [0.061, 0.079] (top-5 0.225) on 3,062 positions of 200 "
+            "clean WikiText-2 valid sequences, every chosen token replaced by the mask token, so "
+            "nothing can be copied; always answering \"the\" scores 0.067 on the same positions. "
+            "It does not clear the MLM-quality floor of RQ1 (at least 0.30 and 3 times that "
+            "baseline).") in " ".join(card.split())
+    assert "top-1 0." not in card  # no 80/10/10 top-1, which counts copied tokens
     assert json.loads((tmp_path / "sha256.json").read_text()) == {
         "tiny": sha256_of(dest / "model.safetensors")}
     model = transformers.AutoModelForMaskedLM.from_pretrained(dest)
@@ -336,3 +348,25 @@ def test_a_run_stops_at_its_target_and_a_resume_stops_there_too(small_data_dir, 
     again = pretrain(config, small_data_dir, tmp_path / "work", tmp_path / "results", progress=False)
     assert again == out
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "results" / "emergence.csv"), ours)
+
+
+def test_the_cards_of_continued_models_say_where_they_started_and_what_was_trained():
+    from dupbert import pretrain as pretrain_module
+
+    head = MODELS["minilm-mlm-en"]
+    assert "from the English BERT body of all-MiniLM-L6-v2" in pretrain_module._origin(head)
+    assert pretrain_module._trained(head) == (
+        "every block and the MLM head; the input embeddings (tied to the decoder) kept as they "
+        "are in `all-MiniLM-L6-v2`")
+    assert pretrain_module._tokenizer_line(head) == "`all-MiniLM-L6-v2`'s (30,522 entries)"
+    assert pretrain_module._rates(head) == (
+        "peak learning rate 0.0002 for the body, 0.002 for the head")
+    assert "recursive ALBERT" in pretrain_module._origin(MODELS["albert-minilm-en"])
+    grown = pretrain_module._origin(MODELS["minilm-mlm-en-grown"])
+    assert grown.startswith("made by dupbert from `minilm-mlm-en`, its blocks duplicated to the "
+                            "order [0, 0, 1, 1, 2, 2, 3, 4, 5]")
+    clears = {"n_sequences": 200, "n_masked": 3000, "top1": 0.31, "top1_low": 0.3,
+              "top1_high": 0.32, "top5": 0.5, "majority_token": "the", "majority_top1": 0.07}
+    assert "It clears the MLM-quality floor" in pretrain_module._quality_line(clears)
+    assert "does not clear" in pretrain_module._quality_line({**clears, "majority_top1": 0.11})
+
