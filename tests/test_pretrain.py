@@ -351,22 +351,22 @@ def test_a_run_stops_at_its_target_and_a_resume_stops_there_too(small_data_dir, 
 
 
 def test_the_cards_of_continued_models_say_where_they_started_and_what_was_trained():
-    from dupbert import pretrain as pretrain_module
+    from dupbert import model_card
 
     head = MODELS["minilm-mlm-en"]
-    assert "from the English BERT body of all-MiniLM-L6-v2" in pretrain_module._origin(head)
-    assert pretrain_module._trained(head) == (
+    assert "from the English BERT body of all-MiniLM-L6-v2" in model_card.origin(head)
+    assert model_card.trained(head) == (
         "every block and the MLM head; the input embeddings (tied to the decoder) kept as they "
         "are in `all-MiniLM-L6-v2`")
-    assert pretrain_module._tokenizer_line(head) == "`all-MiniLM-L6-v2`'s (30,522 entries)"
-    assert pretrain_module._rates(head) == (
+    assert model_card.tokenizer_line(head) == "`all-MiniLM-L6-v2`'s (30,522 entries)"
+    assert model_card.rates(head) == (
         "peak learning rate 0.0002 for the body, 0.002 for the head")
-    assert "recursive ALBERT" in pretrain_module._origin(MODELS["albert-minilm-en"])
-    grown = pretrain_module._origin(MODELS["minilm-mlm-en-grown"])
+    assert "recursive ALBERT" in model_card.origin(MODELS["albert-minilm-en"])
+    grown = model_card.origin(MODELS["minilm-mlm-en-grown"])
     assert grown.startswith("made by dupbert from `minilm-mlm-en`, its blocks duplicated to the "
                             "order [0, 0, 1, 1, 2, 2, 3, 4, 5]")
     clears = {"n_sequences": 200, "n_masked": 3000, "top1": 0.31, "top1_low": 0.3,
               "top1_high": 0.32, "top5": 0.5, "majority_token": "the", "majority_top1": 0.07}
-    assert "It clears the MLM-quality floor" in pretrain_module._quality_line(clears)
-    assert "does not clear" in pretrain_module._quality_line({**clears, "majority_top1": 0.11})
+    assert "It clears the MLM-quality floor" in model_card.quality_line(clears)
+    assert "does not clear" in model_card.quality_line({**clears, "majority_top1": 0.11})
 

@@ -1,0 +1,105 @@
+"""The model card of an MLM trained here (``dupbert.pretrain.publish``): where it started, what
+was trained, on what, at what cost, and how well it predicts a masked word: masked top-1 with
+every chosen token masked (nothing to copy) beside the most-frequent-token baseline and the
+MLM-quality floor of RQ1 (book, Methods). Text only: the numbers come from the caller.
+"""
+
+from __future__ import annotations
+
+MLM_FLOOR = (0.30, 3.0)
+"""The MLM-quality floor of RQ1 and RQ2 (book, Methods): masked top-1 at least 0.30 and at least
+3 times the most-frequent-token baseline."""
+
+
+def origin(config) -> str:
+    """Where the model started (``config``: a ``dupbert.pretrain.PretrainConfig``)."""
+    if config.init is None:
+        return ("pretrained from scratch by dupbert, so that the paper's questions can be asked "
+                "of an English MLM with its pretrained head offline")
+    grown = (f", its blocks duplicated to the order {list(config.grow)} (0-based)"
+             if config.grow else "")
+    if config.architecture == "albert" and config.init == "all-MiniLM-L6-v2":
+        return ("made by dupbert from the English BERT body of all-MiniLM-L6-v2 (its pinned "
+                "wheel), converted into a recursive ALBERT (`dupbert.recursive`: the one shared "
+                f"layer the mean of the {config.num_layers} blocks, the factorised embeddings "
+                f"(E {config.embedding_size}) from a truncated SVD of the word embeddings) and "
+                "trained with BERT's masked-language-model objective")
+    if config.init == "all-MiniLM-L6-v2":
+        return ("made by dupbert from the English BERT body of all-MiniLM-L6-v2 (its pinned "
+                "wheel; its own training never filled `[MASK]`), with BERT's MLM head (dense, "
+                "GELU, LayerNorm, decoder tied to the word embeddings, bias) added and trained "
+                "with the masked-language-model objective")
+    return (f"made by dupbert from `{config.init}`{grown}, its masked-language-model training "
+            f"continued")
+
+
+def trained(config) -> str:
+    if config.init is None:
+        return "every weight, from a random initialisation"
+    if config.freeze_embeddings:
+        return ("every block and the MLM head; the input embeddings (tied to the decoder) kept as "
+                f"they are in `{config.init}`")
+    return "every weight"
+
+
+def tokenizer_line(config) -> str:
+    if config.init is None:
+        return (f"uncased WordPiece, {config.vocab_size:,} entries, trained on the same text")
+    return f"`{config.init}`'s ({config.vocab_size:,} entries)"
+
+
+def rates(config) -> str:
+    if config.head_learning_rate is None:
+        return f"peak learning rate {config.learning_rate:g}"
+    return (f"peak learning rate {config.learning_rate:g} for the body, "
+            f"{config.head_learning_rate:g} for the head")
+
+
+def quality_line(quality: dict | None) -> str:
+    """The card's masked top-1 (every chosen token masked: nothing can be copied) beside the
+    most-frequent-token baseline, and whether the model clears :data:`MLM_FLOOR`."""
+    if quality is None:
+        return "not measured (`dupbert.quality.quality_table`)"
+    top1, baseline = quality["top1"], quality["majority_top1"]
+    clears = top1 >= MLM_FLOOR[0] and top1 >= MLM_FLOOR[1] * baseline
+    return (f"{top1:.3f} [{quality['top1_low']:.3f}, {quality['top1_high']:.3f}] (top-5 "
+            f"{quality['top5']:.3f}) on {quality['n_masked']:,} positions of "
+            f"{quality['n_sequences']} clean WikiText-2 valid sequences, every chosen token "
+            f"replaced by the mask token, so nothing can be copied; always answering "
+            f"\"{quality['majority_token']}\" scores {baseline:.3f} on the same positions. It "
+            f"{'clears' if clears else 'does not clear'} the MLM-quality floor of RQ1 (at least "
+            f"{MLM_FLOOR[0]:.2f} and {MLM_FLOOR[1]:g} times that baseline)")
+
+
+MODEL_CARD = """# {name}
+
+An English {architecture} with a pretrained MLM head, {origin}. Not a substitute for
+bert-base-uncased or albert-base-v2: {parameters:,} parameters, {tokens:,} tokens seen here.
+
+- **Trained here**: {trained}.
+- **Data**: {corpus[words]:,} words of English prose ({corpus[documents]:,} documents:
+  Wikipedia (CC BY-SA) and 38 public-domain Project Gutenberg books), packed into
+  {corpus[sequences]:,} sequences of {length} tokens. Every text the book evaluates on is kept
+  out (WikiText-2 test and valid, SST-2 dev, SNLI dev, SQuAD 2.0 dev); paragraphs dropped for
+  overlap: {corpus[dropped_paragraphs]}.
+- **Tokenizer**: {tokenizer}.
+- **Objective**: BERT's masked language model (15% of tokens, 80/10/10, dynamic masking, decoder
+  tied to the input embeddings); no next-sentence or sentence-order prediction (a deviation from
+  both papers). The decoder runs on masked positions only (the same loss).
+- **Training**: {sequences:,} sequences ({tokens:,} tokens, {passes:.0%} of one pass over the
+  text), AdamW (betas 0.9/0.98, eps 1e-6, {learning_rate}), {warmup} warm-up steps then linear
+  decay, seed {seed}, one torch thread. {hours:.2f} hours of wall-clock time on {cpu}, cores
+  shared with other runs.
+- **Masked top-1**: {quality}.
+- **Held-out MLM loss**: {loss:.3f} (64 WikiText-2 valid sequences of {length} tokens,
+  {n_masked} positions, BERT's 80/10/10; WikiText's `<unk>` {unk}).
+- **Weights**: {storage}.
+- **Rebuild**: `MODELS={name} bash scripts/pretrain.sh`, then
+  `python -m dupbert.pretrain {name} --publish`.
+
+Configuration (`dupbert.pretrain.PretrainConfig`):
+
+```json
+{config}
+```
+"""
