@@ -1,8 +1,8 @@
 """The parameters of every chapter notebook, declared once: one frozen dataclass per chapter
 (:data:`CHAPTERS`, e.g. :class:`RQ3Parameters`) whose fields carry type, default, bounds, forms
-and help (a :class:`Parameter` in each field's metadata). Constructing one reads every value in
-the forms papermill users type (``-p``, ``-y``, ``-f``), normalised or rejected with the forms to
-use, then checks the values together. Each notebook calls, in the cell after its parameters cell::
+and help (a ``dupbert.forms.Parameter`` in each field's metadata; :mod:`dupbert.forms` reads each
+kind of value). Constructing one reads every value in the forms papermill users type (``-p``,
+``-y``, ``-f``), normalised or rejected with the forms to use, then checks the values together. Each notebook calls, in the cell after its parameters cell::
 
     from dupbert.params import notebook_parameters
     globals().update(notebook_parameters("rq2", globals()))
@@ -17,53 +17,18 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
-from .checks import check_device
 from .errors import DeviceNotAvailable, DupbertError, ParameterError
+from .forms import TASK_NAMES, FormError, Parameter, forms, option_keywords, read
 from .zoo import ZOO, check_model
 
-__all__ = ["notebook_parameters", "profile_parameters", "option_parameters",
-           "NOTEBOOK_PARAMETERS", "Parameter", "TASK_NAMES"]
-
-# The names of dupbert.tasks.TASKS (importing it imports `datasets`, ~2 s); tests keep them equal.
-TASK_NAMES = ("sst2", "snli", "squad2", "uspto50k")
-
-_TRUE = ("1", "true", "yes", "on")
-
-
-@dataclasses.dataclass(frozen=True)
-class Parameter:
-    """How one notebook parameter is read (:func:`notebook_parameters`).
-
-    ``kind``: ``str``, ``int``, ``float``, ``bool``, ``device``, ``names`` (list of strings),
-    ``ints`` (list of integers), ``ints_per_model_task`` (such a list, ``{task: list}`` or
-    ``{task: {model: list}}``), ``per_task_int`` (an int, ``{task: int}`` or ``{task: {model:
-    int}}``), ``per_model_task`` (a value, ``{task: value}`` or ``{task: {model: value}}``, cast by
-    ``cast``), ``names_per_model`` (a list, or ``{model: list}``), ``orders`` (``{label: [block,
-    ...]}``), ``mappings`` (a list of mappings, passed on as they are). ``none``: ``None``,
-    ``"None"`` and ``""`` allowed. ``choices``: allowed strings (``orders`` also takes a mapping).
-    ``minimum``/``maximum``: bounds; ``above``: a strict lower bound. List items must be distinct.
-    ``check``: called with the parsed value (not ``None``), may raise a
-    :class:`~dupbert.errors.DupbertError`. ``option``: the command-line flag that sets it (``dupbert
-    finetune`` for RQ3, ``dupbert probe`` for RQ1), with ``help`` (:func:`add_options`).
-    """
-
-    kind: str
-    none: bool = False
-    choices: tuple = ()
-    minimum: float | None = None
-    maximum: float | None = None
-    above: float | None = None
-    check: Callable[[Any], Any] | None = None
-    cast: type | None = None
-    option: str | None = None
-    help: str = ""
+__all__ = ["notebook_parameters", "chapter_parameters", "profile_parameters", "option_parameters",
+           "CHAPTERS", "NOTEBOOK_PARAMETERS", "Parameter", "TASK_NAMES"]
 
 
 def _corpus_check(spec: str) -> None:
@@ -101,11 +66,6 @@ def _not_zero_steps(value: Any) -> None:
     if 0 in values:
         raise ParameterError("0 steps would save an untrained run: give -1 (train for the "
                              "epochs) or a number of steps >= 1")
-
-
-def _plain(bound: float) -> str:
-    """A bound as a user reads it: whole numbers in full (4294967295, not 4.29497e+09)."""
-    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
 
 
 def _declare(kind: str, default: Any = dataclasses.MISSING, **spec) -> Any:
@@ -364,217 +324,18 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Parameter]] = {name: declared(cls)
 _MODEL_NOTEBOOKS = {"rq1": True, "rq2": True, "rq3": False}
 
 
-_EXAMPLES = {
-    "names": ("-p {name} a,b", "-p {name} '[\"a\", \"b\"]'", "-y '{name}: [a, b]'"),
-    "names_per_model": ("-p {name} a,b", "-y '{name}: [a, b]'", "-y '{name}: {{MODEL: [a, b]}}'"),
-    "ints": ("-p {name} 0,1,2", "-p {name} '[0, 1, 2]'", "-y '{name}: [0, 1, 2]'"),
-    "ints_per_model_task": ("-p {name} 0,1,2", "-p {name} '[0, 1, 2]'", "-y '{name}: [0, 1, 2]'",
-                            "-y '{name}: {{snli: [0, 1], squad2: {{MODEL: [0]}}}}'"),
-    "per_task_int": ("-p {name} 32", "-y '{name}: {{snli: 32, sst2: 64}}'",
-                     "-y '{name}: {{snli: {{MODEL: 32}}}}'"),
-    "per_model_task": ("-p {name} VALUE", "-y '{name}: {{snli: VALUE}}'",
-                       "-y '{name}: {{snli: {{MODEL: VALUE}}}}'"),
-    "orders": ("-y '{name}: {{LABEL: [0, 0, 1, 2]}}'",),
-    "int": ("-p {name} 8",),
-    "float": ("-p {name} 0.5",),
-    "bool": ("-p {name} True", "-p {name} False"),
-    "device": ("-p {name} cpu", "-p {name} cuda:0"),
-    "str": ("-p {name} VALUE",),
-    "mappings": ("-y '{name}: [{{KEY: VALUE}}, ...]'", "-f FILE.yaml"),
-}
-
-
-class _Bad(Exception):
-    """A bad parameter value (internal: collected into one ParameterError)."""
-
-
-def _is_none(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip() in ("", "None", "none", "null"))
-
-
-def _structured(value: str) -> Any:
-    """A string typed as a list or mapping (``'["a", "b"]'``, ``'[a, b]'``, ``'{snli: 32}'``)."""
-    import yaml
-
-    try:
-        return yaml.safe_load(value)
-    except yaml.YAMLError as error:
-        raise _Bad(f"{value!r} is neither JSON nor YAML ({str(error).splitlines()[0]})") from None
-
-
-def _names(value: Any, distinct: bool = True) -> list[str]:
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            value = _structured(text)
-        else:
-            names = [part.strip() for part in text.split(",") if part.strip()]
-            return _distinct(names) if distinct else names
-    if isinstance(value, (list, tuple)):
-        bad = [item for item in value if not isinstance(item, (str, int, float)) or isinstance(item, bool)]
-        if bad:
-            raise _Bad(f"{bad[0]!r} in the list is not a name")
-        names = [str(item).strip() for item in value]
-        if any(not name for name in names):
-            raise _Bad("the list holds an empty name")
-        return _distinct(names) if distinct else names
-    raise _Bad(f"{value!r} ({type(value).__name__}) is not a list of names")
-
-
-def _number(value: Any, cast: type, spec: Parameter) -> int | float | bool:
-    if cast is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in (*_TRUE, "0", "false", "no", "off"):
-            return value.strip().lower() in _TRUE
-        raise _Bad(f"{value!r} is not True or False")
-    if isinstance(value, bool):
-        raise _Bad(f"{value!r} is not a number")
-    try:
-        number = cast(value.strip()) if isinstance(value, str) else value
-        if cast is int and not float(number).is_integer():
-            raise ValueError
-        number = cast(number)
-    except (TypeError, ValueError):
-        raise _Bad(f"{value!r} is not {'an integer' if cast is int else 'a number'}") from None
-    if spec.minimum is not None and number < spec.minimum:
-        raise _Bad(f"{number!r} is below the smallest allowed value, {_plain(spec.minimum)}")
-    if spec.maximum is not None and number > spec.maximum:
-        raise _Bad(f"{number!r} is above the largest allowed value, {_plain(spec.maximum)}")
-    if spec.above is not None and number <= spec.above:
-        raise _Bad(f"{number!r} is not above {spec.above:g}")
-    if cast is float and not math.isfinite(number):
-        raise _Bad(f"{value!r} is not a finite number")
-    return number
-
-
-def _mapping(value: Any) -> Any:
-    if isinstance(value, str) and value.strip().startswith("{"):
-        value = _structured(value.strip())
-    return value
-
-
-def _read(name: str, value: Any, spec: Parameter) -> Any:
-    if _is_none(value):
-        if spec.none:
-            return None
-        raise _Bad(f"{value!r} is not allowed (a value is needed)")
-    kind = spec.kind
-    if spec.choices and isinstance(value, str) and value.strip() in spec.choices:
-        return value.strip()
-    if kind == "str":
-        if not isinstance(value, str):
-            raise _Bad(f"{value!r} ({type(value).__name__}) is not a string")
-        if spec.choices:
-            raise _Bad(f"{value!r} is not one of {', '.join(map(repr, spec.choices))}"
-                       + (" or None" if spec.none else ""))
-        return value.strip()
-    if kind in ("int", "float", "bool"):
-        return _number(value, {"int": int, "float": float, "bool": bool}[kind], spec)
-    if kind == "device":
-        return check_device(value)
-    if kind == "names":
-        names = _names(value)
-        if not names:
-            raise _Bad("the list is empty")
-        if spec.choices and len(names) == 1 and names[0] in spec.choices:
-            return names[0]
-        return names
-    if kind == "ints":
-        return _ints(value, spec)
-    if kind == "names_per_model":
-        value = _mapping(value)
-        if not isinstance(value, Mapping):
-            return _read(name, value, dataclasses.replace(spec, kind="names"))
-        if not value:
-            raise _Bad("the mapping is empty")
-        return {str(model): _read(name, names, dataclasses.replace(spec, kind="names", none=False))
-                for model, names in value.items()}
-    if kind == "ints_per_model_task":
-        value = _mapping(value)
-        if not isinstance(value, Mapping):
-            return _ints(value, spec)
-        _task_keys(value)
-        return {task: ({str(m): _ints(v, spec) for m, v in inner.items()}
-                       if isinstance(inner, Mapping) else _ints(inner, spec))
-                for task, inner in value.items()}
-    if kind in ("per_task_int", "per_model_task"):
-        value = _mapping(value)
-        cast = int if kind == "per_task_int" else spec.cast
-        if not isinstance(value, Mapping):
-            return _number(value, cast, spec)
-        _task_keys(value)
-        out = {}
-        for task, inner in value.items():
-            if isinstance(inner, Mapping):  # {task: {model: value}}
-                out[task] = {str(m): None if _is_none(v) else _number(v, cast, spec)
-                             for m, v in inner.items()}
-            else:
-                out[task] = None if _is_none(inner) else _number(inner, cast, spec)
-        return out
-    if kind == "mappings":
-        value = _structured(value.strip()) if isinstance(value, str) else value
-        if not isinstance(value, (list, tuple)) or not value \
-                or not all(isinstance(item, Mapping) for item in value):
-            raise _Bad(f"{value!r} is not a list of mappings")
-        return list(value)
-    if kind == "orders":
-        value = _mapping(value)
-        if not isinstance(value, Mapping) or not value:
-            raise _Bad(f"{value!r} is not one of {', '.join(map(repr, spec.choices))}, None or a "
-                       f"mapping {{label: [block, ...]}}")
-        orders = {}
-        for label, order in value.items():
-            order = _names(order, distinct=False) if isinstance(order, str) else order
-            if not isinstance(order, (list, tuple)) or not order:
-                raise _Bad(f"the order of {label!r} is not a list of 0-based blocks: {order!r}")
-            orders[str(label)] = [_number(block, int, Parameter("int", minimum=0)) for block in order]
-        return orders
-    raise ValueError(f"unknown parameter kind {kind!r}")  # a defect in NOTEBOOK_PARAMETERS
-
-
-def _ints(value: Any, spec: Parameter) -> list[int]:
-    items = [value] if isinstance(value, int) and not isinstance(value, bool) \
-        else _names(value, distinct=False)
-    if not items:
-        raise _Bad("the list is empty")
-    return _distinct([_number(item, int, spec) for item in items])
-
-
-def _distinct(items: list) -> list:
-    repeated = [item for position, item in enumerate(items) if item in items[:position]]
-    if repeated:
-        raise _Bad(f"{repeated[0]!r} appears {items.count(repeated[0])} times; give each once")
-    return items
-
-
-def _task_keys(mapping: Mapping) -> None:
-    unknown = [str(task) for task in mapping if task not in TASK_NAMES]
-    if unknown:
-        raise _Bad(f"unknown task {', '.join(map(repr, unknown))} as a key; tasks are "
-                   f"{', '.join(TASK_NAMES)}")
-
-
-def _forms(name: str, spec: Parameter) -> str:
-    forms = [form.format(name=name) for form in _EXAMPLES[spec.kind]]
-    forms += [f"-p {name} {choice}" for choice in spec.choices]
-    if spec.none:
-        forms.append(f"-p {name} None")
-    return "; ".join(forms)
-
-
 def _read_values(spec: Mapping[str, Parameter], values: Mapping[str, Any]) -> dict[str, Any]:
     """Every value of ``spec`` read and checked on its own; ParameterError lists every bad one."""
     __tracebackhide__ = True  # IPython: the message, not this frame
     used, problems = {}, []
     for name, parameter in spec.items():
         try:
-            used[name] = _read(name, values[name], parameter)
+            used[name] = read(values[name], parameter)
             if parameter.check is not None and used[name] is not None:
                 parameter.check(used[name])
-        except _Bad as error:  # the form: say which forms work
+        except FormError as error:  # the form: say which forms work
             problems.append(f"  {name} = {values[name]!r}: {error}. Forms that work: "
-                            f"{_forms(name, parameter)}")
+                            f"{forms(name, parameter)}")
         except (ParameterError, DeviceNotAvailable) as error:  # the value: the message says
             problems.append(f"  {name} = {values[name]!r}: {error}")
     if problems:
@@ -762,20 +523,7 @@ def add_options(parser, notebook: str = "rq3") -> None:
     for parameter in NOTEBOOK_PARAMETERS[notebook].values():
         if parameter.option is None:
             continue
-        if parameter.kind in ("names", "names_per_model"):
-            kwargs = dict(action="append")
-        elif parameter.kind == "ints_per_model_task":
-            kwargs = dict(action="append", type=int)
-        elif parameter.kind in ("per_task_int", "int"):
-            kwargs = dict(type=int)
-        elif parameter.kind == "float":
-            kwargs = dict(type=float)
-        elif parameter.cast is bool:
-            kwargs = dict(action="store_true")
-        elif parameter.kind == "per_model_task":
-            kwargs = dict(type=parameter.cast)
-        else:
-            kwargs = {}
+        kwargs = option_keywords(parameter)
         parser.add_argument(parameter.option, default=None, help=parameter.help, **kwargs)
 
 
@@ -819,8 +567,8 @@ def option_parameters(args, notebook: str, *, check_models: bool = True) -> dict
                                  above=parameter.above)
         elif value is not None:
             try:
-                value = _read(name, value, parameter)
-            except _Bad as error:
+                value = read(value, parameter)
+            except FormError as error:
                 raise ParameterError(f"{parameter.option} {value!r}: {error}") from None
         if value is not None and parameter.check is not None:
             parameter.check(value)

@@ -523,3 +523,20 @@ def test_a_seed_too_large_for_set_seed_fails_in_the_parameters_cell():
                                              r"largest allowed value, 4294967295\. Forms that work"):
         notebook_parameters("rq3", dict(values, seeds=[5000000000]))
     assert notebook_parameters("rq3", dict(values, seeds=[2**32 - 1]))["seeds"] == [2**32 - 1]
+
+
+def test_every_kind_is_one_entry_with_its_reader_forms_and_option():
+    """A kind of parameter is declared in one place (dupbert.forms.KINDS): every declared
+    parameter's kind is there, and its option keywords come from it."""
+    from dupbert import forms
+
+    kinds = {p.kind for spec in params.NOTEBOOK_PARAMETERS.values() for p in spec.values()}
+    assert kinds <= set(forms.KINDS)
+    assert forms.option_keywords(params.NOTEBOOK_PARAMETERS["rq3"]["seeds"]) == dict(
+        action="append", type=int)
+    assert forms.option_keywords(params.NOTEBOOK_PARAMETERS["rq3"]["group_by_length"]) == dict(
+        action="store_true")
+    assert forms.option_keywords(params.NOTEBOOK_PARAMETERS["rq3"]["learning_rate"]) == dict(
+        type=float)
+    assert forms.forms("seeds", params.NOTEBOOK_PARAMETERS["rq3"]["seeds"]).startswith(
+        "-p seeds 0,1,2; ")
