@@ -235,36 +235,50 @@ def unshare_albert(model: transformers.PreTrainedModel) -> transformers.PreTrain
 
 
 def standard_duplications(model: transformers.PreTrainedModel) -> dict[str, list[int]]:
-    """The duplication variants RQ1 probes, as ``{label: order}``.
+    """The duplication configurations RQ1 probes, as ``{name: order}``, named as RQ3 names the
+    same order (:func:`finetune_variants`), one name per order.
 
-    BERT-like: ``baseline``; ``first k copied`` (k = 1, 2, 3); ``block i copied`` for every
-    block. A shared ALBERT: ``baseline`` and ``N repeats`` for N = L+1, L+2, L+3, L+5, L+8
-    (with one shared group only the depth matters).
+    BERT-like (L blocks): ``baseline``; ``copy first k`` (k = 1, 2, 3); then every other block
+    copied once: ``copy middle`` (block ``L // 2``), ``copy last`` (block ``L - 1``) and
+    ``copy block b`` for the rest (block 0 is ``copy first 1``). A shared ALBERT: ``baseline``
+    and ``repeat shared +e`` for e = 1, 2, 3, 5, 8 more applications of the shared layer (with
+    one shared group only the depth matters).
     """
     num_layers = model.config.num_hidden_layers
     identity = list(range(num_layers))
-    variants = {"baseline": identity}
+    orders = {"baseline": identity}
     if _is_albert(model) and model.config.num_hidden_groups == 1:
         for extra in (1, 2, 3, 5, 8):
-            variants[f"{num_layers + extra} repeats"] = identity + [num_layers - 1] * extra
-        return variants
+            orders[f"repeat shared +{extra}"] = identity + [num_layers - 1] * extra
+        return orders
     for k in range(1, min(3, num_layers) + 1):
-        variants[f"first {k} copied"] = order_copy_after(range(k), num_layers)
-    for block in range(num_layers):
-        variants[f"block {block} copied"] = order_copy_after([block], num_layers)
-    return variants
+        orders[f"copy first {k}"] = order_copy_after(range(k), num_layers)
+    for block in range(1, num_layers):
+        orders[single_block_name(block, num_layers)] = order_copy_after([block], num_layers)
+    return orders
+
+
+def single_block_name(block: int, num_layers: int) -> str:
+    """The name of the order that copies one block (0-based) right after itself, as RQ3 names it:
+    ``copy first 1`` (block 0), ``copy last``, ``copy middle`` (block ``L // 2``), else
+    ``copy block b``."""
+    if block == 0:
+        return "copy first 1"
+    if block == num_layers - 1:
+        return "copy last"
+    return "copy middle" if block == num_layers // 2 else f"copy block {block}"
 
 
 
 def paper_duplication(model: transformers.PreTrainedModel) -> dict[str, list[int]]:
-    """The paper's configuration (section 5, "duplicate the first three layers") as ``{label:
-    order}`` in :func:`standard_duplications` labels: ``first 3 copied`` (``first L copied``
-    below 3 blocks), or ``L+3 repeats`` for a shared ALBERT."""
+    """The paper's configuration (section 5, "duplicate the first three layers") as ``{name:
+    order}`` in :func:`standard_duplications` names: ``copy first 3`` (``copy first L`` below 3
+    blocks), or ``repeat shared +3`` for a shared ALBERT."""
     orders = standard_duplications(model)
     num_layers = model.config.num_hidden_layers
-    label = (f"{num_layers + 3} repeats" if f"{num_layers + 3} repeats" in orders
-             else f"first {min(3, num_layers)} copied")
-    return {label: orders[label]}
+    name = ("repeat shared +3" if "repeat shared +3" in orders
+            else f"copy first {min(3, num_layers)}")
+    return {name: orders[name]}
 
 @torch.no_grad()
 def reinitialize_(module: torch.nn.Module, std: float, generator: torch.Generator) -> None:

@@ -202,7 +202,7 @@ def beside_rq1(record: pd.DataFrame, rq1: pd.DataFrame) -> pd.DataFrame:
     """
     recon = record[record["measure"] == RECONSTRUCTION]
     last = recon[recon["step"] == recon.groupby("model")["step"].transform("max")]
-    ours = rq1[(rq1["variant"] == "pretrained")
+    ours = rq1[(rq1["init"] == "pretrained")
                & (rq1.get("duplication", pd.Series("baseline", index=rq1.index)) == "baseline")]
     models = [m for m in dict.fromkeys(last["model"]) if m in set(ours["model"])]
     columns = {}

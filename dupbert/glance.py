@@ -109,7 +109,7 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
     of its control; else ``undecided``. Models in ``NOT_PRETRAINED_HEADS`` are not judged.
 
     Args:
-        reconstruction: ``probe_models(..., include_control=True)`` rows (``model, variant, layer,
+        reconstruction: ``probe_models(..., include_control=True)`` rows (``model, init, layer,
             top1, n_tokens``), top-1 as fractions.
         duplicated: ``probe_models(..., duplications=...)`` rows (``model, duplication, layer,
             top1, n_tokens``), or ``None``.
@@ -118,14 +118,14 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
         ParameterError (a ValueError): a missing column, a judged model without pretrained hidden
             states 1..L, or a NaN top-1 among them.
     """
-    check_columns(reconstruction, ["model", "variant", "layer", "top1", "n_tokens"],
+    check_columns(reconstruction, ["model", "init", "layer", "top1", "n_tokens"],
                   "reconstruction", rows="")
     if duplicated is not None:
         check_columns(duplicated, ["model", "duplication", "layer", "top1", "n_tokens"],
                       "duplicated", rows="")
     judged = [m for m in dict.fromkeys(reconstruction["model"]) if m not in NOT_PRETRAINED_HEADS]
-    pretrained = reconstruction[reconstruction["variant"] == "pretrained"]
-    control = reconstruction[reconstruction["variant"] == "random-init control"]
+    pretrained = reconstruction[reconstruction["init"] == "pretrained"]
+    control = reconstruction[reconstruction["init"] == "random-init control"]
     control_best = {m: float(control.loc[control["model"] == m, "top1"].max()) for m in judged}
     texts, checks = [], []
     for model in judged:

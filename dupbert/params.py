@@ -169,7 +169,7 @@ class RQ2Parameters(ChapterParameters):
     seed: int = _declare(**_SEED, default=0)
     max_length: int = _declare(**_MAX_LENGTH)
     duplications: str | dict[str, list[int]] | None = _declare(
-        "orders", none=True, choices=("default", "standard"))
+        "orders", none=True, choices=("paper", "standard"))
     reconstruction: str | None = _declare("str", none=True, choices=("sample", "probe"))
     tables_dir: str | None = _declare(**_OPTIONAL_STR)
 

@@ -18,6 +18,12 @@ __all__ = ["plot_reconstruction", "plot_duplication_effect"]
 _PRETRAINED = "pretrained"
 _CONTROL = "random-init control"
 _BASELINE = "baseline"
+
+
+def _single_block(name) -> bool:
+    """Whether a configuration name copies one block other than the first (the per-block
+    configurations of ``dupbert.duplicate.standard_duplications``)."""
+    return str(name).startswith("copy block ") or name in ("copy middle", "copy last")
 _METRIC_LABELS = {
     "top1": "top-1 reconstruction accuracy",
     "top5": "top-5 reconstruction accuracy",
@@ -26,14 +32,14 @@ _METRIC_LABELS = {
 
 
 def plot_reconstruction(frame: pd.DataFrame, metric: str = "top1", ax=None) -> Figure:
-    """Token reconstruction accuracy against hidden state, one line per model and variant.
+    """Token reconstruction accuracy against hidden state, one line per model and init.
 
     Parameters
     ----------
     frame
         :func:`dupbert.probe_models` (or :func:`dupbert.reconstruction_accuracy`) output: ``layer``
         (0 = embedding output) and ``metric``; optional ``model``, ``duplication`` (one colour each)
-        and ``variant`` (``"random-init control"`` dashed).
+        and ``init`` (``"random-init control"`` dashed).
     metric
         E.g. ``"top1"``, ``"top5"``, ``"top1_macro"``; values in [0, 1].
     ax
@@ -48,7 +54,7 @@ def plot_reconstruction(frame: pd.DataFrame, metric: str = "top1", ax=None) -> F
         raise ValueError("plot_reconstruction got an empty frame")
 
     data = frame.copy()
-    for column, default in (("model", "model"), ("duplication", _BASELINE), ("variant", _PRETRAINED)):
+    for column, default in (("model", "model"), ("duplication", _BASELINE), ("init", _PRETRAINED)):
         if column not in data.columns:
             data[column] = default
 
@@ -61,16 +67,16 @@ def plot_reconstruction(frame: pd.DataFrame, metric: str = "top1", ax=None) -> F
     # One colour per (model, duplication) in order of first appearance; the control dashed.
     series = list(dict.fromkeys(zip(data["model"], data["duplication"])))
     colours = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
-    variants = sorted(set(data["variant"]), key=lambda v: (v == _CONTROL, str(v)))
+    inits = sorted(set(data["init"]), key=lambda v: (v == _CONTROL, str(v)))
     for i, (model, duplication) in enumerate(series):
         name = str(model) if duplication == _BASELINE else f"{model}, {duplication}"
-        for variant in variants:
+        for init in inits:
             rows = data[
-                (data["model"] == model) & (data["duplication"] == duplication) & (data["variant"] == variant)
+                (data["model"] == model) & (data["duplication"] == duplication) & (data["init"] == init)
             ].sort_values("layer")
             if rows.empty:
                 continue
-            control = variant == _CONTROL
+            control = init == _CONTROL
             ax.plot(
                 rows["layer"],
                 rows[metric],
@@ -80,7 +86,7 @@ def plot_reconstruction(frame: pd.DataFrame, metric: str = "top1", ax=None) -> F
                 markersize=4,
                 linewidth=1.2 if control else 1.8,
                 alpha=0.8 if control else 1.0,
-                label=f"{name} ({variant})" if len(variants) > 1 else name,
+                label=f"{name} ({init})" if len(inits) > 1 else name,
             )
 
     ax.set_xlabel("hidden state (0 = embedding output)")
@@ -105,20 +111,21 @@ def plot_duplication_effect(frame: pd.DataFrame, model: str, metric: str = "top1
     ----------
     frame
         :func:`dupbert.probe_models` output with ``duplications=...``: ``model``, ``duplication``,
-        ``layer``, ``is_copy``, ``metric`` (optional ``variant``).
+        ``layer``, ``is_copy``, ``metric`` (optional ``init``).
     variants
-        Labels drawn after ``"baseline"``; default: all but the single-block copies (``"block
-        ..."``, summarised by :func:`dupbert.probe.duplication_summary`).
+        Names drawn after ``"baseline"``; default: all but the single-block copies (``"copy
+        block b"``, ``"copy middle"``, ``"copy last"``; summarised by
+        :func:`dupbert.probe.duplication_summary`).
     """
     data = frame[frame["model"] == model]
-    if "variant" in data:
-        data = data[data["variant"] == _PRETRAINED]
+    if "init" in data:
+        data = data[data["init"] == _PRETRAINED]
     if data.empty:
         raise ValueError(f"no rows for model {model!r}; models in the frame: "
                          f"{sorted(frame['model'].unique())}")
     labels = list(dict.fromkeys(data["duplication"]))
     if variants is None:
-        variants = [v for v in labels if v != _BASELINE and not str(v).startswith("block ")]
+        variants = [v for v in labels if v != _BASELINE and not _single_block(v)]
     fig = Figure(figsize=(8.5, 4.2), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     colours = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
@@ -622,8 +629,8 @@ def plot_masked_and_reconstruction(reconstruction: pd.DataFrame, masked: pd.Data
     left, right = fig.subplots(1, 2, sharey=True)
     for ax, frame, name in ((left, reconstruction, "unmasked input tokens (reconstruction)"),
                             (right, masked, "masked tokens (prediction)")):
-        if "variant" in frame.columns:
-            frame = frame[frame["variant"] == _PRETRAINED]
+        if "init" in frame.columns:
+            frame = frame[frame["init"] == _PRETRAINED]
         plot_reconstruction(frame, metric=metric, ax=ax)
         ax.set_title(name, fontsize="medium")
         ax.set_ylabel(f"{metric.replace('top', 'top-').replace('_macro', ' (macro)')} accuracy")

@@ -335,8 +335,8 @@ def probe_models(
         Other arguments as :func:`reconstruction_accuracy`.
 
     Returns:
-        One row per (model, duplication, variant, hidden state): ``model``, ``duplication``
-        (``"baseline"`` for the model as loaded), ``variant`` (``"pretrained"`` or
+        One row per (model, duplication, init, hidden state): ``model``, ``duplication``
+        (``"baseline"`` for the model as loaded), ``init`` (``"pretrained"`` or
         ``"random-init control"``), [``translator``, unless identity], ``corpus``, then
         :data:`PROBE_COLUMNS`.
 
@@ -386,12 +386,12 @@ def probe_models(
         for label, order in _orders(duplications, load).items():
             if loaded and list(order or []) == list(range(loaded["model"].config.num_hidden_layers)):
                 order = None  # the model as loaded: share its cached result
-            variants = [PRETRAINED, CONTROL] if include_control and label == BASELINE else [PRETRAINED]
-            for variant in variants:
+            inits = [PRETRAINED, CONTROL] if include_control and label == BASELINE else [PRETRAINED]
+            for init in inits:
                 # keyed on what determines the result: the code, the inputs and the settings
-                fields = dict(model=name, duplication=label, order=order, variant=variant,
+                fields = dict(model=name, duplication=label, order=order, init=init,
                               n_sequences=n_sequences, max_length=max_length,
-                              seed=seed if variant == CONTROL else None, code=code, **corpus_key)
+                              seed=seed if init == CONTROL else None, code=code, **corpus_key)
                 if masking is not None:  # reconstruction's cache keys name no masking
                     fields.update(masking=masking, mask_rate=mask_rate, mask_seed=seed)
                 if linear:
@@ -402,20 +402,20 @@ def probe_models(
                     elif translator == "tuned":
                         fields.update(method="cross-entropy")
 
-                def run(order=order, variant=variant, load=load, split=split,
+                def run(order=order, init=init, load=load, split=split,
                         fitted=fitted) -> pd.DataFrame:
                     model, tokenizer, texts = (load()[k] for k in ("model", "tokenizer", "texts"))
                     return _probe_variant(
-                        model, tokenizer, texts, order, variant,
+                        model, tokenizer, texts, order, init,
                         "identity" if translator == "identity" else fitted,
                         fit_texts=split.fit if fit_sequences else None,
                         **TRANSLATOR_FITS.get(translator, {}), **settings)
 
                 frame = cached_frame("probe", fields, run, enabled=cache)
-                frames.append(frame.assign(model=name, duplication=label, variant=variant,
+                frames.append(frame.assign(model=name, duplication=label, init=init,
                                            corpus=str(corpus_name), translator=translator))
     result = pd.concat(frames, ignore_index=True)
-    front = ["model", "duplication", "variant"] + (["translator"] if linear else [])
+    front = ["model", "duplication", "init"] + (["translator"] if linear else [])
     return result[[*front, "corpus", *PROBE_COLUMNS]]
 
 
@@ -451,13 +451,13 @@ def _orders(duplications, load) -> dict:
     return dict(duplications)
 
 
-def _probe_variant(model, tokenizer, texts, order, variant, translator, *, fit_texts, seed,
+def _probe_variant(model, tokenizer, texts, order, init, translator, *, fit_texts, seed,
                    masking, mask_rate, batch_size, max_length, device, progress,
                    fit_at="unmasked", method="ridge") -> pd.DataFrame:
-    """One (duplication, variant) of a loaded model through the probe (``translator=None``: fit one
+    """One (duplication, init) of a loaded model through the probe (``translator=None``: fit one
     on ``fit_texts`` with ``fit_at`` and ``method``)."""
     probed = model if order is None else duplicate_layers(model, order)
-    if variant == CONTROL:
+    if init == CONTROL:
         probed = random_init_control(probed, seed=seed)
     if translator is None:
         from .translators import fit_translators
@@ -567,7 +567,7 @@ def duplication_summary(frame: pd.DataFrame, metric: str = "top1") -> pd.DataFra
     Raises:
         ValueError: ``frame`` has no ``baseline`` rows for a model.
     """
-    data = frame[frame["variant"] == PRETRAINED] if "variant" in frame else frame
+    data = frame[frame["init"] == PRETRAINED] if "init" in frame else frame
     rows = []
     for (model, duplication), group in data.groupby(["model", "duplication"], sort=False):
         baseline = data[(data["model"] == model) & (data["duplication"] == BASELINE)]

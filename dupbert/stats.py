@@ -549,7 +549,7 @@ def layer_similarity_report(
     corpus: str | None = None,
     n_sequences: int = 500,
     max_tokens: int = 4000,
-    duplications: str | Mapping[str, Sequence[int]] | None = "default",
+    duplications: str | Mapping[str, Sequence[int]] | None = "paper",
     batch_size: int = 32,
     device: str = "cpu",
     seed: int = 0,
@@ -573,7 +573,7 @@ def layer_similarity_report(
             model's own domain corpus.
         n_sequences: the first ``n_sequences`` sequences of the corpus.
         max_tokens: tokens sampled per model (seeded by ``seed``), the same in every layer.
-        duplications: ``None``: each model as loaded; ``"default"``: also
+        duplications: ``None``: each model as loaded; ``"paper"``: also
             ``dupbert.duplicate.paper_duplication``; ``"standard"``:
             ``dupbert.duplicate.standard_duplications``; or ``{label: order}`` (0-based blocks)
             for every model (the baseline is added).
@@ -655,8 +655,8 @@ def _check_report_arguments(model_names, duplications, reconstruction, max_token
     """``layer_similarity_report``'s arguments checked; the model names as a list."""
     model_names = check_model_names("model_names", model_names)
     if not (duplications is None or isinstance(duplications, Mapping)
-            or (isinstance(duplications, str) and duplications in ("default", "standard"))):
-        raise ValueError(f"duplications must be None, 'default', 'standard' or a mapping "
+            or (isinstance(duplications, str) and duplications in ("paper", "standard"))):
+        raise ValueError(f"duplications must be None, 'paper', 'standard' or a mapping "
                          f"{{label: [block, ...]}}, got {duplications!r}")
     if reconstruction not in (None, "sample", "probe"):
         raise ValueError(
@@ -678,7 +678,7 @@ def _report_orders(duplications, model) -> dict:
     identity = list(range(model.config.num_hidden_layers))
     if duplications is None:
         return {"baseline": identity}
-    if duplications == "default":
+    if duplications == "paper":
         return {"baseline": identity, **paper_duplication(model)}
     if duplications == "standard":
         return standard_duplications(model)

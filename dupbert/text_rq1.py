@@ -31,7 +31,7 @@ def translator_comparison(reconstruction: pd.DataFrame, masked: pd.DataFrame,
     for measure, identity, linear in (("reconstruction", reconstruction, linear_reconstruction),
                                       ("masked", masked, linear_masked)):
         for name, frame in (("identity", identity), ("linear", linear)):
-            rows = frame[(frame["duplication"] == BASELINE) & (frame["variant"] == PRETRAINED)]
+            rows = frame[(frame["duplication"] == BASELINE) & (frame["init"] == PRETRAINED)]
             frames.append(rows.assign(measure=measure, translator=name))
     return pd.concat(frames, ignore_index=True)[TRANSLATOR_COLUMNS]
 
@@ -40,7 +40,7 @@ def translator_curves(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(reconstruction, masked)`` of :func:`translator_comparison` as
     ``dupbert.plots.plot_masked_and_reconstruction`` draws them."""
     shown = frame.assign(duplication=frame["translator"].map(
-        {"identity": BASELINE, "linear": "linear translator"}), variant=PRETRAINED)
+        {"identity": BASELINE, "linear": "linear translator"}), init=PRETRAINED)
     return (shown[shown["measure"] == "reconstruction"], shown[shown["measure"] == "masked"])
 
 
@@ -58,8 +58,8 @@ def reconstruction_table(frame: pd.DataFrame, models: Sequence[str]) -> pd.DataF
         frame: :func:`dupbert.probe.probe_models` output with the control and no duplications.
         models: the models, in column order.
     """
-    pretrained = frame[frame["variant"] == PRETRAINED].set_index(["model", "layer"])
-    control = frame[frame["variant"] == CONTROL].set_index(["model", "layer"])
+    pretrained = frame[frame["init"] == PRETRAINED].set_index(["model", "layer"])
+    control = frame[frame["init"] == CONTROL].set_index(["model", "layer"])
 
     def top1_top5(row):
         return "" if pd.isna(row["top1"]) else f"{row['top1']:.3f} ({row['top5']:.3f})"
@@ -117,8 +117,8 @@ def describe_reconstruction(frame: pd.DataFrame, models: Sequence[str],
         models: the models described, in this order.
         threshold: the top-1 (a fraction) from which a hidden state counts as decoded.
     """
-    pretrained = frame[frame["variant"] == PRETRAINED].set_index(["model", "layer"])
-    control = frame[frame["variant"] == CONTROL].set_index(["model", "layer"])
+    pretrained = frame[frame["init"] == PRETRAINED].set_index(["model", "layer"])
+    control = frame[frame["init"] == CONTROL].set_index(["model", "layer"])
     return "\n".join(_describe_one_reconstruction(pretrained.loc[name], control.loc[name], name,
                                                   threshold) for name in models)
 

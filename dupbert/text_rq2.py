@@ -41,7 +41,8 @@ def statistics_table(layers: pd.DataFrame) -> pd.DataFrame:
 
 
 def similarity_to_last_table(layers: pd.DataFrame) -> pd.DataFrame:
-    """Each hidden state's similarity to the last one beside RQ1's top-1, per model and variant
+    """Each hidden state's similarity to the last one beside RQ1's top-1, per model and
+    duplication
     (chapter RQ2, "Similarity to the last layer and reconstruction").
 
     Args:
@@ -49,9 +50,9 @@ def similarity_to_last_table(layers: pd.DataFrame) -> pd.DataFrame:
             are shown).
 
     Returns:
-        Index ``hidden state``, columns ``(model, variant, measure)`` in order of appearance,
+        Index ``hidden state``, columns ``(model, duplication, measure)`` in order of appearance,
         measures CKA, CKA (debiased), cosine, W1 (std.), top-1; strings with 3 decimals, ``""``
-        where a variant has no such hidden state.
+        where a duplication has no such hidden state.
     """
     measures = list(_SHOWN_TO_LAST)
     to_last = layers.pivot(index="layer", columns=["model", "duplication"], values=measures)
@@ -62,7 +63,7 @@ def similarity_to_last_table(layers: pd.DataFrame) -> pd.DataFrame:
          for v in measures]))
     to_last = to_last.rename(columns=_SHOWN_TO_LAST, level=2)
     to_last.index.name = "hidden state"
-    to_last.columns.names = ["model", "variant", "measure"]
+    to_last.columns.names = ["model", "duplication", "measure"]
     return to_last.map(lambda value: "" if pd.isna(value) else f"{value:.3f}")
 
 

@@ -24,7 +24,7 @@ def test_plot_reconstruction_draws_one_line_per_model_and_variant_control_dashed
     from dupbert.plots import plot_reconstruction
 
     rows = [
-        dict(model=model, variant=variant, layer=layer, top1=0.9 if variant == "pretrained" else 0.01)
+        dict(model=model, init=variant, layer=layer, top1=0.9 if variant == "pretrained" else 0.01)
         for model, layers in (("a", 3), ("b", 5))
         for variant in ("pretrained", "random-init control")
         for layer in range(layers)

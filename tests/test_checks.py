@@ -216,7 +216,7 @@ def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():
     ("rq1", "duplications", "{first copied: [0, 0, 1]}", {"first copied": [0, 0, 1]}),
     ("rq1", "duplications", "standard", "standard"),
     ("rq1", "duplications", "None", None),
-    ("rq2", "duplications", "default", "default"),
+    ("rq2", "duplications", "paper", "paper"),
     ("rq2", "reconstruction", "probe", "probe"),
     ("rq2", "corpus", "", None),
     ("rq2", "max_tokens", "1000", 1000),
@@ -279,8 +279,8 @@ def test_a_misspelled_choice_lists_the_choices():
         params.notebook_parameters(spec, {"duplications": "standrd"}, show=False)
     assert str(error.value) == (
         "1 parameter cannot be used:\n  duplications = 'standrd': 'standrd' is not one of "
-        "'default', 'standard', None or a mapping {label: [block, ...]}. Forms that work: "
-        "-y 'duplications: {LABEL: [0, 0, 1, 2]}'; -p duplications default; "
+        "'paper', 'standard', None or a mapping {label: [block, ...]}. Forms that work: "
+        "-y 'duplications: {LABEL: [0, 0, 1, 2]}'; -p duplications paper; "
         "-p duplications standard; -p duplications None")
 
 

@@ -42,13 +42,13 @@ def test_probe_writes_the_table(tmp_path, fresh_results_cache, capsys):
     assert main(["probe", "--model", "rxnmapper-albert", "--n-sequences", "4",
                  "--out", str(out)]) == 0
     frame = pd.read_csv(out)
-    assert len(frame) == 26 and set(frame["variant"]) == {"pretrained", "random-init control"}
+    assert len(frame) == 26 and set(frame["init"]) == {"pretrained", "random-init control"}
     assert set(frame["n_tokens"]) == {410} and set(frame["n_sequences"]) == {4}
     # tokens reconstructed top-1 / top-5 at hidden states 0..12 (measured, then pinned): the
     # real head decodes every hidden state from block 1 on; the seeded random control does not
     hits = {variant: ((group["top1"] * 410).round().astype(int).tolist(),
                       (group["top5"] * 410).round().astype(int).tolist())
-            for variant, group in frame.groupby("variant")}
+            for variant, group in frame.groupby("init")}
     assert hits["pretrained"] == ([44, 362, 405, 409] + [410] * 9, [135, 406] + [410] * 11)
     assert hits["random-init control"] == ([2] * 6 + [1, 1] + [0] * 5,
                                            [3, 4, 3, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1])

@@ -10,8 +10,9 @@ from transformers import (AlbertConfig, AlbertForMaskedLM, AutoModelForMaskedLM,
                           T5Config, T5EncoderModel)
 
 from dupbert import duplicate_layers, load_mlm, reconstruction_accuracy
-from dupbert.duplicate import (block_is_copy, block_sources, encoder_blocks, order_copy_after,
-                               order_repeat_span, standard_duplications, unshare_albert)
+from dupbert.duplicate import (block_is_copy, block_sources, encoder_blocks, finetune_variants,
+                               order_copy_after, order_repeat_span, single_block_name,
+                               standard_duplications, unshare_albert)
 
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=64)
@@ -177,13 +178,14 @@ def test_standard_duplications():
     torch.manual_seed(0)
     bert = AutoModelForMaskedLM.from_config(BertConfig(**TINY))
     variants = standard_duplications(bert)
-    assert list(variants) == ["baseline", "first 1 copied", "first 2 copied", "first 3 copied",
-                              "block 0 copied", "block 1 copied", "block 2 copied",
-                              "block 3 copied"]
-    assert variants["first 2 copied"] == [0, 0, 1, 1, 2, 3]
+    # named as RQ3 names the same orders, one name per order (block 0 is copy first 1)
+    assert list(variants) == ["baseline", "copy first 1", "copy first 2", "copy first 3",
+                              "copy block 1", "copy middle", "copy last"]
+    assert variants["copy first 2"] == [0, 0, 1, 1, 2, 3]
     albert = AlbertForMaskedLM(AlbertConfig(**TINY, embedding_size=8))
-    assert list(standard_duplications(albert)) == ["baseline", "5 repeats", "6 repeats",
-                                                   "7 repeats", "9 repeats", "12 repeats"]
+    assert list(standard_duplications(albert)) == ["baseline", "repeat shared +1",
+                                                   "repeat shared +2", "repeat shared +3",
+                                                   "repeat shared +5", "repeat shared +8"]
 
 
 def _hits_by_hand(model, tokenizer, texts, order):
@@ -480,11 +482,18 @@ def test_standard_duplications_copy_each_block_once():
     torch.manual_seed(0)
     variants = standard_duplications(AutoModelForMaskedLM.from_config(BertConfig(**TINY)))
     assert variants["baseline"] == [0, 1, 2, 3]
-    assert variants["first 3 copied"] == [0, 0, 1, 1, 2, 2, 3]
-    assert [variants[f"block {b} copied"] for b in range(4)] == [
+    assert variants["copy first 3"] == [0, 0, 1, 1, 2, 2, 3]
+    names = [single_block_name(b, 4) for b in range(4)]
+    assert names == ["copy first 1", "copy block 1", "copy middle", "copy last"]
+    assert [variants[name] for name in names] == [
         [0, 0, 1, 2, 3], [0, 1, 1, 2, 3], [0, 1, 2, 2, 3], [0, 1, 2, 3, 3]]
+    # one name per order, the name RQ3 gives it
+    specs = finetune_variants(AutoModelForMaskedLM.from_config(BertConfig(**TINY)))
+    assert all(variants[name] == specs[name]["order"] for name in variants if name in specs)
+    assert len({tuple(order) for order in variants.values()}) == len(variants)
     albert = standard_duplications(_tiny_shared_albert())
-    assert albert["5 repeats"] == [0, 1, 2, 3, 3] and albert["12 repeats"] == [0, 1, 2, 3] + [3] * 8
+    assert albert["repeat shared +1"] == [0, 1, 2, 3, 3]
+    assert albert["repeat shared +8"] == [0, 1, 2, 3] + [3] * 8
 
 
 def test_every_configuration_spec_in_full():

@@ -117,7 +117,7 @@ def test_a_missing_record_names_the_file(tmp_path):
 
 def test_beside_rq1_pairs_the_last_step_with_rq1s_baseline():
     r = record({0: [0.1, 0.2, 0.3, 0.4, 0.5], 1: [0, 0, 0.2, 0.6, 0.9]})
-    rq1 = pd.DataFrame([dict(model=m, variant=v, duplication="baseline", layer=l, top1=t)
+    rq1 = pd.DataFrame([dict(model=m, init=v, duplication="baseline", layer=l, top1=t)
                         for m in ("m", "other") for v, t in (("pretrained", 0.7),
                                                              ("random-init control", 0.0))
                         for l in (0, 1)])

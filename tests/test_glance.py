@@ -195,7 +195,7 @@ def test_no_gain_claim_and_the_method_and_rq4_rows():
 
 
 def test_rq1_is_refuted_when_a_hidden_state_decodes_no_better_than_the_control():
-    rows = [dict(model="m", variant=v, layer=layer, top1=t, n_tokens=1000)
+    rows = [dict(model="m", init=v, layer=layer, top1=t, n_tokens=1000)
             for v, tops in (("pretrained", [0.9, 0.9, 0.02, 0.95]),
                             ("random-init control", [0.01, 0.01, 0.01, 0.01]))
             for layer, t in enumerate(tops)]
@@ -218,7 +218,7 @@ def test_missing_evidence_is_not_testable_and_still_one_row_per_claim():
     assert set(empty["verdict"]) == {"not testable here"}
 
 
-def _probe(model, variant, tops, n_tokens=400, column="variant"):
+def _probe(model, variant, tops, n_tokens=400, column="init"):
     return [{"model": model, column: variant, "layer": layer, "top1": top1, "n_tokens": n_tokens}
             for layer, top1 in enumerate(tops)]
 
@@ -231,9 +231,9 @@ def test_rq1_rows_name_each_models_worst_hidden_state_and_its_control():
         + _probe("splade-tiny-en", "random-init control", [0.0] * 4))
     duplicated = pd.DataFrame(
         _probe("m", "baseline", [0.3, 0.9, 0.8, 0.95], column="duplication")
-        + _probe("m", "first 1 copied", [0.3, 0.9, 0.85, 0.7, 0.9], column="duplication")
-        + _probe("m", "block 2 copied", [0.3, 0.9, 0.8, 0.75, 0.6], column="duplication")
-        + _probe("other", "block 0 copied", [0.0] * 3, column="duplication"))  # no control: skipped
+        + _probe("m", "copy first 1", [0.3, 0.9, 0.85, 0.7, 0.9], column="duplication")
+        + _probe("m", "copy block 2", [0.3, 0.9, 0.8, 0.75, 0.6], column="duplication")
+        + _probe("other", "copy first 1", [0.0] * 3, column="duplication"))  # no control: skipped
     every, with_copies = glance.rq1_rows(reconstruction, duplicated)
     low, high = glance.wilson_interval(0.8, 400)
     assert (round(low, 3), round(high, 3)) == (0.758, 0.836)
@@ -244,7 +244,7 @@ def test_rq1_rows_name_each_models_worst_hidden_state_and_its_control():
                 "hidden state 2 (control at most 0.100; embedding output 0.300)",
         "verdict": "reproduced", "evidence": "rq1", "section": "what-the-numbers-say"}
     assert with_copies["ours"] == ("top-1 at the worst hidden state 1..L of any duplicated variant: "
-                                   "m: 0.600 [0.551, 0.647] (block 2 copied, hidden state 4; "
+                                   "m: 0.600 [0.551, 0.647] (copy block 2, hidden state 4; "
                                    "2 variants)")
     assert (with_copies["verdict"], with_copies["section"]) == (
         "reproduced", "reconstruction-through-duplicated-models")
@@ -649,8 +649,8 @@ from dupbert.errors import ParameterError  # noqa: E402
      "'n_layers']); its columns are ['model', 'similarity', 'rho', 'p_value', 'rho_given_depth', "
      "'p_value_given_depth']"),
     (lambda: glance.rq1_rows(pd.DataFrame()),
-     "reconstruction: missing columns ['model', 'variant', 'layer', 'top1', 'n_tokens'] (needed: "
-     "['model', 'variant', 'layer', 'top1', 'n_tokens']); it has no columns"),
+     "reconstruction: missing columns ['model', 'init', 'layer', 'top1', 'n_tokens'] (needed: "
+     "['model', 'init', 'layer', 'top1', 'n_tokens']); it has no columns"),
     (lambda: glance.rq1_rows(pd.DataFrame(_probe("m", "random-init control", [0.0, 0.0]))),
      "m (pretrained): no hidden state 1..L (layer >= 1) in the table, nothing to judge"),
     (lambda: glance.rq1_rows(pd.DataFrame(_probe("m", "pretrained", [0.3, 0.9, NAN, 0.8])

@@ -130,9 +130,9 @@ def test_probe_models_caches_and_labels_the_control(tmp_path, monkeypatch, share
     (tmp_path / "models").symlink_to(zoo_cache / "models")
     first = probe_models(["rxnmapper-albert"], n_sequences=8, progress=False)
     assert len(first) == 26
-    assert first["variant"].unique().tolist() == ["pretrained", "random-init control"]
+    assert first["init"].unique().tolist() == ["pretrained", "random-init control"]
     assert first["corpus"].unique().tolist() == ["uspto50k-test"]
-    assert list(first.columns) == ["model", "duplication", "variant", "corpus", *PROBE_COLUMNS]
+    assert list(first.columns) == ["model", "duplication", "init", "corpus", *PROBE_COLUMNS]
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("a cached result was computed again")
@@ -164,8 +164,8 @@ def test_probe_models_caches_and_labels_the_control(tmp_path, monkeypatch, share
         assert len(computed) == (1 if "seed" in kwargs else 2), kwargs
     # the seed is in the control's cache key only (it seeds the control's weights)
     keys = [json.loads(path.read_text()) for path in (tmp_path / "results" / "probe").glob("*.json")]
-    assert {key["seed"] for key in keys if key["variant"] == "pretrained"} == {None}
-    assert {key["seed"] for key in keys if key["variant"] == "random-init control"} == {0, 1}
+    assert {key["seed"] for key in keys if key["init"] == "pretrained"} == {None}
+    assert {key["seed"] for key in keys if key["init"] == "random-init control"} == {0, 1}
     computed.clear()
     probe_models(["rxnmapper-albert"], n_sequences=8, progress=False,
                  duplications={"first copied": [0, 0] + list(range(1, 12))}, include_control=False)
@@ -259,15 +259,15 @@ def test_bad_masking_is_refused(rxnmapper, uspto_first_64, kwargs, message):
 def test_paper_duplications_are_the_primary_configurations(rxnmapper, rxnfp_like_bert):
     model, _ = rxnmapper
     assert paper_duplications(model) == {"baseline": list(range(12)),
-                                         "15 repeats": list(range(12)) + [11, 11, 11]}
+                                         "repeat shared +3": list(range(12)) + [11, 11, 11]}
     assert paper_duplications(rxnfp_like_bert) == {
-        "baseline": [0, 1, 2, 3], "first 3 copied": [0, 0, 1, 1, 2, 2, 3]}
+        "baseline": [0, 1, 2, 3], "copy first 3": [0, 0, 1, 1, 2, 2, 3]}
 
 
-def _probe_rows(model, duplication, top1, copies=(), variant="pretrained"):
+def _probe_rows(model, duplication, top1, copies=(), init="pretrained"):
     """Rows shaped like ``probe_models`` output for hidden states 0..len(top1)-1 (``top5`` is
     ``top1`` + 0.01, the other columns are not read by ``duplication_summary``)."""
-    return pd.DataFrame({"model": model, "duplication": duplication, "variant": variant,
+    return pd.DataFrame({"model": model, "duplication": duplication, "init": init,
                          "layer": range(len(top1)), "is_copy": [i in copies for i in range(len(top1))],
                          "top1": top1, "top5": [v + 0.01 for v in top1]})
 
@@ -276,7 +276,7 @@ def test_duplication_summary_reads_copies_and_the_last_layer():
     frame = pd.concat([
         _probe_rows("m", "baseline", [0.1, 0.5, 0.9]),
         _probe_rows("m", "two copies", [0.1, 0.5, 0.4, 0.3, 0.6], copies=(2, 4)),
-        _probe_rows("m", "baseline", [0.0, 0.0, 0.0], variant="random-init control"),
+        _probe_rows("m", "baseline", [0.0, 0.0, 0.0], init="random-init control"),
         _probe_rows("n", "baseline", [0.2, 0.7]),
         _probe_rows("n", "one copy", [0.2, 0.6, 0.8], copies=(1,)),
     ]).sample(frac=1.0, random_state=0)  # the summary sorts by layer itself
@@ -304,7 +304,7 @@ def test_duplication_summary_reads_copies_and_the_last_layer():
 
 
 def test_duplication_summary_needs_a_baseline_and_no_variant_column():
-    plain = _probe_rows("m", "baseline", [0.1, 0.5]).drop(columns="variant")
+    plain = _probe_rows("m", "baseline", [0.1, 0.5]).drop(columns="init")
     assert probe_module.duplication_summary(plain)["last"].tolist() == [0.5]
     copied = _probe_rows("m", "one copy", [0.1, 0.5, 0.4], copies=(2,))
     with pytest.raises(ValueError, match="^no baseline rows for model 'm': probe with a baseline$"):
@@ -357,9 +357,9 @@ def test_standard_duplications_probed_without_the_cache(tmp_path, monkeypatch, s
                     batch_size=3, progress=False)
     first = probe_models(["rxnmapper-albert"], **settings)
     sizes = first.groupby("duplication", sort=False).size().to_dict()
-    assert sizes == {"baseline": 13, "13 repeats": 14, "14 repeats": 15, "15 repeats": 16,
-                     "17 repeats": 18, "20 repeats": 21}
-    twenty = first[first["duplication"] == "20 repeats"]
+    assert sizes == {"baseline": 13, "repeat shared +1": 14, "repeat shared +2": 15,
+                     "repeat shared +3": 16, "repeat shared +5": 18, "repeat shared +8": 21}
+    twenty = first[first["duplication"] == "repeat shared +8"]
     assert twenty["source_block"].tolist() == [-1, *range(12), *[11] * 8]
     assert twenty["is_copy"].tolist() == [False] * 13 + [True] * 8
     assert computed == [("cpu", 3)] * 6  # every variant on the device and batch size asked for
@@ -479,7 +479,7 @@ def test_probe_models_arguments_reach_the_cache_key(tmp_path, monkeypatch, share
     keys.clear()
     paper = probe_models(["rxnmapper-albert"], n_sequences=2, duplications="paper",
                          include_control=False, progress=False)
-    assert paper["duplication"].tolist() == ["baseline", "15 repeats"]
+    assert paper["duplication"].tolist() == ["baseline", "repeat shared +3"]
     assert [k["order"] for k in keys] == [None, list(range(12)) + [11, 11, 11]]
     with pytest.raises(ValueError) as refused:
         probe_models(["rxnmapper-albert"], masking="random", progress=False)
@@ -496,7 +496,7 @@ def test_probe_models_arguments_reach_the_cache_key(tmp_path, monkeypatch, share
     for corpus in ("uspto50k-test", "uspto50k-valid"):
         probe_models(["rxnmapper-albert"], corpus=corpus, include_control=False, progress=False)
     assert [set(key) for key in keys] == [{
-        "model", "duplication", "order", "variant", "corpus", "n_sequences", "max_length", "seed",
+        "model", "duplication", "order", "init", "corpus", "n_sequences", "max_length", "seed",
         "code", "model_weights", "corpus_file"}] * 2
     assert [(k["corpus"], k["corpus_file"], k["n_sequences"], k["duplication"]) for k in keys] == [
         ("uspto50k-test", "hub", 500, "baseline"), ("uspto50k-valid", "hub", 500, "baseline")]
@@ -531,8 +531,8 @@ def test_probe_models_rows_are_the_direct_computations(tmp_path, monkeypatch, sh
     texts = load_texts("uspto50k-test", 4)
     settings = dict(n_sequences=4, seed=3, max_length=24, cache=False, progress=False)
     frame = probe_models(["rxnmapper-albert"], **settings)
-    pretrained = frame[frame["variant"] == "pretrained"][PROBE_COLUMNS].reset_index(drop=True)
-    control = frame[frame["variant"] == "random-init control"][PROBE_COLUMNS].reset_index(drop=True)
+    pretrained = frame[frame["init"] == "pretrained"][PROBE_COLUMNS].reset_index(drop=True)
+    control = frame[frame["init"] == "random-init control"][PROBE_COLUMNS].reset_index(drop=True)
     pd.testing.assert_frame_equal(pretrained, reconstruction_accuracy(
         model, tokenizer, texts, max_length=24, progress=False))
     pd.testing.assert_frame_equal(control, reconstruction_accuracy(
@@ -703,7 +703,7 @@ def test_translator_comparison_keeps_the_baseline_of_each_lens():
     from dupbert.text_rq1 import translator_comparison, translator_curves
 
     def frame(value, duplications=("baseline", "first 1 copied")):
-        return pd.DataFrame([dict(model="m", duplication=d, variant="pretrained", layer=l,
+        return pd.DataFrame([dict(model="m", duplication=d, init="pretrained", layer=l,
                                   top1=value + l / 10, top5=1.0, n_tokens=10)
                              for d in duplications for l in range(3)])
 
@@ -731,7 +731,7 @@ def _reconstruction_frame():
             ("n", [0.2, 0.5, 0.9], [0.4, 0.7, 0.95], [0.0, 0.001, 0.02], 2, 30)):
         for variant, values, fives in (("pretrained", top1, top5),
                                        ("random-init control", control, control)):
-            rows += [dict(model=model, variant=variant, duplication="baseline", layer=layer,
+            rows += [dict(model=model, init=variant, duplication="baseline", layer=layer,
                           top1=value, top5=five, n_sequences=n_sequences, n_tokens=n_tokens)
                      for layer, (value, five) in enumerate(zip(values, fives))]
     return pd.DataFrame(rows)
@@ -803,7 +803,7 @@ def test_describe_duplication_gives_ranges_and_the_largest_drop():
 
 def _masked_frames():
     def rows(model, duplication, top1, n_tokens=17):
-        return [dict(model=model, duplication=duplication, variant="pretrained", layer=layer,
+        return [dict(model=model, duplication=duplication, init="pretrained", layer=layer,
                      top1=value, n_tokens=n_tokens) for layer, value in enumerate(top1)]
     reconstruction = pd.DataFrame(rows("m", "baseline", [0.2, 0.85, 0.9, 0.99, 1.0])
                                   + rows("m", "first 1 copied", [0.99] * 6))

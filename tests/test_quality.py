@@ -76,7 +76,7 @@ def test_ratio_bootstrap_refuses_shapes_that_disagree():
 
 
 def _probe_rows(model, top1):
-    return pd.DataFrame({"model": model, "variant": ["pretrained"] * 3 + ["random-init control"] * 3,
+    return pd.DataFrame({"model": model, "init": ["pretrained"] * 3 + ["random-init control"] * 3,
                          "layer": [0, 1, 2] * 2, "top1": [*top1, 0.0, 0.01, 0.01],
                          "n_tokens": 5000, "top1_low": [t - 0.02 for t in top1] + [0.0] * 3,
                          "top1_high": [t + 0.02 for t in top1] + [0.02] * 3})

@@ -298,7 +298,7 @@ def test_bad_input_gives_clear_errors(rxnmapper, uspto_32):
     with pytest.raises(ValueError, match="duplications must be"):
         layer_similarity_report(["rxnmapper-albert"], duplications="all")
     for kwargs, message in [
-            (dict(duplications=[0, 0, 1]), "duplications must be None, 'default', 'standard' or a "
+            (dict(duplications=[0, 0, 1]), "duplications must be None, 'paper', 'standard' or a "
                                             "mapping {label: [block, ...]}, got [0, 0, 1]"),
             (dict(model_names=["rxnmapper-albert"] * 2),
              "model_names must be distinct models: 'rxnmapper-albert' appears 2 times in "
@@ -328,17 +328,17 @@ def test_similarity_duplication_of_bert_like_models():
         return BertForMaskedLM(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=layers,
                                           num_attention_heads=2, intermediate_size=16))
 
-    assert paper_duplication(tiny(4)) == {"first 3 copied": [0, 0, 1, 1, 2, 2, 3]}
-    assert paper_duplication(tiny(2)) == {"first 2 copied": [0, 0, 1, 1]}
+    assert paper_duplication(tiny(4)) == {"copy first 3": [0, 0, 1, 1, 2, 2, 3]}
+    assert paper_duplication(tiny(2)) == {"copy first 2": [0, 0, 1, 1]}
 
 
 def test_layer_similarity_report_on_rxnmapper(rxnmapper, shared_data_dir):
     model, _ = rxnmapper
-    assert paper_duplication(model) == {"15 repeats": list(range(12)) + [11, 11, 11]}
+    assert paper_duplication(model) == {"repeat shared +3": list(range(12)) + [11, 11, 11]}
     report = layer_similarity_report(["rxnmapper-albert"], n_sequences=4, max_tokens=100,
                                      data_dir=str(shared_data_dir), progress=False, cache=False)
     layers, pairs = report
-    assert layers.groupby("duplication").size().to_dict() == {"baseline": 13, "15 repeats": 16}
+    assert layers.groupby("duplication").size().to_dict() == {"baseline": 13, "repeat shared +3": 16}
     assert (layers["corpus"] == "uspto50k-test").all() and (layers["n_tokens"] == 100).all()
     last = layers.groupby("duplication").tail(1)
     np.testing.assert_allclose(last["cka_to_last"], 1.0, atol=1e-12)
@@ -347,7 +347,7 @@ def test_layer_similarity_report_on_rxnmapper(rxnmapper, shared_data_dir):
     inner = layers[layers["layer"] < 12]
     assert (inner["cka_debiased_to_last"] < inner["cka_to_last"]).all()
     np.testing.assert_allclose(last["w1"], 0.0, atol=1e-12)
-    repeats = layers[layers["duplication"] == "15 repeats"]
+    repeats = layers[layers["duplication"] == "repeat shared +3"]
     assert repeats["is_copy"].tolist() == [False] * 13 + [True] * 3
     assert len(pairs) == 13 * 13 + 16 * 16
     # the RQ1 accuracy of the same hidden states, on the same sequences
@@ -364,7 +364,7 @@ def test_rq2_plots_draw_synthetic_frames():
                                plot_similarity_vs_reconstruction)
 
     frames = []
-    for duplication, n_states in [("baseline", 4), ("5 repeats", 6)]:
+    for duplication, n_states in [("baseline", 4), ("repeat shared +1", 6)]:
         states = torch.tensor(np.stack([_random(60, 5, s) * (1 + s / 10) for s in range(n_states)]))
         frame = layer_statistics(states).merge(distribution_distance(states), on="layer")
         frame = frame.assign(model="toy", duplication=duplication,
@@ -615,7 +615,7 @@ def test_similarity_to_last_table_per_model_and_variant():
     from dupbert.text_rq2 import similarity_to_last_table
 
     table = similarity_to_last_table(_chapter_layers())
-    assert table.columns.names == ["model", "variant", "measure"]
+    assert table.columns.names == ["model", "duplication", "measure"]
     assert table.columns.tolist()[:5] == [("m", "baseline", measure) for measure in
                                           ("CKA", "CKA (debiased)", "cosine", "W1 (std.)", "top-1")]
     assert table.columns.tolist()[5] == ("n", "baseline", "CKA")

@@ -183,12 +183,12 @@ def test_probe_models_fits_on_the_sequences_after_the_evaluated_ones(
     (tmp_path / "models").symlink_to(zoo_cache / "models")
     frame = probe_models(["rxnmapper-albert"], n_sequences=8, fit_sequences=24,
                          translator="linear", data_dir=shared_data_dir, progress=False)
-    assert list(frame.columns[:5]) == ["model", "duplication", "variant", "translator", "corpus"]
+    assert list(frame.columns[:5]) == ["model", "duplication", "init", "translator", "corpus"]
     assert set(frame["translator"]) == {"linear"} and len(frame) == 26
     texts = split_texts(dupbert.load_texts("uspto50k-test", 32, data_dir=shared_data_dir), 8)
     direct = reconstruction_accuracy(*rxnmapper, texts.eval, progress=False,
                                      translator=fit_translators(*rxnmapper, texts.fit))
-    pretrained = frame[frame["variant"] == "pretrained"].reset_index(drop=True)
+    pretrained = frame[frame["init"] == "pretrained"].reset_index(drop=True)
     np.testing.assert_allclose(pretrained["top1"], direct["top1"], rtol=0, atol=1e-12)
     # the identity table of the same call shape is the same sequences' (evaluation unchanged)
     plain = probe_models(["rxnmapper-albert"], n_sequences=8, include_control=False,
