@@ -29,7 +29,7 @@ from . import model_card
 from .checks import check_number
 from .errors import DupbertError
 from .pretrain_corpus import CorpusError, pretraining_documents
-from .zoo import BUNDLED as WEIGHTS, sha256_of
+from .zoo import BUNDLED as WEIGHTS, cache_dir, sha256_of
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ARCHITECTURES = ("bert", "albert")
@@ -128,7 +128,7 @@ MODELS: dict[str, PretrainConfig] = {
     "minilm-mlm-en": PretrainConfig(
         name="minilm-mlm-en", architecture="bert", init="all-MiniLM-L6-v2", vocab_size=30522,
         hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536,
-        learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=120, total_steps=2400,
+        learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=120, total_steps=1200,
         checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]"),
     # the emergence record continued past the plateau: at most 4,000 more steps, stopping at the
     # first evaluation where masked top-1 at the output reaches 0.25 (emergence chapter)
@@ -739,7 +739,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dupbert.pretrain", description=main.__doc__)
     parser.add_argument("name", choices=sorted(MODELS))
     parser.add_argument("--data-dir", default=os.environ.get("DUPBERT_DATA_DIR"))
-    parser.add_argument("--work", default=".cache/pretrain")
+    parser.add_argument("--work", default=None,
+                        help="checkpoints and prepared data (default: the dupbert cache's "
+                             "pretrain/, which outlives the working tree)")
     parser.add_argument("--results", default="results/cpu")
     parser.add_argument("--out", default=None)
     parser.add_argument("--stop-after", type=int, default=None)
@@ -749,6 +751,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data_dir:
         parser.error("no data directory: pass --data-dir or set DUPBERT_DATA_DIR")
     config = MODELS[args.name]
+    args.work = args.work or str(cache_dir() / "pretrain")
     out = pretrain(config, args.data_dir, args.work, args.results, args.out, args.stop_after)
     if out is None:
         print(f"{args.name}: stopped at step {args.stop_after}; run again to resume")
