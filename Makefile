@@ -137,7 +137,7 @@ export EXECUTE_IN_PLACE
 notebooks: | $(ENV_STAMP)
 	$(BIN)python -c "$$EXECUTE_IN_PLACE" $(NOTEBOOKS)
 
-# Mutation testing (issue 13), on demand, not in CI: mutmut over the analysis modules with their
+# Mutation testing, on demand, not in CI: mutmut over the analysis modules with their
 # unit tests ([tool.mutmut] in pyproject.toml), then the kill rate per module into
 # benchmarks/results/mutation.json. From scratch (mutants/ removed first); MUTANTS_JOBS mutmut
 # workers (default 1: leaves a core to other work; see benchmarks/README.md for the cost).

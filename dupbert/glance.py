@@ -10,7 +10,6 @@ Each claim's rule, fixed before the runs, is in the function that decides it (:f
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -18,14 +17,13 @@ import pandas as pd
 from . import comparisons, paper, significance, tasks
 from .checks import check_columns, check_number
 from .errors import ParameterError
+from .model_card import MLM_FLOOR, MLM_FLOOR_RATIO, clears_mlm_floor
 
 VERDICTS = ("reproduced", "refuted", "undecided", "did not learn", "not testable here")
 # Models whose MLM head is not a pretrained MLM head: shown, never counted in RQ1/RQ2 verdicts.
 NOT_PRETRAINED_HEADS = {"splade-tiny-en"}
 DECODES = 0.5  # RQ1: a hidden state is decoded when top-1 >= 0.5 ...
 ABOVE_CONTROL = 0.1  # ... and its Wilson interval lies this far above the control's best layer
-MLM_FLOOR = 0.30  # an MLM enters RQ1/RQ2's verdicts with masked top-1 >= this ...
-MLM_FLOOR_RATIO = 3.0  # ... and >= this many times the most-frequent-token baseline
 DID_NOT_LEARN_MLM = "did not learn (MLM)"
 CHAPTERS = {1: "rq1", 2: "rq2", 3: "rq3", 4: "rq4", 5: "rq5"}
 # The section of the chapter that holds a claim's evidence (its HTML anchor); others: SECTION.
@@ -217,18 +215,13 @@ def rq2_row(spearman: pd.DataFrame, measure: str | None = None) -> dict:
 
 def mlm_learned(quality: pd.DataFrame) -> dict[str, bool]:
     """Per model of a ``dupbert.quality.quality_table``: does its masked top-1 clear the MLM floor
-    (>= :data:`MLM_FLOOR` and >= :data:`MLM_FLOOR_RATIO` x the most-frequent-token baseline)?
+    (``dupbert.model_card.clears_mlm_floor``)?
 
     Raises:
         ParameterError (a ValueError): a missing column.
     """
     check_columns(quality, ["model", "top1", "majority_top1"], "quality", rows="")
-    def at_least(value: float, bound: float) -> bool:  # ends included, float rounding aside
-        return value >= bound or math.isclose(value, bound, rel_tol=1e-9)
-
-    return {str(r.model): at_least(r.top1, MLM_FLOOR)
-            and at_least(r.top1, MLM_FLOOR_RATIO * r.majority_top1)
-            for r in quality.itertuples()}
+    return {str(r.model): clears_mlm_floor(r.top1, r.majority_top1) for r in quality.itertuples()}
 
 
 def floor_note(quality: pd.DataFrame) -> str:

@@ -50,6 +50,16 @@ def _task_check(names: list[str] | Mapping[str, list[str]]) -> None:
                              f"{', '.join(map(repr, unknown))}; tasks are {', '.join(TASK_NAMES)}")
 
 
+def _translators_check(names: list[str]) -> None:
+    from .probe import TRANSLATOR_FITS
+
+    unknown = [name for name in names if name not in TRANSLATOR_FITS]
+    if unknown:
+        raise ParameterError(f"unknown translator{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(map(repr, unknown))}; the fitted translators are "
+                             f"{', '.join(TRANSLATOR_FITS)}")
+
+
 def _files_exist(paths: list[str]) -> None:
     from .results import repository_path
 
@@ -151,6 +161,7 @@ class RQ1Parameters(ChapterParameters):
     mask_rate: float = _declare("float", above=0.0, maximum=1.0)
     lens_positions: int = _declare(**_POSITIVE)
     n_fit_sequences: int = _declare(**_POSITIVE)
+    translators: list[str] = _declare("names", default=["linear"], check=_translators_check)
     tables_dir: str | None = _declare(**_OPTIONAL_STR)
 
 

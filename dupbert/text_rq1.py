@@ -1,36 +1,33 @@
 """The RQ1 chapter's tables and prose (``notebooks/rq1.ipynb``): reconstruction per hidden state
 beside the random-init control, what duplication does, masked prediction against copying, and the
-identity and linear lenses side by side; from the frames of :func:`dupbert.probe.probe_models`.
+identity lens beside the fitted translators; from the frames of :func:`dupbert.probe.probe_models`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from .model_card import clears_mlm_floor
 from .probe import BASELINE, CONTROL, PRETRAINED
 
 
 TRANSLATOR_COLUMNS = ["model", "measure", "translator", "layer", "top1", "top5", "n_tokens"]
 
 
-def translator_comparison(reconstruction: pd.DataFrame, masked: pd.DataFrame,
-                          linear_reconstruction: pd.DataFrame,
-                          linear_masked: pd.DataFrame) -> pd.DataFrame:
-    """RQ1's identity and linear lenses side by side, tidy: :data:`TRANSLATOR_COLUMNS`, one row per
-    model, measure (``reconstruction``/``masked``), translator and hidden state (top-1/top-5 in
-    [0, 1]).
+def translator_comparison(lenses: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
+    """RQ1's lenses side by side, tidy: :data:`TRANSLATOR_COLUMNS`, one row per model, measure
+    (``reconstruction``/``masked``), translator and hidden state (top-1/top-5 in [0, 1]).
 
     Args:
-        reconstruction, masked: :func:`dupbert.probe.probe_models` frames (``baseline``,
-            ``pretrained`` rows).
-        linear_reconstruction, linear_masked: the same with ``translator="linear"``.
+        lenses: ``{translator: (reconstruction, masked)}`` in the order shown, ``"identity"``
+            first: :func:`dupbert.probe.probe_models` frames read through that translator (their
+            ``baseline``, ``pretrained`` rows are kept).
     """
     frames = []
-    for measure, identity, linear in (("reconstruction", reconstruction, linear_reconstruction),
-                                      ("masked", masked, linear_masked)):
-        for name, frame in (("identity", identity), ("linear", linear)):
+    for name, pair in lenses.items():
+        for measure, frame in zip(("reconstruction", "masked"), pair):
             rows = frame[(frame["duplication"] == BASELINE) & (frame["init"] == PRETRAINED)]
             frames.append(rows.assign(measure=measure, translator=name))
     return pd.concat(frames, ignore_index=True)[TRANSLATOR_COLUMNS]
@@ -38,9 +35,10 @@ def translator_comparison(reconstruction: pd.DataFrame, masked: pd.DataFrame,
 
 def translator_curves(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(reconstruction, masked)`` of :func:`translator_comparison` as
-    ``dupbert.plots.plot_masked_and_reconstruction`` draws them."""
+    ``dupbert.plots.plot_masked_and_reconstruction`` draws them: the identity lens as the
+    baseline, each fitted one as ``"<name> translator"``."""
     shown = frame.assign(duplication=frame["translator"].map(
-        {"identity": BASELINE, "linear": "linear translator"}), init=PRETRAINED)
+        lambda name: BASELINE if name == "identity" else f"{name} translator"), init=PRETRAINED)
     return (shown[shown["measure"] == "reconstruction"], shown[shown["measure"] == "masked"])
 
 
@@ -222,3 +220,22 @@ def translator_table(comparison: pd.DataFrame) -> pd.DataFrame:
     measure, translator)`` (Din et al. 2023)."""
     return comparison.pivot(index="layer", columns=["model", "measure", "translator"],
                             values="top1").map(_fixed)
+
+
+def quality_table_view(quality: pd.DataFrame) -> pd.DataFrame:
+    """A ``dupbert.quality.quality_table`` as RQ1 shows it: index ``model``; masked top-1 with its
+    95% interval, top-5, the most-frequent token and its share of the masked positions, the ratio
+    of the two top-1s, and whether the model clears the MLM-quality floor
+    (``dupbert.model_card.clears_mlm_floor``); 3 decimals, ratio 1."""
+    return pd.DataFrame({
+        "held-out text": quality["corpus"].to_numpy(),
+        "masked positions": quality["n_masked"].map("{:,}".format).to_numpy(),
+        "masked top-1 [95% CI]": [f"{r.top1:.3f} [{r.top1_low:.3f}, {r.top1_high:.3f}]"
+                                  for r in quality.itertuples()],
+        "top-5": quality["top5"].map(_fixed).to_numpy(),
+        "most frequent token": quality["majority_token"].to_numpy(),
+        "its share": quality["majority_top1"].map(_fixed).to_numpy(),
+        "ratio": [f"{r.top1 / r.majority_top1:.1f}" for r in quality.itertuples()],
+        "clears the floor": ["yes" if clears_mlm_floor(r.top1, r.majority_top1) else "no"
+                             for r in quality.itertuples()],
+    }, index=pd.Index(quality["model"], name="model"))

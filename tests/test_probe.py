@@ -707,14 +707,19 @@ def test_translator_comparison_keeps_the_baseline_of_each_lens():
                                   top1=value + l / 10, top5=1.0, n_tokens=10)
                              for d in duplications for l in range(3)])
 
-    table = translator_comparison(frame(0.1), frame(0.2), frame(0.5, ("baseline",)),
-                                  frame(0.6, ("baseline",)))
-    assert len(table) == 12 and set(table["translator"]) == {"identity", "linear"}
+    table = translator_comparison({
+        "identity": (frame(0.1), frame(0.2)),
+        "linear": (frame(0.5, ("baseline",)), frame(0.6, ("baseline",))),
+        "tuned": (frame(0.7, ("baseline",)), frame(0.4, ("baseline",)))})
+    assert len(table) == 18
+    assert table["translator"].unique().tolist() == ["identity", "linear", "tuned"]
     got = table.set_index(["measure", "translator", "layer"])["top1"]
     assert got[("reconstruction", "identity", 2)] == pytest.approx(0.3)
     assert got[("masked", "linear", 0)] == pytest.approx(0.6)
+    assert got[("masked", "tuned", 1)] == pytest.approx(0.5)
     reconstruction, masked = translator_curves(table)
-    assert set(reconstruction["duplication"]) == {"baseline", "linear translator"}
+    assert reconstruction["duplication"].unique().tolist() == [
+        "baseline", "linear translator", "tuned translator"]
     assert (masked["measure"] == "masked").all()
 
 
@@ -854,3 +859,26 @@ def test_translator_table_is_top1_per_hidden_state_and_lens():
     assert table.loc[0, ("m", "masked", "identity")] == "0.123"
     assert table.loc[1, ("m", "reconstruction", "identity")] == "0.500"
     assert table.loc[1, ("m", "reconstruction", "linear")] == ""
+
+
+def test_quality_view_reads_the_floor_of_each_model():
+    """The committed MLM-quality table: the domain models clear the floor; bert-en-small's 0.070
+    is 1.04 times "the" (0.067), at the unigram plateau."""
+    from pathlib import Path
+
+    quality = pd.read_csv(Path(__file__).parents[1] / "results" / "cpu" / "rq1-mlm-quality.csv")
+    view = text_rq1.quality_table_view(quality)
+    assert view.loc["antiberty", "clears the floor"] == "yes"
+    assert view.loc["bert-en-small", "clears the floor"] == "no"
+    assert view.loc["bert-en-small", "masked top-1 [95% CI]"] == "0.070 [0.061, 0.079]"
+    assert view.loc["bert-en-small", "ratio"] == "1.0"
+    assert view.loc["rxnfp-bert", "masked positions"] == "2,771"
+
+
+@pytest.mark.parametrize("top1, baseline, clears", [
+    (0.30, 0.10, True), (0.3 - 1e-6, 0.05, False), (0.45, 0.15, True), (0.45, 0.1500001, False),
+    (0.95, 0.24, True)])
+def test_the_mlm_floor_includes_both_bounds(top1, baseline, clears):
+    from dupbert.model_card import clears_mlm_floor
+
+    assert clears_mlm_floor(top1, baseline) is clears
