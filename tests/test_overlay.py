@@ -48,3 +48,33 @@ def test_an_overlay_is_refused_on_another_body(base, tmp_path):
     with pytest.raises(ChecksumMismatch, match="it is another body"):
         compose_overlay(tmp_path / "other", tmp_path / "overlay", tmp_path / "composed")
     assert not (tmp_path / "composed").exists()
+
+
+def test_a_model_too_large_to_commit_is_read_from_its_rebuild(base, tmp_path, monkeypatch):
+    """A zoo model trained here but not committed (``committed=False``) is looked for in the
+    cache, named with the commands that rebuild it when missing, and used with a warning when
+    its bits differ from the pin (rebuilt on another CPU kind)."""
+    import dataclasses
+    import warnings
+
+    from dupbert import zoo
+    from dupbert.errors import ModelNotAvailable
+
+    entry = dataclasses.replace(zoo.ZOO["bert-en-small"], name="tiny-rebuilt", committed=False,
+                                wheel_sha256="0" * 64)
+    monkeypatch.setitem(zoo.ZOO, entry.name, entry)
+    cache = tmp_path / "cache"
+    assert zoo.weights_dir("tiny-rebuilt", cache) == cache / "weights" / "tiny-rebuilt"
+    assert zoo.weights_dir("bert-en-small", cache) == zoo.BUNDLED / "bert-en-small"
+    assert entry.source == "rebuilt here (python -m dupbert.pretrain tiny-rebuilt --publish)"
+    with pytest.raises(ModelNotAvailable, match=r"rebuilt on each machine.*"
+                                                r"MODELS=tiny-rebuilt bash scripts/pretrain.sh"):
+        zoo.zoo_folder("tiny-rebuilt", cache)
+    BertForMaskedLM.from_pretrained(base).save_pretrained(cache / "weights" / "tiny-rebuilt")
+    with pytest.warns(UserWarning, match="not the pinned 0000"):
+        assert zoo.zoo_folder("tiny-rebuilt", cache) == cache / "weights" / "tiny-rebuilt"
+    pinned = zoo.sha256_of(cache / "weights" / "tiny-rebuilt" / "model.safetensors")
+    monkeypatch.setitem(zoo.ZOO, entry.name, dataclasses.replace(entry, wheel_sha256=pinned))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert zoo.zoo_folder("tiny-rebuilt", cache) == cache / "weights" / "tiny-rebuilt"

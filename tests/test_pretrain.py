@@ -261,6 +261,24 @@ def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
         torch.testing.assert_close(a, b, rtol=2 ** -10, atol=1e-6, msg=name)  # fp16 rounding
     tokenizer = transformers.AutoTokenizer.from_pretrained(dest)
     assert tokenizer.model_max_length == config.seq_length
+    # a zoo model too large to commit: published whole, in float32, its card copied into the
+    # repository's weights folder (here tmp_path / "repo")
+    import dataclasses
+
+    from dupbert import zoo
+
+    monkeypatch.setitem(zoo.ZOO, "tiny", dataclasses.replace(zoo.ZOO["bert-en-small"], name="tiny",
+                                                            committed=False))
+    monkeypatch.setattr(pretrain_module, "WEIGHTS", tmp_path / "repo")
+    rebuilt = pretrain_module.publish(config, final, tmp_path / "cache" / "tiny",
+                                      tmp_path / "results", report, pins=tmp_path / "sha256.json")
+    card = (rebuilt / "README.md").read_text()
+    assert "float32, rebuilt here" in " ".join(card.split())
+    assert (tmp_path / "repo" / "tiny" / "README.md").read_text() == card
+    assert not (tmp_path / "repo" / "tiny" / "model.safetensors").exists()
+    model = transformers.AutoModelForMaskedLM.from_pretrained(rebuilt)
+    for (name, a), (_, b) in zip(original.state_dict().items(), model.state_dict().items()):
+        assert torch.equal(a, b), name
 
 
 def test_missing_evaluation_files_and_a_bad_unk_option_are_refused(small_data_dir):
