@@ -259,7 +259,7 @@ def test_depth_control_inserts_a_fresh_block_where_the_first_copy_goes(rxnfp):
         insert_fresh_blocks(model, [13])
 
 
-def test_finetune_variants_cover_the_issue_configurations(rxnmapper):
+def test_finetune_variants_cover_the_study_configurations(rxnmapper):
     from dupbert.duplicate import finetune_variants, make_variant
 
     torch.manual_seed(0)
