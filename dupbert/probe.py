@@ -42,20 +42,37 @@ PROBE_COLUMNS = ["layer", "source_block", "is_copy", "top1", "top5", "top1_macro
 """``top1_low``/``top1_high``: 95% bootstrap interval of ``top1`` over resampled sequences."""
 
 
-TRANSLATORS = ("identity", "linear", "linear-masked", "tuned")
+TRANSLATORS = ("identity", "linear", "linear-masked", "tuned", "tuned-token")
 """``"identity"``: the head reads ``h_l`` itself (the paper); ``"linear"``: an affine map fitted by
 ridge regression onto the last hidden state at every unmasked position (Din et al. 2023);
 ``"linear-masked"``: the same at masked positions; ``"tuned"``: the tuned lens (Belrose et al.
 2023, arXiv 2303.08112), an affine map trained through the frozen head against the model's own
-output distribution, at every unmasked position like ``"linear"``
-(``dupbert.fit_translators``' ``method`` and ``fit_at``: :data:`TRANSLATOR_FITS`)."""
+output distribution, at every unmasked position like ``"linear"``; ``"tuned-token"``: the same
+map trained by the cross-entropy of the input token, what reconstruction scores
+(``dupbert.fit_translators``' ``method``, ``fit_at`` and ``target``: :data:`TRANSLATOR_FITS`)."""
 
 TRANSLATOR_FITS = {"linear": dict(method="ridge", fit_at="unmasked"),
                    "linear-masked": dict(method="ridge", fit_at="masked"),
-                   "tuned": dict(method="cross-entropy", fit_at="unmasked")}
+                   "tuned": dict(method="cross-entropy", fit_at="unmasked"),
+                   "tuned-token": dict(method="cross-entropy", fit_at="unmasked", target="token")}
 """How each fitted translator name is fitted: ``dupbert.fit_translators`` arguments."""
 
 _ALLOWED = ", ".join(map(repr, TRANSLATORS))  # for messages: 'identity', 'linear', ...
+_FIT_DEFAULTS = dict(method="ridge", fit_at="unmasked", target="output")  # fit_translators'
+
+
+def _fit_mismatch(translator: str, fitted) -> tuple[str, str, str] | None:
+    """``None`` if ``fitted`` was fitted as the name ``translator`` says (:data:`TRANSLATOR_FITS`),
+    else ``(what the name wants, what it has, the name that fits it)`` for a message (only the
+    fields that differ; a translator saved before a field existed has its default)."""
+    wanted = {**_FIT_DEFAULTS, **TRANSLATOR_FITS[translator]}
+    how = {key: getattr(fitted, key, default) for key, default in _FIT_DEFAULTS.items()}
+    differ = [key for key in wanted if wanted[key] != how[key]]
+    if not differ:
+        return None
+    names = [name for name, fit in TRANSLATOR_FITS.items() if {**_FIT_DEFAULTS, **fit} == how]
+    return (", ".join(f"{key}={wanted[key]!r}" for key in differ),
+            ", ".join(f"{key}={how[key]!r}" for key in differ), (names or ["<it>"])[0])
 
 
 def resolve_translator(translator, translators, model: transformers.PreTrainedModel,
@@ -88,12 +105,11 @@ def resolve_translator(translator, translators, model: transformers.PreTrainedMo
             raise ValueError(f"translator={translator!r} needs a fitted translator: translators="
                              f"dupbert.fit_translators(model, tokenizer, fit_texts{arguments}), "
                              f"fitted on texts other than these (dupbert.split_texts)")
-        method = getattr(translators, "method", "ridge")
-        if method != fit["method"]:
-            names = [name for name, other in TRANSLATOR_FITS.items() if other["method"] == method]
-            raise ValueError(f"translator={translator!r} reads a translator fitted with "
-                             f"method={fit['method']!r}, this one was fitted with "
-                             f"method={method!r}: pass translator={(names or ['<it>'])[0]!r}")
+        mismatch = _fit_mismatch(translator, translators)
+        if mismatch:
+            wanted, got, name = mismatch
+            raise ValueError(f"translator={translator!r} reads a translator fitted with {wanted}, "
+                             f"this one was fitted with {got}: pass translator={name!r}")
         translator = translators
     elif translators is not None:
         raise ValueError("give the fitted translator once: translator=<it> or "
@@ -401,6 +417,8 @@ def probe_models(
                         fields.update(fit_at="masked")
                     elif translator == "tuned":
                         fields.update(method="cross-entropy")
+                    elif translator == "tuned-token":
+                        fields.update(method="cross-entropy", target="token")
 
                 def run(order=order, init=init, load=load, split=split,
                         fitted=fitted) -> pd.DataFrame:
@@ -453,9 +471,9 @@ def _orders(duplications, load) -> dict:
 
 def _probe_variant(model, tokenizer, texts, order, init, translator, *, fit_texts, seed,
                    masking, mask_rate, batch_size, max_length, device, progress,
-                   fit_at="unmasked", method="ridge") -> pd.DataFrame:
+                   fit_at="unmasked", method="ridge", target="output") -> pd.DataFrame:
     """One (duplication, init) of a loaded model through the probe (``translator=None``: fit one
-    on ``fit_texts`` with ``fit_at`` and ``method``)."""
+    on ``fit_texts`` with ``fit_at``, ``method`` and ``target``)."""
     probed = model if order is None else duplicate_layers(model, order)
     if init == CONTROL:
         probed = random_init_control(probed, seed=seed)
@@ -465,7 +483,7 @@ def _probe_variant(model, tokenizer, texts, order, init, translator, *, fit_text
         translator = fit_translators(probed, tokenizer, fit_texts, batch_size=batch_size,
                                      max_length=max_length, device=device, progress=progress,
                                      fit_at=fit_at, mask_rate=mask_rate, seed=seed,
-                                     method=method,
+                                     method=method, target=target,
                                      head=mlm_head(probed) if method == "cross-entropy" else None)
     common = dict(batch_size=batch_size, device=device, max_length=max_length, progress=progress,
                   translator=translator)
@@ -502,13 +520,13 @@ def _check_translator_options(models, n_sequences, include_control, duplications
         raise ValueError("translators= holds translators of the models as loaded: pass "
                          "include_control=False and duplications=None, or fit_sequences= to fit "
                          "one for every probed model")
-    method = TRANSLATOR_FITS[translator]["method"]
-    other = {name: getattr(fitted, "method", "ridge") for name, fitted in translators.items()
-             if name in models and getattr(fitted, "method", "ridge") != method}
+    other = {name: _fit_mismatch(translator, fitted) for name, fitted in translators.items()
+             if name in models}
+    other = {name: mismatch for name, mismatch in other.items() if mismatch}
     if other:
-        raise ValueError(f"translator={translator!r} reads translators fitted with "
-                         f"method={method!r}; those of {list(other)} were fitted with "
-                         f"method={list(other.values())[0]!r}")
+        wanted, got, _ = next(iter(other.values()))
+        raise ValueError(f"translator={translator!r} reads translators fitted with {wanted}; "
+                         f"those of {list(other)} were fitted with {got}")
 
 
 def _evaluation_split(texts, n_sequences, fit_sequences):

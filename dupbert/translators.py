@@ -12,7 +12,9 @@ Two ways to fit the same map ``h_l W_l + b_l``, read through the model's own hea
   identity and is trained by gradient descent *through the frozen MLM head* so that
   ``head(h_l W_l + b_l)`` matches the model's own output distribution ``head(h_L)``
   (loss ``KL(p_final || p_lens)``); each hidden state's number of epochs is picked on held-out
-  fitting sequences.
+  fitting sequences. With ``target="token"`` the same map is trained by the cross-entropy of the
+  token at each position instead (the input token at unmasked positions: what reconstruction
+  scores; the hidden token at masked ones).
 
 Both fit on the non-special positions of *unmasked* sequences or (``fit_at="masked"``) on the
 masked positions of seeded-masked ones (Din et al. fit BERT's at [MASK] positions). A translator
@@ -37,7 +39,7 @@ from .hidden import (batch_hidden_states, length_batches, mask_for_probe, pad_ba
                      tokenize_for_probe)
 
 __all__ = ["LinearTranslator", "fit_translators", "fit_affine", "split_texts", "TextSplit",
-           "lens_kl", "RIDGE_GRID", "METHODS", "FIT_AT"]
+           "lens_kl", "RIDGE_GRID", "METHODS", "FIT_AT", "TARGETS"]
 
 # Ridge strengths relative to the mean eigenvalue of the centred X^T X (scale-free): lambda =
 # alpha * trace(X^T X) / H. The smallest is near least squares, the largest shrinks hard.
@@ -48,6 +50,9 @@ FIT_AT = ("unmasked", "masked")
 # "ridge": regression onto the last hidden state (Din et al. 2023); "cross-entropy": trained through
 # the frozen head against the model's own output distribution (the tuned lens, Belrose et al. 2023)
 METHODS = ("ridge", "cross-entropy")
+# What "cross-entropy" trains against: "output", the model's own output distribution (KL, the tuned
+# lens); "token", the token at the position (cross-entropy of the label)
+TARGETS = ("output", "token")
 # The tuned lens' fixed schedule (method="cross-entropy"): Adam from the identity, the learning
 # rate decayed linearly to 0 over `TUNED_EPOCHS` passes over the fitting positions in seeded
 # mini-batches of `TUNED_BATCH` positions. The weight's rate is `TUNED_LEARNING_RATE / H`: Adam
@@ -90,10 +95,12 @@ class LinearTranslator:
             ``"ridge"``).
         epochs: cross-entropy only: per hidden state, the number of epochs whose map was kept (0:
             the identity); empty for ridge.
+        target: cross-entropy only: what the maps were trained against, one of :data:`TARGETS`.
         validation_kl: cross-entropy only: per hidden state, the held-out mean over positions of
-            ``KL(p_final || p_lens)`` in nats of the kept map, ``p_final`` the head's softmax on
-            the last hidden state and ``p_lens`` on the mapped one (0 at the last); empty for
-            ridge.
+            the training loss of the kept map, in nats: ``KL(p_final || p_lens)`` (target
+            ``"output"``; ``p_final`` the head's softmax on the last hidden state, ``p_lens`` on
+            the mapped one; 0 at the last) or the cross-entropy of the position's token (target
+            ``"token"``; at the last, the identity's); empty for ridge.
         identity_kl: the same for the identity map (the plain logit lens); empty for ridge.
     """
 
@@ -110,10 +117,11 @@ class LinearTranslator:
     epochs: list[int] = field(default_factory=list)
     validation_kl: list[float] = field(default_factory=list)
     identity_kl: list[float] = field(default_factory=list)
+    target: str = "output"  # TARGETS; cross-entropy only
 
     def __repr__(self) -> str:
         how = (f"ridge={self.ridge}" if self.method == "ridge"
-               else f"cross-entropy, epochs={self.epochs}")
+               else f"cross-entropy against the {self.target}, epochs={self.epochs}")
         return (f"LinearTranslator({self.n_states} hidden states of size {self.weight.shape[1]}, "
                 f"fitted on {self.n_sequences} sequences / {self.n_tokens} tokens "
                 f"({self.fit_at}), {how})")
@@ -159,7 +167,7 @@ class LinearTranslator:
                     "fit_digests": sorted(self.fit_digests), "fit_at": self.fit_at,
                     "method": self.method, "epochs": list(self.epochs),
                     "validation_kl": list(self.validation_kl),
-                    "identity_kl": list(self.identity_kl)}, path)
+                    "identity_kl": list(self.identity_kl), "target": self.target}, path)
         return path
 
     @classmethod
@@ -280,7 +288,8 @@ def _chosen_positions(model, tokenizer, texts, batch_size, max_length, device, p
                       fit_at: str = "unmasked", mask_rate: float = 0.15, seed: int = 0):
     """Per batch of ``texts``, the ``L + 1`` hidden states ``[n, H]`` at the non-special positions
     of the unmasked texts, or (``fit_at="masked"``) at the masked positions of the texts masked by
-    ``mask_for_probe`` (every chosen token the mask token). Run it under ``no_grad``."""
+    ``mask_for_probe`` (every chosen token the mask token), and the tokens ``[n]`` there (the
+    input token, or the one masked). Run it under ``no_grad``."""
     examples = tokenize_for_probe(tokenizer, texts, max_length)
     if fit_at == "masked":
         examples = mask_for_probe(examples, tokenizer, mask_rate, "mask", seed)
@@ -290,7 +299,8 @@ def _chosen_positions(model, tokenizer, texts, batch_size, max_length, device, p
                               disable=not progress):
         batch = pad_batch([examples[i] for i in batch_indices], pad_id)
         counted = batch["counted"].to(device)
-        yield [hidden[counted] for hidden in batch_hidden_states(model, batch, device)]
+        yield ([hidden[counted] for hidden in batch_hidden_states(model, batch, device)],
+               batch["labels"].to(device)[counted])
 
 
 @torch.inference_mode()
@@ -298,8 +308,8 @@ def _moments(model, tokenizer, texts, batch_size, max_length, device, progress,
              fit_at: str = "unmasked", mask_rate: float = 0.15, seed: int = 0) -> _Moments:
     """The statistics of every hidden state at the positions of :func:`_chosen_positions`."""
     moments = _Moments(model.config.num_hidden_layers + 1, model.config.hidden_size)
-    for states in _chosen_positions(model, tokenizer, texts, batch_size, max_length, device,
-                                    progress, fit_at, mask_rate, seed):
+    for states, _ in _chosen_positions(model, tokenizer, texts, batch_size, max_length, device,
+                                       progress, fit_at, mask_rate, seed):
         moments.add(states)
     return moments
 
@@ -307,13 +317,15 @@ def _moments(model, tokenizer, texts, batch_size, max_length, device, progress,
 @torch.no_grad()
 def _cached_states(model, tokenizer, texts, batch_size, max_length, device, progress,
                    fit_at: str = "unmasked", mask_rate: float = 0.15, seed: int = 0
-                   ) -> torch.Tensor:
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every hidden state at the positions of :func:`_chosen_positions`, float32
-    ``[L + 1, N, H]`` on ``device`` (``4 (L + 1) N H`` bytes)."""
-    parts = [torch.stack([hidden.float() for hidden in states])
-             for states in _chosen_positions(model, tokenizer, texts, batch_size, max_length,
-                                             device, progress, fit_at, mask_rate, seed)]
-    return torch.cat(parts, dim=1)
+    ``[L + 1, N, H]`` on ``device`` (``4 (L + 1) N H`` bytes), and the tokens there ``[N]``."""
+    states, labels = [], []
+    for hidden, tokens in _chosen_positions(model, tokenizer, texts, batch_size, max_length,
+                                            device, progress, fit_at, mask_rate, seed):
+        states.append(torch.stack([h.float() for h in hidden]))
+        labels.append(tokens)
+    return torch.cat(states, dim=1), torch.cat(labels)
 
 
 def _log_probs(head: torch.nn.Module, hidden: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -328,6 +340,15 @@ def _kl_sum(head, hidden, target_log_probs, dtype) -> torch.Tensor:
                                       reduction="sum", log_target=True)
 
 
+def _loss_sum(head, hidden, target, dtype) -> torch.Tensor:
+    """The tuned lens' loss summed over positions, in nats: :func:`_kl_sum` when ``target`` is
+    log-probabilities ``[n, V]`` (float), else the cross-entropy of the tokens ``target [n]``
+    (integer) under the head's softmax on ``hidden [n, H]``."""
+    if target.is_floating_point():
+        return _kl_sum(head, hidden, target, dtype)
+    return torch.nn.functional.nll_loss(_log_probs(head, hidden, dtype), target, reduction="sum")
+
+
 def _logits_chunk(n_states: int, vocab_size: int) -> int:
     """Positions per head call when ``n_states`` hidden states go through it together: at most
     ``LOGITS_BLOCK`` logits at once."""
@@ -335,29 +356,35 @@ def _logits_chunk(n_states: int, vocab_size: int) -> int:
 
 
 @torch.no_grad()
-def _mean_kl(head: torch.nn.Module, states: torch.Tensor, weight: torch.Tensor | None,
-             bias: torch.Tensor | None, dtype: torch.dtype) -> list[float]:
-    """Per hidden state, the mean over positions of ``KL(p_final || p_lens)`` in nats.
+def _mean_loss(head: torch.nn.Module, states: torch.Tensor, weight: torch.Tensor | None,
+               bias: torch.Tensor | None, dtype: torch.dtype,
+               labels: torch.Tensor | None = None) -> list[float]:
+    """Per hidden state, the mean over positions of ``KL(p_final || p_lens)`` in nats, or (given
+    ``labels``) of the cross-entropy of those tokens.
 
     Args:
-        states: ``[L + 1, N, H]``; the last is the target, read through the head unchanged.
+        states: ``[L + 1, N, H]``; the last is read through the head unchanged (KL: the target).
         weight, bias: ``[L, H, H]`` and ``[L, H]`` for the first ``L`` states; ``None``: the
             identity.
+        labels: ``[N]`` token ids, or ``None`` for KL.
 
     Returns:
-        ``L + 1`` floats; the last is 0 (the target read against itself).
+        ``L + 1`` floats; the last is the last hidden state's own (KL: 0, read against itself).
     """
     n_maps, n = states.shape[0] - 1, states.shape[1]
-    totals = torch.zeros(n_maps, dtype=torch.float64)
+    totals = torch.zeros(n_maps + 1, dtype=torch.float64)
     chunk = _logits_chunk(1, _head_vocab(head, states, dtype))
     for start in range(0, n, chunk):
-        target = _log_probs(head, states[-1, start:start + chunk], dtype)
+        part = slice(start, start + chunk)
+        target = _log_probs(head, states[-1, part], dtype) if labels is None else labels[part]
         for layer in range(n_maps):
-            hidden = states[layer, start:start + chunk]
+            hidden = states[layer, part]
             if weight is not None:
                 hidden = hidden @ weight[layer] + bias[layer]
-            totals[layer] += float(_kl_sum(head, hidden, target, dtype))
-    return [*(totals / n).tolist(), 0.0]
+            totals[layer] += float(_loss_sum(head, hidden, target, dtype))
+        if labels is not None:
+            totals[-1] += float(_loss_sum(head, states[-1, part], target, dtype))
+    return (totals / n).tolist()
 
 
 def _head_vocab(head: torch.nn.Module, states: torch.Tensor, dtype: torch.dtype) -> int:
@@ -367,24 +394,28 @@ def _head_vocab(head: torch.nn.Module, states: torch.Tensor, dtype: torch.dtype)
 
 
 def _train_tuned(head: torch.nn.Module, train: torch.Tensor, held_out: torch.Tensor, *,
-                 epochs: int, learning_rate: float, batch: int, seed: int, progress: bool
+                 epochs: int, learning_rate: float, batch: int, seed: int, progress: bool,
+                 labels: tuple[torch.Tensor, torch.Tensor] | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor, list[int], list[float], list[float]]:
     """The tuned lens' maps of the first ``L`` hidden states, trained on ``train`` and each kept
-    at the epoch (0: the identity) of lowest held-out KL.
+    at the epoch (0: the identity) of lowest held-out loss.
 
     Adam (weight rate ``learning_rate / H``, bias rate ``learning_rate``), decayed linearly to 0
     over ``epochs`` passes over ``train`` in mini-batches of ``batch`` positions, ordered by
     ``torch.randperm`` with a generator seeded by ``seed``. The loss is the sum over hidden states
-    of the mean over the mini-batch of ``KL(p_final || p_lens)``; the head's parameters are not
-    trained (their ``requires_grad`` is restored afterwards).
+    of the mean over the mini-batch of ``KL(p_final || p_lens)``, or with ``labels`` of the
+    cross-entropy of the tokens; the head's parameters are not trained (their ``requires_grad`` is
+    restored afterwards).
 
     Args:
         head: ``mlm_head(model)``.
         train, held_out: ``[L + 1, N, H]`` float32 (:func:`_cached_states`), ``N >= 1``.
+        labels: ``(train tokens [N], held-out tokens [N'])``, or ``None`` for KL.
 
     Returns:
         ``weight [L, H, H]``, ``bias [L, H]`` (float32, on the states' device), per hidden state
-        ``0..L`` the kept epoch, the held-out KL at it and the identity's (nats, last: 0).
+        ``0..L`` the kept epoch, the held-out loss at it and the identity's (nats; last: the last
+        hidden state's own).
     """
     n_states, n, hidden_size = train.shape
     dtype = next(head.parameters()).dtype
@@ -397,7 +428,8 @@ def _train_tuned(head: torch.nn.Module, train: torch.Tensor, held_out: torch.Ten
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / steps)
     generator = torch.Generator().manual_seed(seed)
     chunk = _logits_chunk(n_maps, _head_vocab(head, train, dtype))
-    identity_kl = _mean_kl(head, held_out, None, None, dtype)
+    train_labels, held_labels = labels if labels is not None else (None, None)
+    identity_kl = _mean_loss(head, held_out, None, None, dtype, held_labels)
     best_kl, kept = list(identity_kl), [0] * n_states
     best_weight, best_bias = weight.detach().clone(), bias.detach().clone()
     frozen = [(parameter, parameter.requires_grad) for parameter in head.parameters()]
@@ -412,15 +444,16 @@ def _train_tuned(head: torch.nn.Module, train: torch.Tensor, held_out: torch.Ten
                 for first in range(0, len(positions), chunk):
                     part = positions[first:first + chunk]
                     with torch.no_grad():
-                        target = _log_probs(head, train[-1, part], dtype)
+                        target = (_log_probs(head, train[-1, part], dtype).repeat(n_maps, 1)
+                                  if train_labels is None else train_labels[part].repeat(n_maps))
                     mapped = torch.baddbmm(bias[:, None], train[:-1, part], weight)
-                    loss = _kl_sum(head, mapped.reshape(-1, hidden_size),
-                                   target.repeat(n_maps, 1), dtype) / len(positions)
+                    loss = _loss_sum(head, mapped.reshape(-1, hidden_size), target,
+                                     dtype) / len(positions)
                     loss.backward()
                 optimizer.step()
                 optimizer.zero_grad()
                 schedule.step()
-            kl = _mean_kl(head, held_out, weight.detach(), bias.detach(), dtype)
+            kl = _mean_loss(head, held_out, weight.detach(), bias.detach(), dtype, held_labels)
             for layer in range(n_maps):
                 if kl[layer] < best_kl[layer]:
                     best_kl[layer], kept[layer] = kl[layer], epoch
@@ -450,6 +483,7 @@ def fit_translators(
     epochs: int = TUNED_EPOCHS,
     learning_rate: float = TUNED_LEARNING_RATE,
     positions_per_step: int = TUNED_BATCH,
+    target: str = "output",
 ) -> LinearTranslator:
     """Fit an affine map from every hidden state to the last one's space, for
     ``reconstruction_accuracy``, ``masked_prediction_accuracy`` and ``lens`` (``translator=``).
@@ -466,7 +500,8 @@ def fit_translators(
       ``epochs`` seeded passes (:data:`TUNED_EPOCHS`, :data:`TUNED_LEARNING_RATE`,
       :data:`TUNED_BATCH`); each hidden state keeps the epoch (0: the identity) of lowest held-out
       KL, so its held-out KL is never above the identity's (the maps are not refitted on all
-      texts: the held-out ones chose where to stop). The hidden states of the chosen
+      texts: the held-out ones chose where to stop). ``target="token"`` trains and chooses by
+      the cross-entropy of each position's token instead of the KL. The hidden states of the chosen
       positions are read once and cached (float32, ``4 (L + 1) N H`` bytes on ``device``); the
       target is recomputed from the cached last hidden state per mini-batch, and the head runs on
       at most :data:`LOGITS_BLOCK` logits at once. The last hidden state's map is exactly the
@@ -489,6 +524,9 @@ def fit_translators(
         epochs, learning_rate, positions_per_step: cross-entropy only: passes over the fitting
             positions (integer >= 1), Adam's initial bias rate (> 0; the weight's is divided by
             ``H``) and positions per step (integer >= 1).
+        target: cross-entropy only: one of :data:`TARGETS`, ``"output"`` (the model's own output
+            distribution: the tuned lens) or ``"token"`` (the token at each position: the input
+            token at unmasked positions, the hidden one at masked positions).
 
     Returns:
         A :class:`LinearTranslator` (its ``method`` and, for cross-entropy, ``epochs``,
@@ -512,6 +550,11 @@ def fit_translators(
         raise ValueError(f"fit_at must be one of {list(FIT_AT)}, got {fit_at!r}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {list(TARGETS)}, got {target!r}")
+    if target != "output" and method != "cross-entropy":
+        raise ValueError(f"target={target!r} is what method='cross-entropy' trains against; "
+                         f"method={method!r} regresses onto the last hidden state")
     if method == "cross-entropy":
         if not isinstance(head, torch.nn.Module):
             raise ValueError(f"method='cross-entropy' trains through the model's MLM head: pass "
@@ -529,7 +572,7 @@ def fit_translators(
         return _fit_tuned(model, head, tokenizer, texts[:-n_validation], texts[-n_validation:],
                           digests, batch_size, max_length, device, progress, positions,
                           epochs=epochs, learning_rate=learning_rate, batch=positions_per_step,
-                          seed=seed)
+                          seed=seed, target=target)
     train = _moments(model, tokenizer, texts[:-n_validation], batch_size, max_length, device,
                      progress, **positions)
     held_out = _moments(model, tokenizer, texts[-n_validation:], batch_size, max_length, device,
@@ -556,34 +599,37 @@ def fit_translators(
 
 
 def _fit_tuned(model, head, tokenizer, fit_texts, held_out_texts, digests, batch_size,
-               max_length, device, progress, positions, **training) -> LinearTranslator:
+               max_length, device, progress, positions, target="output",
+               **training) -> LinearTranslator:
     """:func:`fit_translators` with ``method="cross-entropy"`` (arguments checked)."""
-    train = _cached_states(model, tokenizer, fit_texts, batch_size, max_length, device, progress,
-                           **positions)
-    held_out = _cached_states(model, tokenizer, held_out_texts, batch_size, max_length, device,
-                              progress, **positions)
+    train, train_labels = _cached_states(model, tokenizer, fit_texts, batch_size, max_length,
+                                         device, progress, **positions)
+    held_out, held_labels = _cached_states(model, tokenizer, held_out_texts, batch_size,
+                                           max_length, device, progress, **positions)
     for name, states in (("fitting", train), ("held-out", held_out)):
         if states.shape[1] == 0:
             raise ValueError(f"the {name} texts have no position to fit at "
                              f"(fit_at={positions['fit_at']!r}): give longer or more texts")
     weight, bias, epochs, validation_kl, identity_kl = _train_tuned(
-        head, train, held_out, progress=progress, **training)
+        head, train, held_out, progress=progress,
+        labels=(train_labels, held_labels) if target == "token" else None, **training)
     hidden_size = train.shape[2]
-    # the last hidden state read through the head is the target: its map is exactly the identity
+    # the last hidden state is read through the head as it is (KL: it is the target): its map is
+    # exactly the identity
     weight = torch.cat([weight, torch.eye(hidden_size, device=weight.device)[None]]).cpu()
     bias = torch.cat([bias, bias.new_zeros(1, hidden_size)]).cpu()
     with torch.no_grad():
-        target = held_out[-1]
+        last = held_out[-1]
         validation_mse = [float(((held_out[layer] @ weight[layer].to(device)
-                                  + bias[layer].to(device) - target) ** 2).mean())
+                                  + bias[layer].to(device) - last) ** 2).mean())
                           for layer in range(held_out.shape[0])]
-        identity_mse = [float(((held_out[layer] - target) ** 2).mean())
+        identity_mse = [float(((held_out[layer] - last) ** 2).mean())
                         for layer in range(held_out.shape[0])]
     return LinearTranslator(weight, bias, [], validation_mse, identity_mse,
                             train.shape[1] + held_out.shape[1],
                             len(fit_texts) + len(held_out_texts), digests, positions["fit_at"],
                             method="cross-entropy", epochs=epochs, validation_kl=validation_kl,
-                            identity_kl=identity_kl)
+                            identity_kl=identity_kl, target=target)
 
 
 @torch.no_grad()
@@ -622,15 +668,15 @@ def lens_kl(
         translator.check_model(model)
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model = model.to(device).eval()
-    states = _cached_states(model, tokenizer, list(texts), batch_size, max_length, device, False,
-                            fit_at, mask_rate, seed)
+    states, _ = _cached_states(model, tokenizer, list(texts), batch_size, max_length, device,
+                               False, fit_at, mask_rate, seed)
     if states.shape[1] == 0:
         raise ValueError(f"no position to read (fit_at={fit_at!r}) in {len(texts)} texts")
     dtype = next(head.parameters()).dtype
     if translator is None:
-        return _mean_kl(head, states, None, None, dtype)
+        return _mean_loss(head, states, None, None, dtype)
     weight, bias = translator.weight.to(device), translator.bias.to(device)
-    kl = _mean_kl(head, states, weight[:-1], bias[:-1], dtype)
+    kl = _mean_loss(head, states, weight[:-1], bias[:-1], dtype)
     last = states[-1] @ weight[-1] + bias[-1]
-    kl[-1] = _mean_kl(head, torch.stack([last, states[-1]]), None, None, dtype)[0]
+    kl[-1] = _mean_loss(head, torch.stack([last, states[-1]]), None, None, dtype)[0]
     return kl

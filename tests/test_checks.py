@@ -250,6 +250,19 @@ def test_a_rate_above_one():
                                 "largest allowed value, 1. Forms that work: -p mask_rate 0.5")
 
 
+def test_translators_are_the_fitted_lenses():
+    spec = {"translators": params.NOTEBOOK_PARAMETERS["rq1"]["translators"]}
+    assert params.notebook_parameters(spec, {"translators": "linear,tuned-token"}, show=False) == {
+        "translators": ["linear", "tuned-token"]}
+    with pytest.raises(ParameterError) as error:
+        params.notebook_parameters(spec, {"translators": '["linear", "identity", "tuned lens"]'},
+                                   show=False)
+    assert str(error.value).startswith(
+        "1 parameter cannot be used:\n  translators = '[\"linear\", \"identity\", \"tuned lens\"]': "
+        "unknown translators 'identity', 'tuned lens'; the fitted translators are linear, "
+        "linear-masked, tuned, tuned-token")
+
+
 def test_a_study_profile_that_does_not_exist():
     spec = {"study_profile": params.NOTEBOOK_PARAMETERS["rq4"]["study_profile"]}
     with pytest.raises(ParameterError, match=r"study_profile = 'notebooks/params/cpu/rq9.yaml': "
