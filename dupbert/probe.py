@@ -415,6 +415,8 @@ def probe_models(
                     # keys of "linear" results stay as they were; the others name what differs
                     if translator == "linear-masked":
                         fields.update(fit_at="masked")
+                        if fitted is None:  # the masks it is fitted at
+                            fields.update(fit_mask_rate=mask_rate, fit_seed=seed)
                     elif translator == "tuned":
                         fields.update(method="cross-entropy")
                     elif translator == "tuned-token":
@@ -423,10 +425,14 @@ def probe_models(
                 def run(order=order, init=init, load=load, split=split,
                         fitted=fitted) -> pd.DataFrame:
                     model, tokenizer, texts = (load()[k] for k in ("model", "tokenizer", "texts"))
+                    at_masks = TRANSLATOR_FITS.get(translator, {}).get("fit_at") == "masked"
+                    memo = None if not fit_sequences else (
+                        name, tuple(order or ()), init, translator, tuple(split.fit),
+                        mask_rate if at_masks else None, seed, max_length)
                     return _probe_variant(
                         model, tokenizer, texts, order, init,
                         "identity" if translator == "identity" else fitted,
-                        fit_texts=split.fit if fit_sequences else None,
+                        fit_texts=split.fit if fit_sequences else None, memo=memo,
                         **TRANSLATOR_FITS.get(translator, {}), **settings)
 
                 frame = cached_frame("probe", fields, run, enabled=cache)
@@ -469,14 +475,21 @@ def _orders(duplications, load) -> dict:
     return dict(duplications)
 
 
+_FITTED: dict = {}  # translators fitted by probe_models in this process, by what determines them
+_FITTED_KEPT = 16
+
+
 def _probe_variant(model, tokenizer, texts, order, init, translator, *, fit_texts, seed,
                    masking, mask_rate, batch_size, max_length, device, progress,
-                   fit_at="unmasked", method="ridge", target="output") -> pd.DataFrame:
+                   fit_at="unmasked", method="ridge", target="output", memo=None) -> pd.DataFrame:
     """One (duplication, init) of a loaded model through the probe (``translator=None``: fit one
-    on ``fit_texts`` with ``fit_at``, ``method`` and ``target``)."""
+    on ``fit_texts`` with ``fit_at``, ``method`` and ``target``, or reuse the one fitted in this
+    process under the key ``memo``: reconstruction and masked prediction read the same fit)."""
     probed = model if order is None else duplicate_layers(model, order)
     if init == CONTROL:
         probed = random_init_control(probed, seed=seed)
+    if translator is None and memo in _FITTED:
+        translator = _FITTED[memo]
     if translator is None:
         from .translators import fit_translators
 
@@ -485,6 +498,10 @@ def _probe_variant(model, tokenizer, texts, order, init, translator, *, fit_text
                                      fit_at=fit_at, mask_rate=mask_rate, seed=seed,
                                      method=method, target=target,
                                      head=mlm_head(probed) if method == "cross-entropy" else None)
+        if memo is not None:
+            _FITTED[memo] = translator
+            while len(_FITTED) > _FITTED_KEPT:
+                _FITTED.pop(next(iter(_FITTED)))
     common = dict(batch_size=batch_size, device=device, max_length=max_length, progress=progress,
                   translator=translator)
     if masking is not None:

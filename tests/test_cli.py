@@ -30,6 +30,20 @@ def test_zoo_lists_every_entry(capsys):
         assert len(starts) == 1, (column, starts)
 
 
+def test_zoo_fetch_skips_unpublished_models_unless_named(fresh_results_cache, monkeypatch, capsys):
+    """`dupbert zoo fetch` readies every model it can and names those trained here that are not
+    published yet; a model named on the command line must be there."""
+    from dupbert import zoo
+
+    monkeypatch.setattr(zoo, "ZOO", {name: ZOO[name] for name in ("rxnmapper-albert",
+                                                                   "minilm-mlm-en-grown")})
+    assert main(["zoo", "fetch"]) == 0
+    out = capsys.readouterr().out
+    assert "rxnmapper-albert: " in out and "minilm-mlm-en-grown: skipped: zoo model" in out
+    assert main(["zoo", "fetch", "minilm-mlm-en-grown"]) == 2
+    assert "MODELS=minilm-mlm-en-grown bash scripts/pretrain.sh" in capsys.readouterr().err
+
+
 def _column_start(line, column):
     """Where the column-th column (0-based) of a line of `dupbert zoo` starts."""
     import re

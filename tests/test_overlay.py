@@ -74,6 +74,8 @@ def test_a_model_too_large_to_commit_is_read_from_its_rebuild(base, tmp_path, mo
     with pytest.warns(UserWarning, match="not the pinned 0000"):
         assert zoo.zoo_folder("tiny-rebuilt", cache) == cache / "weights" / "tiny-rebuilt"
     pinned = zoo.sha256_of(cache / "weights" / "tiny-rebuilt" / "model.safetensors")
+    assert zoo.weights_sha256("tiny-rebuilt", cache) == pinned  # the bits used, not the pin
+    assert zoo.weights_sha256("bert-en-small", cache) == zoo.ZOO["bert-en-small"].wheel_sha256
     monkeypatch.setitem(zoo.ZOO, entry.name, dataclasses.replace(entry, wheel_sha256=pinned))
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -234,7 +234,10 @@ def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
     final = pretrain(config, small_data_dir, tmp_path / "work", tmp_path / "results",
                      progress=False)
     report = {"words": 1234, "documents": 6, "sequences": 99, "dropped_paragraphs": {}}
-    monkeypatch.setattr(pretrain_module, "MAX_WEIGHTS_BYTES", 1000)  # every model is "too big"
+    original = transformers.AutoModelForMaskedLM.from_pretrained(final)
+    n_parameters = sum(p.numel() for p in original.parameters())
+    # too big in float32, within the limit in float16
+    monkeypatch.setattr(pretrain_module, "MAX_WEIGHTS_BYTES", 3 * n_parameters)
     quality = {"n_sequences": 200, "n_masked": 3062, "top1": 0.0695624, "top1_low": 0.0610442,
                "top1_high": 0.0786454, "top5": 0.22469, "majority_token": "the",
                "majority_top1": 0.0669497}  # bert-en-small's (results/cpu/rq1-mlm-quality.csv)
@@ -256,7 +259,7 @@ def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
         "tiny": sha256_of(dest / "model.safetensors")}
     model = transformers.AutoModelForMaskedLM.from_pretrained(dest)
     assert next(model.parameters()).dtype == torch.float32
-    original = transformers.AutoModelForMaskedLM.from_pretrained(final)
+    assert list(original.state_dict()) == list(model.state_dict())
     for (name, a), (_, b) in zip(original.state_dict().items(), model.state_dict().items()):
         torch.testing.assert_close(a, b, rtol=2 ** -10, atol=1e-6, msg=name)  # fp16 rounding
     tokenizer = transformers.AutoTokenizer.from_pretrained(dest)
@@ -277,8 +280,40 @@ def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
     assert (tmp_path / "repo" / "tiny" / "README.md").read_text() == card
     assert not (tmp_path / "repo" / "tiny" / "model.safetensors").exists()
     model = transformers.AutoModelForMaskedLM.from_pretrained(rebuilt)
+    assert list(original.state_dict()) == list(model.state_dict())
     for (name, a), (_, b) in zip(original.state_dict().items(), model.state_dict().items()):
         assert torch.equal(a, b), name
+    # a committed model whose weights, even halved, are over the limit is refused, nothing kept
+    monkeypatch.setitem(zoo.ZOO, "tiny", dataclasses.replace(zoo.ZOO["tiny"], committed=True))
+    monkeypatch.setattr(pretrain_module, "MAX_WEIGHTS_BYTES", n_parameters)
+    with pytest.raises(ValueError, match=r"tiny: its weights \(.* MB\) are over the repository's "
+                                         r".* MB limit; give its zoo entry committed=False"):
+        pretrain_module.publish(config, final, tmp_path / "big", tmp_path / "results", report,
+                                pins=tmp_path / "sha256.json")
+    assert not (tmp_path / "big" / "model.safetensors").exists()
+    assert (final / "model.safetensors").is_file()
+
+
+def test_every_model_a_run_starts_from_or_an_arm_fine_tunes_is_in_the_zoo():
+    """Continued runs load their init by zoo name, the growth arm fine-tunes its models by zoo
+    name, and a model trained here is published under its zoo entry."""
+    from dupbert.growth import ARMS
+    from dupbert.zoo import ZOO
+
+    assert {config.init for config in MODELS.values() if config.init} <= set(ZOO)
+    assert {arm.model for arm in ARMS} <= set(ZOO)
+    published = {name for name in MODELS if name != "albert-en-small-continued"}  # a pilot only
+    assert published <= set(ZOO)
+    assert not ZOO["minilm-mlm-en-grown"].committed  # 9 blocks: over the limit even as an overlay
+
+
+def test_an_overlay_sits_on_the_wheel_its_frozen_embeddings_come_from(monkeypatch):
+    from dupbert import zoo
+    from dupbert.pretrain import _embeddings_source
+
+    assert _embeddings_source("minilm-mlm-en-continued") == "all-MiniLM-L6-v2"
+    assert _embeddings_source("minilm-mlm-en") == "all-MiniLM-L6-v2"
+    assert _embeddings_source("bert-en-small") == "bert-en-small"
 
 
 def test_missing_evaluation_files_and_a_bad_unk_option_are_refused(small_data_dir):

@@ -447,3 +447,29 @@ def test_the_token_target_reads_rxnmappers_hidden_state_1(rxnmapper, split):
     assert tuned["top1"][1] == pytest.approx(TOKEN_TOP1_1, abs=1e-3)
     assert fitted.validation_kl[1] == pytest.approx(TOKEN_VALIDATION_CE_1, rel=1e-2)
     assert fitted.identity_kl[1] == pytest.approx(TOKEN_IDENTITY_CE_1, rel=1e-4)
+
+
+def test_reconstruction_and_masked_prediction_read_one_fit(tmp_path, monkeypatch, shared_data_dir,
+                                                            zoo_cache):
+    """probe_models fits a translator once per model, duplication and fit: the masked call reads
+    the reconstruction call's fit (RQ1 asks for both), unless its masks differ (linear-masked)."""
+    import dupbert.probe as probe_module
+    import dupbert.translators as translators_module
+
+    monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
+    (tmp_path / "models").symlink_to(zoo_cache / "models")
+    monkeypatch.setattr(probe_module, "_FITTED", {})
+    fits = []
+    real = translators_module.fit_translators
+    monkeypatch.setattr(translators_module, "fit_translators",
+                        lambda *a, **k: fits.append(k["fit_at"]) or real(*a, **k))
+    common = dict(n_sequences=4, fit_sequences=12, include_control=False,
+                  data_dir=shared_data_dir, progress=False)
+    for translator in ("linear", "linear-masked"):
+        probe_models(["rxnmapper-albert"], translator=translator, mask_rate=0.2, **common)
+        probe_models(["rxnmapper-albert"], translator=translator, masking="mask", mask_rate=0.2,
+                     **common)
+    assert fits == ["unmasked", "masked"]
+    probe_models(["rxnmapper-albert"], translator="linear-masked", masking="mask", mask_rate=0.3,
+                 **common)
+    assert fits == ["unmasked", "masked", "masked"]  # other masks, another fit
