@@ -715,7 +715,8 @@ def _variant_frames(model, tokenizer, texts, order, fields, cache, *, max_tokens
 
 
 def translator_gap_vs_similarity(translator: pd.DataFrame, layers: pd.DataFrame,
-                                 similarity: str = "cka_debiased_to_last") -> pd.DataFrame:
+                                 similarity: str = "cka_debiased_to_last",
+                                 lens: str = "linear") -> pd.DataFrame:
     """Each hidden state's similarity to the last one against a linear translator's gain over the
     identity lens there (RQ2 beside RQ1's translator; Din et al. 2023).
 
@@ -723,14 +724,25 @@ def translator_gap_vs_similarity(translator: pd.DataFrame, layers: pd.DataFrame,
         translator: ``dupbert.text_rq1.translator_comparison`` rows (RQ1's ``rq1-translator``).
         layers: :func:`layer_similarity_report`'s per-layer frame (``baseline`` rows are used).
         similarity: the column of ``layers`` to relate the gap to.
+        lens: the fitted translator whose gain is related (its rows are called ``linear`` below).
 
     Returns:
         One row per model and hidden state ``0..L-1`` in both: ``model``, ``layer``, ``identity``,
         ``linear`` (top-1), ``gap`` (linear - identity, in [-1, 1]), ``similarity``, ``rho``,
         ``p_value`` (Spearman of gap and similarity per model, repeated on its rows; NaN with fewer
         than 3 hidden states).
+
+    Raises:
+        ValueError: ``translator`` has no reconstruction rows of ``lens`` (names those it has).
     """
     recon = translator[translator["measure"] == "reconstruction"]
+    present = sorted(set(recon["translator"]) - {"identity"})
+    if lens not in present:
+        raise ValueError(f"the translator table has no {lens!r} reconstruction rows (it has "
+                         f"{present}): RQ1 writes them when its parameter translators includes "
+                         f"{lens!r}")
+    recon = recon[recon["translator"].isin(["identity", lens])]
+    recon = recon.assign(translator=recon["translator"].replace({lens: "linear"}))
     top1 = recon.pivot_table(index=["model", "layer"], columns="translator", values="top1")
     base = layers[layers["duplication"] == "baseline"].set_index(["model", "layer"])[similarity]
     joined = top1.join(base.rename("similarity"), how="inner").reset_index()

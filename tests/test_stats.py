@@ -454,6 +454,17 @@ def test_translator_gap_against_similarity_per_model():
     assert gaps["layer"].tolist() == [0, 1, 2, 3]  # the last hidden state is left out
     np.testing.assert_allclose(gaps["gap"], [0.9, 0.7, 0.5, 0.3])
     np.testing.assert_allclose(gaps["rho"], -1.0)  # the further from the last, the larger the gain
+    # with other lenses beside it, one is chosen; without it, the message names those there
+    tuned = translator[translator["translator"] == "linear"].assign(translator="tuned-token",
+                                                                   top1=0.95)
+    both = pd.concat([translator, tuned], ignore_index=True)
+    pd.testing.assert_frame_equal(translator_gap_vs_similarity(both, layers), gaps)
+    np.testing.assert_allclose(translator_gap_vs_similarity(both, layers, lens="tuned-token")["gap"],
+                               [0.95, 0.75, 0.55, 0.35])
+    with pytest.raises(ValueError, match=r"no 'linear' reconstruction rows \(it has "
+                                         r"\['tuned-token'\]\): RQ1 writes them when its "
+                                         r"parameter translators includes 'linear'"):
+        translator_gap_vs_similarity(both[both["translator"] != "linear"], layers)
 
 
 # --------------------------------------------------------------------------------------------------
