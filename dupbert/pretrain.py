@@ -781,6 +781,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no data directory: pass --data-dir or set DUPBERT_DATA_DIR")
     config = MODELS[args.name]
     args.work = args.work or str(cache_dir() / "pretrain")
+    legacy = Path(".cache/pretrain") / args.name / "checkpoint.pt"  # where checkpoints were kept
+    if legacy.is_file() and not (Path(args.work) / args.name / "checkpoint.pt").is_file():
+        parser.error(f"{legacy} is a checkpoint of {args.name} in the old place: move the folder "
+                     f"{legacy.parent} into {args.work} to resume it, or pass --work .cache/pretrain")
     out = pretrain(config, args.data_dir, args.work, args.results, args.out, args.stop_after)
     if out is None:
         print(f"{args.name}: stopped at step {args.stop_after}; run again to resume")

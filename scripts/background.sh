@@ -9,7 +9,7 @@
 # Offline, one torch thread per process (on cores shared with other work, two spinning threads
 # made a run several times slower than one), the data folder beside the repository by default.
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export OMP_NUM_THREADS="${THREADS:-1}" MKL_NUM_THREADS="${THREADS:-1}"
+export OMP_NUM_THREADS="${THREADS:-1}" MKL_NUM_THREADS="${THREADS:-1}" DUPBERT_THREADS="${THREADS:-1}"
 if [ -z "${DUPBERT_DATA_DIR:-}" ] && [ -d ../shared/data ]; then
   DUPBERT_DATA_DIR="$(cd ../shared/data && pwd)"
   export DUPBERT_DATA_DIR
@@ -50,7 +50,7 @@ watch_workers() {
   trap 'kill "${WORKER_PIDS[@]}" 2>/dev/null; "${ON_POLL[@]}"; exit 143' INT TERM
   local p alive=1 status=0
   while [ "$alive" = 1 ]; do
-    sleep "$poll"
+    sleep "$poll" & wait $!  # a signal is handled at once, not after the sleep
     "${ON_POLL[@]}"
     alive=0
     for p in "${WORKER_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pretrain (or resume) the MLMs of dupbert.pretrain.MODELS in the background, one after another,
 # one process with one torch thread, niced (scripts/background.sh): every `checkpoint_every` steps
-# a checkpoint in $WORK/<name>/ (default: the dupbert cache's pretrain/, outside the working tree,
+# a checkpoint in $DUPBERT_PRETRAIN_WORK/<name>/ (default: the dupbert cache's pretrain/, outside the working tree,
 # so that a fresh checkout resumes), rows appended to results/cpu/pretrain-loss.csv and
 # results/cpu/emergence.csv, and those two files committed to git as they change (COMMIT=1), so a
 # session that ends mid-run loses at most the steps since the last checkpoint. Re-running the
@@ -9,8 +9,9 @@
 #
 #   MODELS="minilm-mlm-en" setsid nohup bash scripts/pretrain.sh > .cache/pretrain.log 2>&1 < /dev/null &
 #
-# Environment: MODELS (bert-en-small albert-en-small), WORK, NICE (19), COMMIT (1), POLL_S (300),
-# PYTHON (.venv/bin/python). Stops at the first run that fails.
+# Environment: MODELS (bert-en-small albert-en-small), DUPBERT_PRETRAIN_WORK, NICE (19),
+# COMMIT (1), POLL_S (300), THREADS (1), PYTHON (.venv/bin/python). Stops at the first run that
+# fails.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/background.sh
@@ -19,8 +20,9 @@ PYTHON="${PYTHON:-.venv/bin/python}"
 MODELS="${MODELS:-bert-en-small albert-en-small}"
 POLL_S="${POLL_S:-300}"
 RESULTS=(results/cpu/pretrain-loss.csv results/cpu/emergence.csv)
-WORK="${WORK:-$("$PYTHON" -c 'from dupbert.zoo import cache_dir; print(cache_dir() / "pretrain")')}"
-mkdir -p "$WORK" .cache
+WORK="${DUPBERT_PRETRAIN_WORK:-$("$PYTHON" -c \
+  'from dupbert.zoo import cache_dir; print(cache_dir() / "pretrain")')}" || exit 1
+[ -n "$WORK" ] && mkdir -p "$WORK" .cache || { echo "no pretraining folder" >&2; exit 1; }
 echo "$(date -u +%FT%TZ) checkpoints and prepared data in $WORK"
 
 # tokenizers and packed data are shared between runs: build each once before the runs start
