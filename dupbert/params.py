@@ -582,7 +582,10 @@ def option_parameters(args, notebook: str, *, check_models: bool = True) -> dict
             except FormError as error:
                 raise ParameterError(f"{parameter.option} {value!r}: {error}") from None
         if value is not None and parameter.check is not None:
-            parameter.check(value)
+            try:
+                parameter.check(value)
+            except ParameterError as error:
+                raise ParameterError(f"{parameter.option} {value!r}: {error}") from None
         used[name] = value
     for model in used.get("models", []) if check_models else []:
         check_model(model, mlm_head=_MODEL_NOTEBOOKS.get(notebook, False))

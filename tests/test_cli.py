@@ -114,8 +114,7 @@ def test_finetune_shards_resume_and_merge(tmp_path, monkeypatch, shared_data_dir
 
 
 ALBERT_OFFLINE = ("dupbert: error: could not load model 'albert-base-v2'.\nTried: zoo names "
-                  "['albert-en-small', 'all-MiniLM-L6-v2', 'antiberty', 'bert-en-small', "
-                  "'rxnfp-bert', 'rxnmapper-albert', 'splade-tiny-en'] (no match); a local folder 'albert-base-v2' (does not exist); "
+                  f"{sorted(ZOO)} (no match); a local folder 'albert-base-v2' (does not exist); "
                   "the Hugging Face Hub id 'albert-base-v2' (HF_HUB_OFFLINE is set).\n"
                   "transformers said: We couldn't connect to 'https://huggingface.co' to load the "
                   "files, and couldn't find them in the cached files.\nFix: use a zoo name, a "
@@ -255,8 +254,8 @@ def nothing_loads(monkeypatch):
     (["--batch-size", "0"], "--batch-size 0: 0 is below the smallest allowed value, 1"),
     (["--learning-rate", "-1"], "--learning-rate -1.0: -1.0 is not above 0"),
     (["--learning-rate", "nan"], "--learning-rate nan: nan is not a finite number"),
-    (["--max-steps", "0"], "0 steps would save an untrained run: give -1 (train for the epochs) or "
-                           "a number of steps >= 1"),
+    (["--max-steps", "0"], "--max-steps 0: 0 steps would save an untrained run: give -1 (train "
+                           "for the epochs) or a number of steps >= 1"),
     (["--seed", "-1"], "--seed [-1]: -1 is below the smallest allowed value, 0"),
     (["--seed", "5000000000"], "--seed [5000000000]: 5000000000 is above the largest allowed "
                                "value, 4294967295"),
@@ -475,7 +474,8 @@ def test_probe_with_a_linear_translator_and_a_csv_column(tmp_path, fresh_results
 
 
 @pytest.mark.parametrize("options, message", [
-    (["--corpus", "{tmp}/my_text.txt"], "corpus '{tmp}/my_text.txt' is not a built-in corpus "
+    (["--corpus", "{tmp}/my_text.txt"], "--corpus '{tmp}/my_text.txt': corpus "
+                                        "'{tmp}/my_text.txt' is not a built-in corpus "
                                         "and no file or folder {tmp}/my_text.txt exists; a "
                                         "corpus is a built-in corpus name (therasabdab,"),
     (["--corpus", "{tmp}/r.csv", "--text-column", "smiles"],
