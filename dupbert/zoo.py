@@ -708,7 +708,9 @@ def load_config(name: str, cache: str | os.PathLike | None = None):
 
 
 def check_model(name: Any, *, mlm_head: bool = False, cache: str | os.PathLike | None = None) -> str:
-    """``name`` as a string if it names a model that can be loaded (config read, no weights).
+    """``name`` as a string if it names a model that can be loaded (config read, no weights). A
+    zoo model rebuilt on each machine (``committed=False``) passes by its name: a profile that
+    only reads its committed results needs no rebuild, and loading it says how to rebuild it.
 
     Args:
         mlm_head: the caller needs the pretrained MLM head (RQ1, RQ2).
@@ -725,7 +727,8 @@ def check_model(name: Any, *, mlm_head: bool = False, cache: str | os.PathLike |
                 f"zoo model {name!r} has no MLM head ({entry.description}). "
                 f"Use dupbert.load_encoder({name!r}) to fine-tune it; MLM zoo models are "
                 f"{sorted(n for n, e in ZOO.items() if e.has_mlm_head)}")
-        resolve_model_path(name, cache)
+        if entry.committed:
+            resolve_model_path(name, cache)
         return name
     load_config(name, cache)
     return str(name)

@@ -70,6 +70,8 @@ def test_a_model_too_large_to_commit_is_read_from_its_rebuild(base, tmp_path, mo
     with pytest.raises(ModelNotAvailable, match=r"rebuilt on each machine.*"
                                                 r"MODELS=tiny-rebuilt bash scripts/pretrain.sh"):
         zoo.zoo_folder("tiny-rebuilt", cache)
+    # its name passes the parameter checks (a profile may only read its committed results)
+    assert zoo.check_model("tiny-rebuilt", mlm_head=True, cache=cache) == "tiny-rebuilt"
     BertForMaskedLM.from_pretrained(base).save_pretrained(cache / "weights" / "tiny-rebuilt")
     with pytest.warns(UserWarning, match="not the pinned 0000"):
         assert zoo.zoo_folder("tiny-rebuilt", cache) == cache / "weights" / "tiny-rebuilt"
