@@ -51,7 +51,7 @@ def _task_check(names: list[str] | Mapping[str, list[str]]) -> None:
 
 
 def _translators_check(names: list[str]) -> None:
-    from .probe import TRANSLATOR_FITS
+    from .translators import TRANSLATOR_FITS
 
     unknown = [name for name in names if name not in TRANSLATOR_FITS]
     if unknown:

@@ -31,6 +31,7 @@ from .hidden import (IGNORE, MASKING_RULES, TruncationWarning, batch_hidden_stat
 from .models import mlm_head, random_init_control
 from .results import cached_frame, input_fingerprint, source_fingerprint
 from .significance import ratio_bootstrap
+from .translators import TRANSLATOR_FITS, TRANSLATORS
 
 # The head's logits are computed for at most this many (position, vocabulary) entries at once
 # (64 MB in fp32): BERT-base's 30,522-token head then takes 549 positions per call, enough to
@@ -41,21 +42,6 @@ PROBE_COLUMNS = ["layer", "source_block", "is_copy", "top1", "top5", "top1_macro
                  "n_sequences", "top1_low", "top1_high"]
 """``top1_low``/``top1_high``: 95% bootstrap interval of ``top1`` over resampled sequences."""
 
-
-TRANSLATORS = ("identity", "linear", "linear-masked", "tuned", "tuned-token")
-"""``"identity"``: the head reads ``h_l`` itself (the paper); ``"linear"``: an affine map fitted by
-ridge regression onto the last hidden state at every unmasked position (Din et al. 2023);
-``"linear-masked"``: the same at masked positions; ``"tuned"``: the tuned lens (Belrose et al.
-2023, arXiv 2303.08112), an affine map trained through the frozen head against the model's own
-output distribution, at every unmasked position like ``"linear"``; ``"tuned-token"``: the same
-map trained by the cross-entropy of the input token, what reconstruction scores
-(``dupbert.fit_translators``' ``method``, ``fit_at`` and ``target``: :data:`TRANSLATOR_FITS`)."""
-
-TRANSLATOR_FITS = {"linear": dict(method="ridge", fit_at="unmasked"),
-                   "linear-masked": dict(method="ridge", fit_at="masked"),
-                   "tuned": dict(method="cross-entropy", fit_at="unmasked"),
-                   "tuned-token": dict(method="cross-entropy", fit_at="unmasked", target="token")}
-"""How each fitted translator name is fitted: ``dupbert.fit_translators`` arguments."""
 
 _ALLOWED = ", ".join(map(repr, TRANSLATORS))  # for messages: 'identity', 'linear', ...
 _FIT_DEFAULTS = dict(method="ridge", fit_at="unmasked", target="output")  # fit_translators'

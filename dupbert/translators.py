@@ -39,7 +39,8 @@ from .hidden import (batch_hidden_states, length_batches, mask_for_probe, pad_ba
                      tokenize_for_probe)
 
 __all__ = ["LinearTranslator", "fit_translators", "fit_affine", "split_texts", "TextSplit",
-           "lens_kl", "RIDGE_GRID", "METHODS", "FIT_AT", "TARGETS"]
+           "lens_kl", "RIDGE_GRID", "METHODS", "FIT_AT", "TARGETS", "TRANSLATORS",
+           "TRANSLATOR_FITS"]
 
 # Ridge strengths relative to the mean eigenvalue of the centred X^T X (scale-free): lambda =
 # alpha * trace(X^T X) / H. The smallest is near least squares, the largest shrinks hard.
@@ -63,6 +64,21 @@ TUNED_BATCH = 256
 # The head's logits are computed for at most this many (position, vocabulary) entries at once
 # (64 MB in fp32), as dupbert.probe.LOGITS_BLOCK (a module above this one)
 LOGITS_BLOCK = 1 << 24
+
+TRANSLATORS = ("identity", "linear", "linear-masked", "tuned", "tuned-token")
+"""``"identity"``: the head reads ``h_l`` itself (the paper); ``"linear"``: an affine map fitted by
+ridge regression onto the last hidden state at every unmasked position (Din et al. 2023);
+``"linear-masked"``: the same at masked positions; ``"tuned"``: the tuned lens (Belrose et al.
+2023, arXiv 2303.08112), an affine map trained through the frozen head against the model's own
+output distribution, at every unmasked position like ``"linear"``; ``"tuned-token"``: the same
+map trained by the cross-entropy of the input token, what reconstruction scores
+(``dupbert.fit_translators``' ``method``, ``fit_at`` and ``target``: :data:`TRANSLATOR_FITS`)."""
+
+TRANSLATOR_FITS = {"linear": dict(method="ridge", fit_at="unmasked"),
+                   "linear-masked": dict(method="ridge", fit_at="masked"),
+                   "tuned": dict(method="cross-entropy", fit_at="unmasked"),
+                   "tuned-token": dict(method="cross-entropy", fit_at="unmasked", target="token")}
+"""How each fitted translator name is fitted: ``dupbert.fit_translators`` arguments."""
 FORMAT = "dupbert-linear-translator/2"
 # Formats `LinearTranslator.load` reads; /1 (before `method` and the KL fields) was ridge only.
 READ_FORMATS = ("dupbert-linear-translator/1", FORMAT)

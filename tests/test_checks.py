@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 ALBERT_OFFLINE = (
     "could not load model 'albert-base-v2'.\n"
-    "Tried: zoo names ['albert-en-small', 'all-MiniLM-L6-v2', 'antiberty', 'bert-en-small', "
-    "'rxnfp-bert', 'rxnmapper-albert', 'splade-tiny-en'] (no match); a local folder 'albert-base-v2' (does not exist); the Hugging "
+    f"Tried: zoo names {sorted(zoo.ZOO)} (no match); a local folder 'albert-base-v2' (does not "
+    "exist); the Hugging "
     "Face Hub id 'albert-base-v2' (HF_HUB_OFFLINE is set).\n"
     "transformers said: We couldn't connect to 'https://huggingface.co' to load the files, and "
     "couldn't find them in the cached files.\n"
