@@ -20,7 +20,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,10 +28,10 @@ import pandas as pd
 from . import model_card
 from .checks import check_number
 from .errors import DupbertError
-from .pretrain_corpus import CorpusError, pretraining_documents
+from .pretrain_corpus import (SPECIAL_TOKENS, CorpusError, pack, pretraining_documents,
+                              train_tokenizer)
 from .zoo import BUNDLED as WEIGHTS, cache_dir, sha256_of, weights_dir
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 ARCHITECTURES = ("bert", "albert")
 LOSS_COLUMNS = ["model", "step", "tokens_seen", "loss", "lr", "elapsed_s"]
 EMERGENCE_COLUMNS = ["model", "step", "tokens_seen", "measure", "layer", "top1", "top5",
@@ -159,44 +159,6 @@ MODELS["minilm-mlm-en-grown"] = dataclasses.replace(
     grow=(0, 0, 1, 1, 2, 2, 3, 4, 5), **_GROWTH)
 MODELS["minilm-mlm-en-continued"] = dataclasses.replace(
     MODELS["minilm-mlm-en"], name="minilm-mlm-en-continued", **_GROWTH)
-
-
-# --------------------------------------------------------------------------------------------------
-# Tokenizer and packed sequences.
-
-
-def _train_tokenizer(documents: Sequence[Sequence[str]], vocab_size: int, out: str | os.PathLike):
-    """Train and save an uncased WordPiece ``PreTrainedTokenizerFast`` (BERT's normaliser and
-    pre-tokeniser) loadable by ``AutoTokenizer.from_pretrained(out)``.
-    """
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertTokenizerFast
-
-    wordpiece = BertWordPieceTokenizer(lowercase=True, strip_accents=True, clean_text=True)
-    wordpiece.train_from_iterator((p for doc in documents for p in doc), vocab_size=vocab_size,
-                                  min_frequency=2, special_tokens=list(SPECIAL_TOKENS),
-                                  show_progress=False)
-    tokenizer = BertTokenizerFast(tokenizer_object=wordpiece._tokenizer, do_lower_case=True,
-                                  model_max_length=512)
-    tokenizer.save_pretrained(out)
-    return tokenizer
-
-
-def pack(tokenizer, documents: Iterable[Sequence[str]], seq_length: int) -> np.ndarray:
-    """Token ids packed without padding: ``[n, seq_length]`` uint16 rows ``[CLS] ... [SEP]``;
-    documents joined with ``[SEP]``, the last short piece dropped.
-    """
-    body = seq_length - 2
-    stream: list[int] = []
-    for doc in documents:
-        for ids in tokenizer(list(doc), add_special_tokens=False)["input_ids"]:
-            stream.extend(ids)
-        stream.append(tokenizer.sep_token_id)
-    n = len(stream) // body
-    rows = np.asarray(stream[:n * body], dtype=np.uint16).reshape(n, body)
-    cls = np.full((n, 1), tokenizer.cls_token_id, dtype=np.uint16)
-    sep = np.full((n, 1), tokenizer.sep_token_id, dtype=np.uint16)
-    return np.concatenate([cls, rows, sep], axis=1)
 
 
 def heldout_texts(data_dir: str | os.PathLike, n: int = 64, unk: str = "keep") -> list[str]:
@@ -381,7 +343,7 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
             for name in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(published.with_name(name), tmp / name)
         else:
-            _train_tokenizer(documents, config.vocab_size, tmp)
+            train_tokenizer(documents, config.vocab_size, tmp)
         os.replace(tmp, tok_dir)
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
     rows = pack(tokenizer, documents, config.seq_length)

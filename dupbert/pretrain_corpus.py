@@ -1,4 +1,5 @@
-"""The staged English pretraining text, kept apart from every text the book evaluates on.
+"""The staged English pretraining text, kept apart from every text the book evaluates on, and
+turned into training rows: an uncased WordPiece tokenizer and sequences packed without padding.
 
 Texts are compared in :func:`normalise` form; a pretraining paragraph that equals, contains or
 shares a 13-token run with an evaluation text is refused or dropped (the data folder's
@@ -12,8 +13,9 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from .errors import DupbertError
@@ -163,3 +165,43 @@ def pretraining_documents(data_dir: str | os.PathLike, files: Sequence[str] = PR
         "dropped_paragraphs": pd.Series(list(found.values()), dtype=str).value_counts().to_dict(),
     }
     return kept, report
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokenizer and packed sequences.
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def train_tokenizer(documents: Sequence[Sequence[str]], vocab_size: int, out: str | os.PathLike):
+    """Train and save an uncased WordPiece ``PreTrainedTokenizerFast`` (BERT's normaliser and
+    pre-tokeniser) loadable by ``AutoTokenizer.from_pretrained(out)``.
+    """
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizerFast
+
+    wordpiece = BertWordPieceTokenizer(lowercase=True, strip_accents=True, clean_text=True)
+    wordpiece.train_from_iterator((p for doc in documents for p in doc), vocab_size=vocab_size,
+                                  min_frequency=2, special_tokens=list(SPECIAL_TOKENS),
+                                  show_progress=False)
+    tokenizer = BertTokenizerFast(tokenizer_object=wordpiece._tokenizer, do_lower_case=True,
+                                  model_max_length=512)
+    tokenizer.save_pretrained(out)
+    return tokenizer
+
+
+def pack(tokenizer, documents: Iterable[Sequence[str]], seq_length: int) -> np.ndarray:
+    """Token ids packed without padding: ``[n, seq_length]`` uint16 rows ``[CLS] ... [SEP]``;
+    documents joined with ``[SEP]``, the last short piece dropped.
+    """
+    body = seq_length - 2
+    stream: list[int] = []
+    for doc in documents:
+        for ids in tokenizer(list(doc), add_special_tokens=False)["input_ids"]:
+            stream.extend(ids)
+        stream.append(tokenizer.sep_token_id)
+    n = len(stream) // body
+    rows = np.asarray(stream[:n * body], dtype=np.uint16).reshape(n, body)
+    cls = np.full((n, 1), tokenizer.cls_token_id, dtype=np.uint16)
+    sep = np.full((n, 1), tokenizer.sep_token_id, dtype=np.uint16)
+    return np.concatenate([cls, rows, sep], axis=1)
