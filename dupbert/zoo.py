@@ -84,7 +84,8 @@ class ZooEntry:
 
 
 _LICENSE = "MIT (weights); data CC BY-SA / public domain"
-_MINILM_LICENSE = "Apache-2.0 (all-MiniLM-L6-v2's body), MIT (trained here); data CC BY-SA / public domain"
+_MINILM_LICENSE = ("Apache-2.0 (all-MiniLM-L6-v2's body), MIT (trained here); data CC BY-SA / "
+                   "public domain")
 
 
 def _trained_here(name: str, architecture: str, description: str, license: str = _LICENSE,
