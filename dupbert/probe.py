@@ -396,30 +396,27 @@ def probe_models(
                               seed=seed if init == CONTROL else None, code=code, **corpus_key)
                 if masking is not None:  # reconstruction's cache keys name no masking
                     fields.update(masking=masking, mask_rate=mask_rate, mask_seed=seed)
+                fit = TRANSLATOR_FITS.get(translator, {})
+                at_masks = fit.get("fit_at") == "masked"
                 if linear:
                     fields.update(translator=_translator_key(fit_sequences, split, fitted))
                     # keys of "linear" results stay as they were; the others name what differs
-                    if translator == "linear-masked":
-                        fields.update(fit_at="masked")
-                        if fitted is None:  # the masks it is fitted at
-                            fields.update(fit_mask_rate=mask_rate, fit_seed=seed)
-                    elif translator == "tuned":
-                        fields.update(method="cross-entropy")
-                    elif translator == "tuned-token":
-                        fields.update(method="cross-entropy", target="token")
+                    fields.update({key: value for key, value in fit.items()
+                                   if value != _FIT_DEFAULTS[key]})
+                    if at_masks and fitted is None:  # the masks it is fitted at
+                        fields.update(fit_mask_rate=mask_rate, fit_seed=seed)
 
-                def run(order=order, init=init, load=load, split=split,
-                        fitted=fitted) -> pd.DataFrame:
+                def run(order=order, init=init, load=load, split=split, fitted=fitted, fit=fit,
+                        at_masks=at_masks) -> pd.DataFrame:
                     model, tokenizer, texts = (load()[k] for k in ("model", "tokenizer", "texts"))
-                    at_masks = TRANSLATOR_FITS.get(translator, {}).get("fit_at") == "masked"
                     memo = None if not fit_sequences else (
                         name, tuple(order or ()), init, translator, tuple(split.fit),
                         mask_rate if at_masks else None, seed, max_length)
                     return _probe_variant(
                         model, tokenizer, texts, order, init,
                         "identity" if translator == "identity" else fitted,
-                        fit_texts=split.fit if fit_sequences else None, memo=memo,
-                        **TRANSLATOR_FITS.get(translator, {}), **settings)
+                        fit_texts=split.fit if fit_sequences else None, memo=memo, **fit,
+                        **settings)
 
                 frame = cached_frame("probe", fields, run, enabled=cache)
                 frames.append(frame.assign(model=name, duplication=label, init=init,

@@ -405,8 +405,8 @@ def _overlaid_folder(entry: ZooEntry, cache: str | os.PathLike | None = None) ->
     overlay = folder / OVERLAY
     if not overlay.is_file():
         raise ModelNotAvailable(
-            f"zoo model {entry.name!r} is trained here, but {overlay} does not exist. Rebuild it "
-            f"with scripts/pretrain.sh, then `python -m dupbert.pretrain {entry.name} --publish`")
+            f"zoo model {entry.name!r} is trained here, but {overlay} does not exist. "
+            + _rebuild_advice(entry))
     actual = sha256_of(overlay)
     if actual != entry.wheel_sha256:
         raise ChecksumMismatch(
