@@ -42,18 +42,24 @@ commit_paths() {
 
 # watch_workers POLL_S COMMAND...: every POLL_S seconds while any process of WORKER_PIDS runs,
 # run COMMAND (it commits what landed); on INT/TERM, stop them, run COMMAND once more and exit
-# 143. Once all have ended, run COMMAND and return the last non-zero exit status (0 if none).
+# 143. Once all have ended (noticed within CHECK_S seconds, so that the next run of a queue
+# starts at once), run COMMAND and return the last non-zero exit status (0 if none).
 WORKER_PIDS=()
+CHECK_S="${CHECK_S:-10}"
 watch_workers() {
   local poll="$1"; shift
   ON_POLL=("$@")
   trap 'kill "${WORKER_PIDS[@]}" 2>/dev/null; "${ON_POLL[@]}"; exit 143' INT TERM
-  local p alive=1 status=0
+  local p alive=1 status=0 waited=0
   while [ "$alive" = 1 ]; do
-    sleep "$poll" & wait $!  # a signal is handled at once, not after the sleep
-    "${ON_POLL[@]}"
+    sleep "$CHECK_S" & wait $!  # a signal is handled at once, not after the sleep
+    waited=$((waited + CHECK_S))
     alive=0
     for p in "${WORKER_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    if [ "$alive" = 1 ] && [ "$waited" -ge "$poll" ]; then
+      "${ON_POLL[@]}"
+      waited=0
+    fi
   done
   for p in "${WORKER_PIDS[@]}"; do wait "$p" || status=$?; done
   "${ON_POLL[@]}"
