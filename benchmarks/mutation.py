@@ -3,7 +3,7 @@ writes the kill rate per module to benchmarks/results/mutation.json.
 
     python benchmarks/mutation.py run [--jobs N] [--modules M ...] [--sample N]
                                                     # mutmut, module by module, then `report`
-    python benchmarks/mutation.py report            # only rewrite the JSON from mutants/
+    python benchmarks/mutation.py report [--modules M ...]  # only rewrite their JSON entries
     python benchmarks/mutation.py recheck [--modules M ...]  # timeouts again, without the limit
     python benchmarks/mutation.py survivors         # list the mutants not killed, with diffs
 
@@ -164,12 +164,27 @@ def kill_rates(counts: dict[str, collections.Counter],
     return rates
 
 
-def report() -> None:
-    """Write benchmarks/results/mutation.json and print the status counts behind it."""
-    counts = statuses()
+def merge_rates(recorded: dict[str, dict], rates: dict[str, dict], modules: tuple[str, ...],
+                measured: str | None = None) -> dict[str, dict]:
+    """``recorded`` (mutation.json as it stands) with the entries of ``modules`` replaced by
+    their new ``rates``, each with ``measured`` (how the run was made) where given; every other
+    module keeps its recorded entry, so that re-running some modules loses nothing of the
+    others."""
+    merged = dict(recorded)
+    for module in modules:
+        if module in rates:
+            merged[module] = {**rates[module], **({"measured": measured} if measured else {})}
+    return merged
+
+
+def report(modules: tuple[str, ...] = MODULES, measured: str | None = None) -> None:
+    """Rewrite the entries of ``modules`` in benchmarks/results/mutation.json from mutants/ (the
+    others stay as recorded, :func:`merge_rates`) and print the status counts behind them."""
+    counts = {m: c for m, c in statuses().items() if m in modules}
     rates = kill_rates(counts, {module: sampled(module) for module in counts})
+    recorded = json.loads(RESULT.read_text()) if RESULT.is_file() else {}
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(rates, indent=2) + "\n")
+    RESULT.write_text(json.dumps(merge_rates(recorded, rates, modules, measured), indent=2) + "\n")
     for module, rate in rates.items():
         share = rate["killed"] / rate["total"] if rate["total"] else float("nan")
         detail = ", ".join(f"{s} {n}" for s, n in sorted(counts[module].items()))
@@ -327,6 +342,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="with --sample, mutants per mutmut call (default 20); each call "
                              "first runs their tests on the clean code, so larger batches cost "
                              "less, and an interrupted call loses its batch")
+    parser.add_argument("--measured", default=None, metavar="TEXT",
+                        help="how this run was made (date, sample, workers), recorded beside "
+                             "each re-run module's numbers")
     arguments = parser.parse_args(argv)
     if arguments.command == "survivors":
         return survivors()
@@ -335,7 +353,7 @@ def main(argv: list[str] | None = None) -> None:
             recheck_timeouts(module)
     if arguments.command == "run":
         run(arguments.jobs, tuple(arguments.modules), arguments.sample, arguments.batch)
-    report()
+    report(tuple(arguments.modules), arguments.measured)
 
 
 if __name__ == "__main__":

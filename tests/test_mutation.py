@@ -126,3 +126,14 @@ def test_a_sample_of_two_modules_goes_to_mutmut_in_batches_of_its_random_order(m
         first = names[module][::-1][:5]  # all not yet run: the one that ran is last in this order
         expected += [first[0:2], first[2:4], first[4:5]]
     assert calls == expected
+
+
+def test_a_report_of_some_modules_keeps_every_other_modules_recorded_entry():
+    recorded = {"paper": {"killed": 86, "total": 100, "measured": "2026-12-02"},
+                "probe": {"killed": 29, "total": 30, "measured": "2026-12-02"}}
+    rates = {"paper": {"killed": 95, "total": 100}, "probe": {"killed": 0, "total": 30}}
+    merged = mutation.merge_rates(recorded, rates, ("paper",), measured="re-run")
+    assert merged == {"paper": {"killed": 95, "total": 100, "measured": "re-run"},
+                      "probe": recorded["probe"]}
+    assert mutation.merge_rates(recorded, {}, ("paper",)) == recorded  # nothing run: unchanged
+    assert mutation.merge_rates(recorded, rates, ("paper",))["paper"] == rates["paper"]
