@@ -28,8 +28,8 @@ def test_committed_rq1_rq2_evidence_gives_one_row_per_claim_with_its_verdict():
         None, _committed("rq5-summary"))
     assert list(table["id"]) == [c.id for c in paper.CLAIMS]
     verdicts = dict(zip(table["id"], table["verdict"]))
-    # the English ALBERT pretrained here (an early MLM) decodes its last block output at 0.401:
-    # every model must reach 0.5, so the domain models' and bert-en-small's success cannot decide
+    # the English ALBERT pretrained here (an early MLM) decodes its last block output at 0.411:
+    # every model must reach 0.5, so the others' success cannot decide
     assert verdicts["rq1-head-decodes-every-layer"] == "undecided"
     assert verdicts["rq1-holds-with-duplicated-layers"] == "undecided"
     # antiberty's CKA does not track its top-1 (rho -0.14), the reaction models' does
@@ -39,12 +39,26 @@ def test_committed_rq1_rq2_evidence_gives_one_row_per_claim_with_its_verdict():
                                             "did not learn": 0, "not testable here": 8}
     rq1 = table.set_index("id").loc["rq1-head-decodes-every-layer", "ours"]
     assert "rxnfp-bert: 0.775" in rq1 and "hidden state 6" in rq1
-    assert "bert-en-small: 0.592 [0.587, 0.596]" in rq1
-    assert "albert-en-small: 0.401 [0.397, 0.406] at hidden state 6" in rq1
-    # without the English models, the three domain MLMs reproduce the claim, as before
-    domain = _committed("rq1-reconstruction")
-    domain = domain[~domain["model"].isin(["bert-en-small", "albert-en-small"])]
-    assert glance.rq1_rows(domain)[0]["verdict"] == "reproduced"
+    assert "bert-en-small: 0.602 [0.597, 0.607]" in rq1
+    assert "albert-en-small: 0.411 [0.405, 0.417] at hidden state 6" in rq1
+    assert "minilm-mlm-en: 0.919 [0.916, 0.922] at hidden state 3" in rq1
+    # without the two English models at the unigram plateau, the domain MLMs and minilm-mlm-en
+    # reproduce the claim, with and without duplicated layers
+    plateau = ["bert-en-small", "albert-en-small"]
+    kept = [_committed(name) for name in ("rq1-reconstruction", "rq1-duplicated")]
+    kept = [frame[~frame["model"].isin(plateau)] for frame in kept]
+    assert "minilm-mlm-en" in set(kept[0]["model"]) and "minilm-mlm-en" in set(kept[1]["model"])
+    assert [row["verdict"] for row in glance.rq1_rows(*kept)] == ["reproduced", "reproduced"]
+
+
+def test_committed_rq1_rq2_under_the_mlm_floor_judge_the_four_heads_that_predict():
+    table = glance.with_mlm_floor(_committed("rq1-reconstruction"), _committed("rq1-duplicated"),
+                                  _committed("rq2-spearman"), _committed("rq1-mlm-quality"))
+    rows = table.set_index("id")
+    assert list(rows["registered rule"]) == ["undecided", "undecided", "undecided"]
+    assert list(rows["with the MLM floor"]) == ["reproduced", "reproduced", "undecided"]
+    assert set(rows["judged on"]) == {"antiberty, rxnfp-bert, rxnmapper-albert, minilm-mlm-en"}
+    assert set(rows[glance.DID_NOT_LEARN_MLM]) == {"bert-en-small, albert-en-small"}
 
 
 def _runs(model, task, metric, base, gain, trivial=0.34, seeds=6, extra=None):
