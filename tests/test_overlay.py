@@ -82,3 +82,30 @@ def test_a_model_too_large_to_commit_is_read_from_its_rebuild(base, tmp_path, mo
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert zoo.zoo_folder("tiny-rebuilt", cache) == cache / "weights" / "tiny-rebuilt"
+
+
+def test_a_model_rebuilt_on_each_machine_has_its_committed_config_before_the_rebuild(
+        base, tmp_path, monkeypatch):
+    """Profiles naming a model too large to commit are checked (configurations from its depth)
+    on machines that have not rebuilt it: its config is committed beside its card."""
+    import dataclasses
+    import shutil
+
+    from dupbert import zoo
+    from dupbert.duplicate import check_configurations
+    from dupbert.errors import ModelNotAvailable
+
+    entry = dataclasses.replace(zoo.ZOO["bert-en-small"], name="tiny-rebuilt", committed=False)
+    monkeypatch.setitem(zoo.ZOO, entry.name, entry)
+    monkeypatch.setattr(zoo, "BUNDLED", tmp_path / "weights")
+    cache = tmp_path / "cache"
+    with pytest.raises(ModelNotAvailable, match="rebuilt on each machine"):
+        zoo.load_config("tiny-rebuilt", cache)  # neither weights nor a committed config
+    (tmp_path / "weights" / "tiny-rebuilt").mkdir(parents=True)
+    shutil.copy(base / "config.json", tmp_path / "weights" / "tiny-rebuilt" / "config.json")
+    config = zoo.load_config("tiny-rebuilt", cache)
+    assert config.num_hidden_layers == BertForMaskedLM.from_pretrained(base).config.num_hidden_layers
+    assert check_configurations(["tiny-rebuilt"], ["baseline", "copy first 1"]) == {
+        "tiny-rebuilt": ["baseline", "copy first 1"]}
+    with pytest.raises(ModelNotAvailable, match="rebuilt on each machine"):
+        zoo.zoo_folder("tiny-rebuilt", cache)  # the weights themselves still need the rebuild
