@@ -142,11 +142,12 @@ MODELS: dict[str, PretrainConfig] = {
         name="albert-en-small-continued", architecture="albert", init="albert-en-small",
         learning_rate=1e-3, warmup_steps=200, total_steps=6000, heldout_unk="[UNK]"),
     # English ALBERT, route (b): all-MiniLM-L6-v2 made recursive (dupbert.recursive), uptrained
-    # with minilm-mlm-en's schedule and data order, step for step
+    # with minilm-mlm-en's data order in stages of at most 1,000 steps (about 2 CPU-hours, so a
+    # stage ends, and commits its weights, within one working session); this is stage 1
     "albert-minilm-en": PretrainConfig(
         name="albert-minilm-en", architecture="albert", init="all-MiniLM-L6-v2", vocab_size=30522,
         hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536, embedding_size=128,
-        learning_rate=5e-4, head_learning_rate=2e-3, warmup_steps=120, total_steps=2400,
+        learning_rate=5e-4, head_learning_rate=2e-3, warmup_steps=100, total_steps=1000,
         checkpoint_every=50, heldout_unk="[UNK]"),
 }
 
