@@ -55,6 +55,17 @@ def trained(config) -> str:
     return "every weight"
 
 
+def stage_line(config, done: dict) -> str:
+    """Which stage of a staged run (``config.stage_steps``) the weights end (``done``: the
+    ``dupbert.pretrain.STAGE_FILE`` of the run); empty for a run of one stage."""
+    if done["stages"] == 1:
+        return ""
+    first = (done["stage"] - 1) * config.stage_size + 1
+    return (f"; these weights end stage {done['stage']} of at most {done['stages']} (steps "
+            f"{first:,}-{done['step']:,}; every stage warms up anew from the weights the one "
+            f"before published, then decays to 0 at its end)")
+
+
 def tokenizer_line(config) -> str:
     if config.init is None:
         return (f"uncased WordPiece, {config.vocab_size:,} entries, trained on the same text")

