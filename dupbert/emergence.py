@@ -128,71 +128,10 @@ def emergence_summary(record: pd.DataFrame, threshold: float = THRESHOLD) -> pd.
     return pd.DataFrame(rows)
 
 
-SUMMARY_HEADINGS = {"s_embedding": "hidden state 0", "s_last": "last hidden state",
-                    "s_all": "every block output", "worst_layer": "last to get there",
-                    "s_duplicated_all": "duplicated: every block output",
-                    "verdict_layers": "verdict", "verdict_duplication": "duplication"}
-"""The columns of :func:`emergence_summary` that the chapter shows, and their headings."""
-
-
-def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """:func:`emergence_summary` as the chapter shows it: one row per model, the steps at which
-    each part first became decodable (``"never"`` where it did not; steps with thousands
-    separators) and the verdicts, under :data:`SUMMARY_HEADINGS`."""
-    shown = summary.set_index("model")[list(SUMMARY_HEADINGS)].rename(columns=SUMMARY_HEADINGS)
-    return shown.map(lambda v: "never" if pd.isna(v)
-                     else (f"{int(v):,}" if isinstance(v, float) else v))
-
-
-def final_table(record: pd.DataFrame) -> pd.DataFrame:
-    """Every measure per hidden state (rows) and (model, measure) (columns) at each model's last
-    evaluated step, top-1 to 3 decimals (``""`` where not measured); the MLM loss rows left out."""
-    last = record[record["step"] == record.groupby("model")["step"].transform("max")]
-    table = last[last["measure"] != "mlm"].pivot_table(index="layer", columns=["model", "measure"],
-                                                       values="top1")
-    return table.map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
-
-
 def grid(record: pd.DataFrame, model: str, measure: str, value: str = "top1") -> pd.DataFrame:
     """One model and measure as a grid: hidden states (rows, the last on top) x evaluated steps."""
     rows = record[(record["model"] == model) & (record["measure"] == measure)]
     return rows.pivot(index="layer", columns="step", values=value).sort_index(ascending=False)
-
-
-def _step(value: float) -> str:
-    return "no evaluated step" if np.isnan(value) else f"step {int(value):,}"
-
-
-def _trained_on_last(row) -> str:
-    """The caveat when the last hidden state, the one the head is trained on, is itself the
-    last to become decodable: then "emerges with the last layer" holds by construction."""
-    if row.worst_layer != row.last_layer or np.isnan(row.s_all):
-        return ""
-    return (" The last hidden state, the one the head is trained on, is itself the last to get "
-            "there, so this verdict holds by construction: it dates when the trained-on layer "
-            "became decodable, not a wait of the middle layers for it.")
-
-
-def answer(summary: pd.DataFrame, threshold: float = THRESHOLD) -> str:
-    """The chapter's stated answer, one Markdown bullet per model, from
-    :func:`emergence_summary`."""
-    lines = []
-    for row in summary.itertuples():
-        holds = ("and stays so to the last evaluated step" if row.holds
-                 else "though not at every later step")
-        lines.append(
-            f"- **{row.model}** (evaluated to step {row.last_step:,}): the last hidden state "
-            f"({row.last_layer}) is first decodable (top-1 >= {threshold:g}) at "
-            f"{_step(row.s_last)}, every block output at once at {_step(row.s_all)}"
-            f"{'' if np.isnan(row.s_all) else ' ' + holds} (the last to get there: hidden state "
-            f"{row.worst_layer}; at the last step the lowest block output is decoded at "
-            f"{row.final_worst_top1:.3f} against {row.final_last_top1:.3f} at the last): "
-            f"**{row.verdict_layers}**.{_trained_on_last(row)} The embedding output is first "
-            f"decodable at "
-            f"{_step(row.s_embedding)}. Every block output of the "
-            f"duplicated variant is first decodable at {_step(row.s_duplicated_all)}: duplication-"
-            f"robustness **{row.verdict_duplication}**.")
-    return "\n".join(lines)
 
 
 def beside_rq1(record: pd.DataFrame, rq1: pd.DataFrame) -> pd.DataFrame:
@@ -212,3 +151,111 @@ def beside_rq1(record: pd.DataFrame, rq1: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(columns)
     frame.index.name = "hidden state"
     return frame
+
+
+PREDICTING = 0.15
+"""Masked top-1 at the output from which a model counts as predicting from context (about twice
+the most-frequent-token baseline of the held-out text)."""
+STAY, FALL = 0.05, 0.10
+"""Past the plateau, a middle hidden state *stays* when its reconstruction falls by at most
+``STAY`` from the first predicting step; it *falls* when it falls by more than ``FALL``."""
+
+
+def output_top1(record: pd.DataFrame, measure: str = MASKED) -> pd.DataFrame:
+    """Top-1 of ``measure`` at each model's last hidden state (the output): evaluated steps (rows)
+    x models (columns, in the record's order); NaN where a model was not evaluated."""
+    rows = record[record["measure"] == measure]
+    rows = rows[rows["layer"] == rows.groupby("model")["layer"].transform("max")]
+    table = rows.pivot(index="step", columns="model", values="top1")
+    return table[list(dict.fromkeys(rows["model"]))]
+
+
+def past_plateau(record: pd.DataFrame, predicting: float = PREDICTING,
+                 threshold: float = THRESHOLD, stay: float = STAY, fall: float = FALL
+                 ) -> pd.DataFrame:
+    """The chapter's rule past the plateau (pre-registered 2026-12-02), one row per model.
+
+    *P* is the first evaluated step at which masked top-1 at the output is at least
+    ``predicting``, *F* the last evaluated step. Over the middle hidden states ``1..L-1``, the
+    reconstruction top-1 at *F* against *P*: **stay decodable** when every one is at least
+    ``threshold`` at *F* and none fell by more than ``stay``; **fall as the head specialises**
+    when any fell by more than ``fall``; otherwise **mixed**; **not reached** without a *P*, and
+    **too early to tell** when *P* is *F* (no step after it yet).
+
+    Columns: ``model``, ``last_layer``, ``P``, ``F`` (NaN: none), ``masked_P``, ``masked_F``
+    (output), ``largest_fall`` (reconstruction at *P* minus at *F*, the largest over the middle
+    hidden states; negative: all rose) and its ``falling_layer``, ``lowest_F`` and its
+    ``lowest_layer``, ``verdict``.
+    """
+    rows = []
+    masked = output_top1(record, MASKED)
+    for model in masked.columns:
+        series = masked[model].dropna()
+        hits = series[series >= predicting]
+        p, f = (float(hits.index[0]) if len(hits) else np.nan), float(series.index[-1])
+        recon = grid(record, model, RECONSTRUCTION)
+        last = int(recon.index.max())
+        middle = recon.loc[[layer for layer in recon.index if 0 < layer < last]]
+        row = dict(model=model, last_layer=last, P=p, F=f,
+                   masked_P=float(series.get(p, np.nan)), masked_F=float(series[f]),
+                   largest_fall=np.nan, falling_layer=np.nan,
+                   lowest_F=float(middle[f].min()), lowest_layer=int(middle[f].idxmin()))
+        if np.isnan(p):
+            row["verdict"] = "not reached"
+        elif p == f:
+            row["verdict"] = "too early to tell"
+        else:
+            falls = middle[p] - middle[f]
+            row.update(largest_fall=float(falls.max()), falling_layer=int(falls.idxmax()))
+            row["verdict"] = ("fall as the head specialises" if falls.max() > fall
+                              else "stay decodable" if falls.max() <= stay
+                              and middle[f].min() >= threshold else "mixed")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def inherited_tokens(loss: pd.DataFrame, record: pd.DataFrame, inits: dict[str, str]
+                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(loss, record)`` with ``tokens_seen`` counted from the start of the first run: a model
+    continued from another of the record (``inits``: model to the model it started from) adds
+    that model's tokens seen, through any number of stages."""
+    last = loss.groupby("model")["tokens_seen"].max()
+
+    def offset(model: str, seen: frozenset = frozenset()) -> int:
+        parent = inits.get(model)
+        if parent is None or parent not in last.index or parent in seen:
+            return 0
+        return int(last[parent]) + offset(parent, seen | {model})
+
+    shifted = []
+    for frame in (loss, record):
+        frame = frame.copy()
+        frame["tokens_seen"] = frame["tokens_seen"] + frame["model"].map(offset)
+        shifted.append(frame)
+    return shifted[0], shifted[1]
+
+
+def stage_costs(loss: pd.DataFrame, record: pd.DataFrame, stage_sizes: dict[str, int]
+                ) -> pd.DataFrame:
+    """What each stage of each run cost and reached (``stage_sizes``: model to its steps per
+    stage; a model left out ran as one stage). Columns ``model``, ``stage`` (1-based),
+    ``first_step``, ``last_step``, ``tokens`` (in the stage), ``hours`` (wall clock, from the
+    loss rows' ``elapsed_s``), ``masked_top1`` (at the output, at the stage's last evaluated
+    step)."""
+    masked = output_top1(record, MASKED)
+    rows = []
+    for model, own in loss.groupby("model", sort=False):
+        own = own.sort_values("step")
+        per_step = own["tokens_seen"].iloc[0] / own["step"].iloc[0]
+        size = stage_sizes.get(model) or int(own["step"].max())
+        before = 0.0
+        for k, part in own.groupby((own["step"] - 1) // size + 1):
+            first, end = int(part["step"].min()), int(part["step"].max())
+            elapsed = float(part["elapsed_s"].max())
+            upto = masked[model].loc[:end].dropna() if model in masked else pd.Series()
+            reached = upto.iloc[-1] if len(upto) else np.nan  # the last evaluation in the stage
+            rows.append(dict(model=model, stage=int(k), first_step=first, last_step=end,
+                             tokens=int(round((end - first + 1) * per_step)),
+                             hours=(elapsed - before) / 3600, masked_top1=float(reached)))
+            before = elapsed
+    return pd.DataFrame(rows)

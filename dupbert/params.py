@@ -286,6 +286,7 @@ class EmergenceParameters(ChapterParameters):
     tables_dir: str = _declare("str")
     models: list[str] = _declare("names")
     threshold: float = _declare("float", above=0.0, maximum=1.0)
+    past_plateau_models: list[str] = _declare("names", default=[])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

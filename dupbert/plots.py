@@ -676,12 +676,16 @@ def plot_emergence(record: pd.DataFrame, model: str,
 
 def plot_pretraining_loss(loss: pd.DataFrame, record: pd.DataFrame, window: int = 25) -> Figure:
     """Pretraining loss (nats) against tokens seen, one colour per model: training loss (moving
-    average over ``window`` steps) and held-out MLM loss (points); held-out masked top-1 below.
+    average over ``window`` steps) and held-out MLM loss (points); right, held-out masked top-1
+    at the output with every chosen token masked (the record's ``"masked"`` rows at the last
+    hidden state: nothing to copy).
     """
     _require(loss, ["model", "tokens_seen", "loss"], "plot_pretraining_loss")
     fig = Figure(figsize=(9.0, 3.4), dpi=100, layout="constrained")
     left, right = fig.subplots(1, 2)
     heldout = record[record["measure"] == "mlm"]
+    masked = record[record["measure"] == "masked"]
+    masked = masked[masked["layer"] == masked.groupby("model")["layer"].transform("max")]
     for j, (model, rows) in enumerate(loss.groupby("model", sort=False)):
         colour = f"C{j}"
         smooth = rows["loss"].rolling(window, min_periods=1, center=True).mean()
@@ -690,13 +694,14 @@ def plot_pretraining_loss(loss: pd.DataFrame, record: pd.DataFrame, window: int 
         points = heldout[heldout["model"] == model]
         left.plot(points["tokens_seen"] / 1e6, points["loss"], "o", color=colour, markersize=4,
                   label=f"{model}: held-out")
-        right.plot(points["tokens_seen"] / 1e6, points["top1"], "o-", color=colour,
+        output = masked[masked["model"] == model]
+        right.plot(output["tokens_seen"] / 1e6, output["top1"], "o-", color=colour,
                    markersize=4, label=model)
     left.set_xlabel("tokens seen (millions)")
     left.set_ylabel("MLM loss (nats)")
     left.legend(fontsize="x-small", frameon=False)
     right.set_xlabel("tokens seen (millions)")
-    right.set_ylabel("held-out masked top-1")
+    right.set_ylabel("masked top-1 at the output\n(every chosen token masked)")
     right.legend(fontsize="x-small", frameon=False)
     for ax in (left, right):
         ax.grid(True, alpha=0.3)

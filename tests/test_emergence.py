@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dupbert import emergence
+from dupbert import emergence, text_emergence
 from dupbert.pretrain import MODELS
 from dupbert.plots import plot_emergence, plot_pretraining_loss
 
@@ -80,7 +80,7 @@ def test_the_threshold_is_inclusive_and_moves_the_answer():
 
 def test_answer_names_the_steps_and_verdicts():
     r = record({0: [0] * 5, 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
-    text = emergence.answer(emergence.emergence_summary(r))
+    text = text_emergence.answer(emergence.emergence_summary(r))
     assert "first decodable (top-1 >= 0.5) at step 16, every block output at once at step 25 " \
         "and stays so to the last evaluated step" in text
     assert "**emerges with the last layer**" in text
@@ -108,6 +108,9 @@ def test_the_committed_record_covers_both_models_at_every_step():
     fig = plot_emergence(record_, "bert-en-small")
     assert len(fig.axes) == 6  # three heat maps, three colour bars
     assert len(plot_pretraining_loss(loss, record_).axes) == 2
+    bert = plot_pretraining_loss(loss[loss["model"] == "bert-en-small"], record_)
+    # the right panel: every chosen token masked at the output (0.049), not 80/10/10 (about 0.10)
+    assert bert.axes[1].lines[0].get_ydata()[-1] == pytest.approx(0.049496, abs=1e-6)
 
 
 def test_a_missing_record_names_the_file(tmp_path):
@@ -128,12 +131,12 @@ def test_beside_rq1_pairs_the_last_step_with_rq1s_baseline():
 
 def test_the_chapter_tables_of_the_committed_record():
     record_, _ = emergence.read_record(REPO / "results/cpu", ["albert-en-small", "bert-en-small"])
-    shown = emergence.summary_table(emergence.emergence_summary(record_))
-    assert list(shown.columns) == list(emergence.SUMMARY_HEADINGS.values())
+    shown = text_emergence.summary_table(emergence.emergence_summary(record_))
+    assert list(shown.columns) == list(text_emergence.SUMMARY_HEADINGS.values())
     bert = shown.loc["bert-en-small"]
     assert (bert["last hidden state"], bert["every block output"]) == ("631", "631")
     assert bert["verdict"] == "emerges with the last layer"
-    final = emergence.final_table(record_)
+    final = text_emergence.final_table(record_)
     # hidden states 0-6 of the models, 0-9 of their duplicated variants (blocks 0-2 copied)
     assert final.index.tolist() == list(range(10))
     assert final.loc[6, ("bert-en-small", "masked")] == "0.049"  # the unigram plateau
@@ -143,18 +146,97 @@ def test_the_chapter_tables_of_the_committed_record():
 
 def test_the_summary_table_writes_never_and_whole_steps():
     r = record({0: [0] * 5, 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
-    shown = emergence.summary_table(emergence.emergence_summary(r)).loc["m"]
+    shown = text_emergence.summary_table(emergence.emergence_summary(r)).loc["m"]
     assert (shown["hidden state 0"], shown["last hidden state"], shown["every block output"],
             shown["last to get there"]) == ("never", "16", "25", 1)
 
 
 def test_the_answer_says_when_the_trained_on_layer_is_decoded_last():
     record_, _ = emergence.read_record(REPO / "results/cpu", ["albert-en-small", "bert-en-small"])
-    text = emergence.answer(emergence.emergence_summary(record_))
+    text = text_emergence.answer(emergence.emergence_summary(record_))
     bert = text.split("\n")[1]
     assert "**emerges with the last layer**. The last hidden state, the one the head is trained " \
            "on, is itself the last to get there, so this verdict holds by construction" in bert
     assert "by construction" not in text.split("\n")[0]  # albert-en-small: never decodable
     r = record({0: [0] * 5, 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
-    assert "by construction" not in emergence.answer(emergence.emergence_summary(r))  # block 1 last
+    assert "by construction" not in text_emergence.answer(emergence.emergence_summary(r))  # block 1 last
 
+
+
+def plateau_record(masked: list[float], middle: dict[int, list[float]]) -> pd.DataFrame:
+    """One model with hidden states 0-3: masked top-1 at the output (hidden state 3) at each of
+    STEPS, reconstruction of the middle hidden states ``middle`` (the others 0.9)."""
+    rows = []
+    for layer in range(4):
+        recon = middle.get(layer, [0.9] * len(STEPS))
+        rows += [dict(model="m", step=s, measure="reconstruction", layer=layer, top1=v)
+                 for s, v in zip(STEPS, recon)]
+        rows += [dict(model="m", step=s, measure="masked", layer=layer,
+                      top1=masked[i] if layer == 3 else 0.0) for i, s in enumerate(STEPS)]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("masked, middle, verdict, p, fall", [
+    # predicting from step 16; hidden state 2 falls 0.04 (within STAY), all >= 0.5 at the end
+    ([0.05, 0.1, 0.15, 0.2, 0.3], {1: [0.9] * 5, 2: [0.5, 0.6, 0.64, 0.62, 0.60]},
+     "stay decodable", 16, 0.04),
+    # hidden state 1 falls 0.11 from P: beyond FALL
+    ([0.05, 0.2, 0.2, 0.2, 0.3], {1: [0.9, 0.9, 0.8, 0.7, 0.79], 2: [0.9] * 5},
+     "fall as the head specialises", 10, 0.11),
+    # a fall of exactly 0.10 is not beyond FALL, but beyond STAY: mixed
+    ([0.05, 0.2, 0.2, 0.2, 0.3], {1: [0.9, 0.9, 0.8, 0.7, 0.80], 2: [0.9] * 5}, "mixed", 10, 0.10),
+    # no fall, but hidden state 2 ends below 0.5: mixed
+    ([0.05, 0.2, 0.2, 0.2, 0.3], {1: [0.9] * 5, 2: [0.3, 0.4, 0.45, 0.45, 0.49]}, "mixed", 10,
+     0.0),
+    ([0.05, 0.1, 0.1, 0.14, 0.149], {}, "not reached", None, None),
+    ([0.05, 0.1, 0.1, 0.14, 0.15], {}, "too early to tell", 40, None),
+])
+def test_the_rule_past_the_plateau(masked, middle, verdict, p, fall):
+    row = emergence.past_plateau(plateau_record(masked, middle)).iloc[0]
+    assert row.verdict == verdict and row.F == 40 and row.last_layer == 3
+    assert (np.isnan(row.P) if p is None else row.P == p)
+    assert (np.isnan(row.largest_fall) if fall is None else row.largest_fall == pytest.approx(fall))
+
+
+def test_the_committed_record_past_the_plateau():
+    """minilm-mlm-en predicts from step 100 (0.190) and its middle hidden states rise to the end;
+    the two models from scratch never predict."""
+    record_, _ = emergence.read_record(REPO / "results/cpu", ["bert-en-small", "minilm-mlm-en"])
+    table = emergence.past_plateau(record_).set_index("model")
+    assert table.loc["bert-en-small", "verdict"] == "not reached"
+    minilm = table.loc["minilm-mlm-en"]
+    assert (minilm.P, minilm.F, minilm.verdict) == (100, 1200, "stay decodable")
+    assert round(minilm.masked_P, 3) == 0.190 and round(minilm.lowest_F, 3) == 0.941
+    assert minilm.lowest_layer == 3 and minilm.largest_fall < -0.4
+    text = text_emergence.past_plateau_answer(table.reset_index())
+    assert "- **minilm-mlm-en** (evaluated to step 1,200): it predicts from step 100 on" in text
+    assert "**stay decodable**" in text and "**not reached**" in text
+    shown = text_emergence.past_plateau_table(table.reset_index())
+    assert shown.loc["minilm-mlm-en", "lowest at F"] == "0.941 (hidden state 3)"
+    assert shown.loc["bert-en-small", "first predicting step P"] == "-"
+
+
+def test_stage_costs_and_inherited_tokens_follow_the_loss_rows():
+    loss = pd.DataFrame(dict(model=["a"] * 4 + ["b"] * 2, step=[1, 2, 3, 4, 1, 2],
+                             tokens_seen=[10, 20, 30, 40, 10, 20],
+                             elapsed_s=[3600, 7200, 9000, 10800, 360, 720], loss=1.0))
+    record_ = pd.DataFrame(dict(model=["a", "a", "b"], step=[2, 4, 2], measure="masked",
+                                layer=1, top1=[0.1, 0.2, 0.3], tokens_seen=[20, 40, 20]))
+    costs = emergence.stage_costs(loss, record_, {"a": 2})
+    assert costs[["model", "stage", "first_step", "last_step", "tokens"]].values.tolist() == \
+        [["a", 1, 1, 2, 20], ["a", 2, 3, 4, 20], ["b", 1, 1, 2, 20]]
+    assert costs["hours"].tolist() == pytest.approx([2.0, 1.0, 0.2])
+    assert costs["masked_top1"].tolist() == [0.1, 0.2, 0.3]
+    shifted, shifted_record = emergence.inherited_tokens(loss, record_, {"b": "a", "a": "x"})
+    assert shifted["tokens_seen"].tolist() == [10, 20, 30, 40, 50, 60]
+    assert shifted_record["tokens_seen"].tolist() == [20, 40, 60]
+    shown = text_emergence.stage_cost_table(costs)
+    assert shown.loc[("a", 2), "steps"] == "3-4" and shown.loc[("b", 1), "hours"] == "0.20"
+
+
+def test_the_sharing_table_compares_at_steps_both_evaluated():
+    top1 = pd.DataFrame({"body": [0.1, 0.2, 0.3], "shared": [0.05, np.nan, 0.31]},
+                        index=[10, 16, 1000])
+    shown = text_emergence.sharing_table(top1, "shared", "body")
+    assert shown.index.tolist() == ["10", "1,000"]
+    assert shown["shared - unshared"].tolist() == ["-0.050", "+0.010"]
