@@ -68,7 +68,7 @@ def _row(claim_id: str, ours: str, verdict: str) -> dict:
             "section": SECTIONS.get(c.id, SECTION)}
 
 
-def _worst_block_output(rows: pd.DataFrame, what: str) -> tuple[float, float, float, int]:
+def worst_block_output(rows: pd.DataFrame, what: str) -> tuple[float, float, float, int]:
     """The worst hidden state 1..L of ``rows``: ``(top1, low, high, layer)``."""
     inner = rows[rows["layer"] >= 1]
     if inner.empty:
@@ -128,7 +128,7 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
     texts, checks = [], []
     for model in judged:
         rows = pretrained[pretrained["model"] == model]
-        top1, low, high, layer = _worst_block_output(rows, f"{model} (pretrained)")
+        top1, low, high, layer = worst_block_output(rows, f"{model} (pretrained)")
         embedding = rows.loc[rows["layer"] == 0, "top1"]
         texts.append(f"{model}: {top1:.3f} [{low:.3f}, {high:.3f}] at hidden state {layer} "
                      f"(control at most {control_best[model]:.3f}; embedding output "
@@ -147,7 +147,7 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
         variants = duplicated[(duplicated["model"] == model) & (duplicated["duplication"] != "baseline")]
         worst = None
         for name, rows_ in variants.groupby("duplication", sort=False):
-            top1, low, high, layer = _worst_block_output(rows_, f"{model} ({name})")
+            top1, low, high, layer = worst_block_output(rows_, f"{model} ({name})")
             if worst is None or top1 < worst[1]:
                 worst = (name, top1, low, high, layer)
         if worst is None:  # only its baseline was probed: nothing duplicated to judge

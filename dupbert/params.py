@@ -249,6 +249,8 @@ class RQ3Parameters(ChapterParameters):
     confirm_profile: str | None = _declare(**_PROFILE_FILE, default=None)
     decisive_profiles: list[str] | None = _declare(**_PROFILE_FILES, default=None)
     growth_profile: str | None = _declare(**_PROFILE_FILE, default=None)
+    paired_model: str | None = _declare(**_OPTIONAL_STR, default=None)
+    paired_profiles: list[str] | None = _declare(**_PROFILE_FILES, default=None)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,8 @@
 """A pre-registered RQ3 study as it stands: how far its plan got (:func:`plan_progress`), one row
 per planned model and task with its primary comparison (:func:`study_summary`), and the verdict
 of the confirmatory test a profile file pre-registers (:func:`confirmatory_study`), and the growth
-arm's registered comparisons on the runs its profile file plans (:func:`growth_study`).
+arm's registered comparisons on the runs its profile file plans (:func:`growth_study`), and one
+model's RQ1 beside its RQ3 cells (:func:`rq1_beside_rq3`).
 """
 
 from __future__ import annotations
@@ -150,3 +151,41 @@ def growth_study(path: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     points = points_frame(rows) if len(rows) else pd.DataFrame(
         columns=["model", "task", "duplication", "seed", "metric", "value"])
     return arm_points(points), growth_tests(points)
+
+
+def rq1_beside_rq3(model: str, tables_dir: str | os.PathLike, profiles: Sequence[str | os.PathLike],
+                   configuration: str = "copy first 3") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One model's RQ1 beside its RQ3, the paper's pairing (the head decodes a duplicated model's
+    hidden states; the duplicated model is then fine-tuned): ``(rq1, cells)``.
+
+    ``rq1``: one row per configuration (``baseline``, ``configuration``), RQ1's worst block output
+    (``top1``, ``low``, ``high``, ``layer``) read from ``tables_dir``'s ``rq1-reconstruction.csv``
+    (the baseline, pretrained) and ``rq1-duplicated.csv``; NaN where the model was not probed.
+    ``cells``: the rows of ``model`` in each profile's :func:`confirmatory_study` (its pre-registered
+    cells testing ``configuration`` against the baseline), one per task.
+
+    Raises:
+        ParameterError: a profile that does not test ``configuration``; as
+            :func:`confirmatory_study`.
+    """
+    from .glance import worst_block_output
+
+    tables = {"baseline": ("rq1-reconstruction.csv", "baseline"),
+              configuration: ("rq1-duplicated.csv", configuration)}
+    rq1 = []
+    for name, (file, duplication) in tables.items():
+        path = repository_path(tables_dir) / file
+        rows = pd.read_csv(path) if path.is_file() else pd.DataFrame(
+            columns=["model", "duplication", "init", "layer", "top1"])
+        rows = rows[(rows["model"] == model) & (rows["duplication"] == duplication)
+                    & (rows.get("init", "pretrained") == "pretrained")]
+        worst = worst_block_output(rows, f"{model} ({name})") if len(rows) else (float("nan"),) * 4
+        rq1.append(dict(zip(["configuration", "top1", "low", "high", "layer"], [name, *worst])))
+    cells = []
+    for path in profiles:
+        tests = confirmatory_study(path)
+        if not (tests["configuration"] == configuration).all():
+            raise ParameterError(f"{path} tests {sorted(set(tests['configuration']))}, not "
+                                 f"{configuration!r}")
+        cells.append(tests[tests["model"] == model])
+    return pd.DataFrame(rq1), pd.concat(cells, ignore_index=True)

@@ -306,3 +306,32 @@ def landed_text(progress: pd.DataFrame, results: pd.DataFrame, timed: bool) -> s
     cost = f", {results['train_time_s'].sum() / 3600:.1f} CPU-hours of training" if timed else ""
     return f"{text} ({int(results['train_steps'].sum())} optimisation steps{cost})"
 
+
+
+def rq1_beside_rq3_table(rq1: pd.DataFrame, cells: pd.DataFrame,
+                         decided: dict[tuple[str, str], tuple[str, str | None]]) -> pd.DataFrame:
+    """One model's RQ1 beside its RQ3 (``dupbert.studies.rq1_beside_rq3``), as the chapter shows
+    it: rows ``baseline``, the tested configuration and their difference; a column for RQ1's worst
+    block output (top-1 [95% CI], hidden state) and one per RQ3 cell (its metric's mean over the
+    planned seeds, points; the paired gain [95% CI], p and the claim's verdict under the study's
+    rule, ``decided``: ``dupbert.glance.decisive_tests``), each pending until its runs land."""
+    baseline, configuration = rq1["configuration"].tolist()
+    shown = {}
+    worst = rq1.set_index("configuration")
+    shown["RQ1: worst block output"] = [
+        "not probed" if pd.isna(worst.loc[c, "top1"]) else
+        f"{worst.loc[c, 'top1']:.3f} [{worst.loc[c, 'low']:.3f}, {worst.loc[c, 'high']:.3f}] "
+        f"(hidden state {int(worst.loc[c, 'layer'])})" for c in (baseline, configuration)] + [""]
+    for cell in cells.itertuples():
+        heading = f"RQ3: {cell.task} {cell.metric}"
+        if str(cell.verdict).startswith("pending"):
+            shown[heading] = [cell.verdict, cell.verdict, ""]
+            continue
+        verdict = decided.get((cell.model, cell.task), (None, None))[1] or cell.verdict
+        shown[heading] = [
+            interval_text(cell.baseline_mean, cell.baseline_ci_low, cell.baseline_ci_high),
+            f"{cell.mean:.2f}",
+            f"{interval_text(cell.gain, cell.gain_ci_low, cell.gain_ci_high, signed=True)} "
+            f"(p {p_text(cell.p_value)}; {cell.n_pairs} seeds): {verdict}"]
+    return pd.DataFrame(shown, index=pd.Index(
+        [baseline, configuration, f"{configuration} - {baseline}"], name="configuration"))

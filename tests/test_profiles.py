@@ -473,3 +473,35 @@ def test_the_landed_runs_sentence():
         "3 of 32 planned runs have landed (846 optimisation steps)")
     assert text_rq3.landed_text(progress, results.iloc[:0], timed=True) == (
         "0 of 32 planned runs have landed")
+
+
+def test_rq1_beside_rq3_pairs_the_probe_with_the_fine_tuning_cells(zoo_env):
+    """minilm-mlm-en: its RQ1 worst block outputs (committed tables) beside its two RQ3 cells;
+    a profile testing another configuration is refused; a finished cell reads as gain and verdict."""
+    import pandas as pd
+
+    from dupbert.comparisons import CONFIRMATORY_COLUMNS
+
+    cells_files = [PARAMS / "cpu" / "rq3-minilm-mlm-en.yaml", PARAMS / "cpu" / "rq3-growth.yaml"]
+    rq1, cells = studies.rq1_beside_rq3("minilm-mlm-en", REPO_ROOT / "results/cpu", cells_files)
+    assert rq1[["configuration", "layer"]].values.tolist() == [["baseline", 3],
+                                                                ["copy first 3", 6]]
+    assert rq1["top1"].round(6).tolist() == [0.919307, 0.808455]
+    assert cells[["model", "task", "configuration"]].values.tolist() == [
+        ["minilm-mlm-en", "sst2", "copy first 3"], ["minilm-mlm-en", "snli", "copy first 3"]]
+    with pytest.raises(ParameterError, match=r"rq3-confirm.yaml tests \['copy last'\], not "
+                                             r"'copy first 3'"):
+        studies.rq1_beside_rq3("all-MiniLM-L6-v2", REPO_ROOT / "results/cpu",
+                               [PARAMS / "cpu" / "rq3-confirm.yaml"])
+    done = pd.DataFrame([["m", "sst2", "accuracy", "copy first 3", "baseline", "0, 1", 2, 85.0,
+                          84.0, 86.0, 85.5, 0.5, -0.1, 1.1, 0.2, 80.0, "not confirmed"],
+                         ["m", "snli", "accuracy", "copy first 3", "baseline", "0", 1, 70.0,
+                          69.0, 71.0, 70.0, 0.0, -1.0, 1.0, 0.9, 55.0, "pending (1/8 seeds)"]],
+                        columns=CONFIRMATORY_COLUMNS)
+    shown = text_rq3.rq1_beside_rq3_table(rq1, done, {("m", "sst2"): ("...", "undecided")})
+    assert shown.loc["copy first 3 - baseline", "RQ3: sst2 accuracy"] == \
+        "+0.50 [-0.10, +1.10] (p 0.200; 2 seeds): undecided"
+    assert shown.loc["baseline", "RQ3: sst2 accuracy"] == "85.00 [84.00, 86.00]"
+    assert shown.loc["copy first 3", "RQ3: snli accuracy"] == "pending (1/8 seeds)"
+    assert shown.loc["copy first 3", "RQ1: worst block output"] == \
+        "0.808 [0.802, 0.815] (hidden state 6)"
