@@ -1,4 +1,4 @@
-"""The model card of an MLM trained here (``dupbert.pretrain.publish``): where it started, what
+"""The model card of an MLM trained here (``dupbert.pretrain_publish.publish``): where it started, what
 was trained, on what, at what cost, and how well it predicts a masked word: masked top-1 with
 every chosen token masked (nothing to copy) beside the most-frequent-token baseline and the
 MLM-quality floor of RQ1, declared here (book, Methods). Text only: the numbers come from the

