@@ -218,7 +218,7 @@ def inherited_tokens(loss: pd.DataFrame, record: pd.DataFrame, inits: dict[str, 
                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(loss, record)`` with ``tokens_seen`` counted from the start of the first run: a model
     continued from another of the record (``inits``: model to the model it started from) adds
-    that model's tokens seen, through any number of stages."""
+    the tokens that model had seen by its last loss row, along chains of ``init``."""
     last = loss.groupby("model")["tokens_seen"].max()
 
     def offset(model: str, seen: frozenset = frozenset()) -> int:
@@ -241,7 +241,7 @@ def stage_costs(loss: pd.DataFrame, record: pd.DataFrame, stage_sizes: dict[str,
     stage; a model left out ran as one stage). Columns ``model``, ``stage`` (1-based),
     ``first_step``, ``last_step``, ``tokens`` (in the stage), ``hours`` (wall clock, from the
     loss rows' ``elapsed_s``), ``masked_top1`` (at the output, at the stage's last evaluated
-    step)."""
+    step; NaN if none fell within it)."""
     masked = output_top1(record, MASKED)
     rows = []
     for model, own in loss.groupby("model", sort=False):
@@ -252,8 +252,8 @@ def stage_costs(loss: pd.DataFrame, record: pd.DataFrame, stage_sizes: dict[str,
         for k, part in own.groupby((own["step"] - 1) // size + 1):
             first, end = int(part["step"].min()), int(part["step"].max())
             elapsed = float(part["elapsed_s"].max())
-            upto = masked[model].loc[:end].dropna() if model in masked else pd.Series()
-            reached = upto.iloc[-1] if len(upto) else np.nan  # the last evaluation in the stage
+            within = masked[model].loc[first:end].dropna() if model in masked else pd.Series()
+            reached = within.iloc[-1] if len(within) else np.nan  # its last evaluation
             rows.append(dict(model=model, stage=int(k), first_step=first, last_step=end,
                              tokens=int(round((end - first + 1) * per_step)),
                              hours=(elapsed - before) / 3600, masked_top1=float(reached)))

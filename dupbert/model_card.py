@@ -118,8 +118,7 @@ bert-base-uncased or albert-base-v2: {parameters:,} parameters, {tokens:,} token
 - **Held-out MLM loss**: {loss:.3f} (64 WikiText-2 valid sequences of {length} tokens,
   {n_masked} positions, BERT's 80/10/10; WikiText's `<unk>` {unk}).
 - **Weights**: {storage}.
-- **Rebuild**: `MODELS={name} bash scripts/pretrain.sh`, then
-  `python -m dupbert.pretrain {name} --publish`.
+- **Rebuild**: `MODELS={name} bash scripts/pretrain.sh` (one stage per call; it publishes each).
 
 Configuration (`dupbert.pretrain.PretrainConfig`):
 

@@ -473,9 +473,12 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
 
     Where the stage starts: ``work/<name>/checkpoint.pt`` if it is further on than the published
     model; else the published model (``published``, default ``dupbert.zoo.weights_dir(name)``) if
-    its :data:`STAGE_FILE` says it ended an earlier stage, with a fresh optimizer and warm-up;
-    else ``init`` (or a random initialisation) at step 0. Every stage after the first thus starts
-    from weights that outlive the machine, and a staged run is the same wherever it resumes.
+    its :data:`STAGE_FILE` says it ended an earlier stage, with a fresh optimizer and warm-up (its
+    evaluation at that step, made before it was published, is kept); else ``init`` (or a random
+    initialisation) at step 0. Every stage after the first thus starts from the published weights
+    (committed, for a model the repository takes), and a staged run is the same wherever it
+    resumes. A run whose published stage finished it (its last step, or ``target_top1`` reached)
+    does nothing and returns the published folder.
 
     Loss rows: the step's training loss (masked tokens, nats), ``tokens_seen`` including the step,
     ``lr`` after the step's update, ``elapsed_s`` counted across stages.
@@ -487,7 +490,8 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
         The final model's folder, or ``None`` when ``stop_after`` stopped the stage.
 
     Raises:
-        CheckpointMismatch: the checkpoint was made with another configuration (names the fields).
+        CheckpointMismatch: the checkpoint, or the published stage, was made with another
+            configuration (names the fields).
         CorpusError: as :func:`prepare`.
     """
     import torch
@@ -495,7 +499,9 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     torch.set_num_threads(int(os.environ.get("DUPBERT_THREADS", "1")))
     run_dir = Path(work) / config.name
     published = Path(published) if published is not None else weights_dir(config.name)
-    step, saved = _resume_point(config, run_dir / "checkpoint.pt", published)
+    step, saved, done = _resume_point(config, run_dir / "checkpoint.pt", published)
+    if saved is None and done is not None and done["finished"]:
+        return published  # nothing left to train
     tokenizer, rows = prepare(config, data_dir, work, progress)
     paragraphs = heldout_texts(data_dir, 400, config.heldout_unk)  # the first 64: the probe's
     heldout = pack(tokenizer, [paragraphs], config.seq_length)[:64]
@@ -503,14 +509,16 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     results = Path(results)
     results.mkdir(parents=True, exist_ok=True)
     loss_path, emergence_path = results / "pretrain-loss.csv", results / "emergence.csv"
-    elapsed = saved["elapsed_s"] if saved else _elapsed_until(loss_path, config.name, step)
-    model = _starting_model(config, tokenizer, saved, published if step else None)
+    fresh = saved is None and done is not None  # a new stage, from the published weights
+    elapsed = saved["elapsed_s"] if saved else done["elapsed_s"] if fresh else 0.0
+    model = _starting_model(config, tokenizer, saved, published if fresh else None)
     optimizer, schedule = _optimizer(model, config, saved)
     _keep_rows(loss_path, LOSS_COLUMNS, config.name, step)
-    _keep_rows(emergence_path, EMERGENCE_COLUMNS, config.name, step - 1)
+    _keep_rows(emergence_path, EMERGENCE_COLUMNS, config.name, step if fresh else step - 1)
     end = config.stage_end(step - 1 if saved else step)  # a checkpoint's stage, else the next
     last, reached = end if stop_after is None else min(stop_after, end), False
-    eval_steps, identity = set(config.eval_steps()), _identity(config, end)
+    eval_steps, identity = set(config.eval_steps()) - ({step} if fresh else set()), \
+        _identity(config, end)
 
     def checkpoint():
         _save_checkpoint(run_dir / "checkpoint.pt", model, optimizer, schedule, step, identity,
@@ -525,8 +533,9 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
         if step in eval_steps:
             evaluated = _emergence_rows(model, tokenizer, config, step, texts, heldout)
             _append(emergence_path, evaluated, EMERGENCE_COLUMNS)
-            if _target_reached(evaluated, config) and step < last:
-                last, reached = step, True  # done: flush the loss rows and keep this model
+            reached = _target_reached(evaluated, config)
+            if reached and step < last:  # done: flush the loss rows and keep this model
+                last = step
                 _append(loss_path, pending, LOSS_COLUMNS)
                 pending = []
                 checkpoint()
@@ -549,7 +558,9 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     tokenizer.save_pretrained(out)
     write_json(out / STAGE_FILE, dict(step=step, stage=end // config.stage_size,
                                        stages=config.total_steps // config.stage_size,
-                                       finished=reached or step == config.total_steps))
+                                       finished=reached or step == config.total_steps,
+                                       elapsed_s=round(time.time() - started, 1),
+                                       config=identity))
     return out
 
 
@@ -558,24 +569,36 @@ def _stage_label(config: PretrainConfig, end: int) -> str:
 
 
 def _resume_point(config: PretrainConfig, checkpoint: Path, published: Path
-                  ) -> tuple[int, dict | None]:
-    """``(step, checkpoint)``: the checkpoint (refused with CheckpointMismatch if made with another
-    configuration) when it is further on than the published model's :data:`STAGE_FILE`, else
-    ``(that step or 0, None)``. Read before any work."""
+                  ) -> tuple[int, dict | None, dict | None]:
+    """``(step, checkpoint, stage)``: the checkpoint when it is further on than the published
+    model, else ``(its step, None, its STAGE_FILE)``, else ``(0, None, None)``; read before any
+    work.
+
+    Raises:
+        CheckpointMismatch: the checkpoint, or the published stage, was made with another
+            configuration.
+    """
     import torch
 
     stage_file = published / STAGE_FILE
-    at = json.loads(stage_file.read_text(encoding="utf-8"))["step"] if stage_file.is_file() else 0
+    done = json.loads(stage_file.read_text(encoding="utf-8")) if stage_file.is_file() else None
+    if done is not None and "config" in done:
+        _refuse_another(done["config"], _identity(config, config.stage_end(done["step"] - 1)),
+                        f"the published stage {stage_file}")
     saved = torch.load(checkpoint, weights_only=True) if checkpoint.is_file() else None
-    if saved is None or saved["step"] <= at:
-        return at, None
-    differences = _differences(saved["config"],
-                               _identity(config, config.stage_end(saved["step"] - 1)))
+    if saved is None or saved["step"] <= (done["step"] if done else 0):
+        return (done["step"], None, done) if done else (0, None, None)
+    _refuse_another(saved["config"], _identity(config, config.stage_end(saved["step"] - 1)),
+                    f"checkpoint {checkpoint}")
+    return saved["step"], saved, None
+
+
+def _refuse_another(saved: dict, identity: dict, what: str) -> None:
+    differences = _differences(saved, identity)
     if differences:
         raise CheckpointMismatch(
-            f"checkpoint {checkpoint} was made with another configuration ({differences}, as "
-            "(checkpoint, now)); resume with its configuration, or move it away to start anew")
-    return saved["step"], saved
+            f"{what} was made with another configuration ({differences}, as (then, now)); "
+            "resume with its configuration, or move it away to start anew")
 
 
 def _starting_model(config: PretrainConfig, tokenizer, saved: dict | None,
@@ -634,15 +657,6 @@ def _train_step(model, optimizer, schedule, config: PretrainConfig, tokenizer, r
     return dict(model=config.name, step=step + 1,
                 tokens_seen=(step + 1) * config.batch_size * config.seq_length,
                 loss=float(loss.detach()), lr=schedule.get_last_lr()[0])
-
-
-def _elapsed_until(loss_path: Path, name: str, step: int) -> float:
-    """Seconds the run had taken by ``step``, from its loss rows (0 without any)."""
-    if step == 0 or not loss_path.is_file():
-        return 0.0
-    rows = pd.read_csv(loss_path)
-    rows = rows[(rows["model"] == name) & (rows["step"] <= step)]
-    return float(rows["elapsed_s"].max()) if len(rows) else 0.0
 
 
 def _identity(config: PretrainConfig, stage_end: int) -> dict:
@@ -753,15 +767,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.name}: stopped at step {args.stop_after}; run again to resume")
         return 0
     done = json.loads((out / STAGE_FILE).read_text(encoding="utf-8"))
+    if out.resolve() == weights_dir(args.name).resolve():
+        print(f"{args.name}: finished at step {done['step']:,} and published in {out}; nothing "
+              "to do")
+        return 0
     if args.publish:
         report = json.loads((Path(args.work) / "corpus.json").read_text(encoding="utf-8"))
         out = publish(config, out, weights_dir(args.name), args.results, report,
                       quality=_measure_quality(out))
     print(f"{args.name}: {out}")
     if not done["finished"]:
+        first = "commit its published weights" if args.publish else \
+            "publish it (--publish) and commit its weights"
         print(f"{args.name}: stage {done['stage']} of {done['stages']} ended at step "
-              f"{done['step']:,}; publish it (--publish) and commit its weights, then run again "
-              f"for stage {done['stage'] + 1}")
+              f"{done['step']:,}; {first}, then run again for stage {done['stage'] + 1}")
     return 0
 
 

@@ -45,6 +45,7 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     repository (so that profiles naming it are checked on machines that have not rebuilt it).
 
     Raises:
+        FileNotFoundError: ``final`` has no :data:`STAGE_FILE`.
         ValueError: a committed model's weights would be over :data:`MAX_WEIGHTS_BYTES` (the
             file is removed again; ``final`` is untouched).
     """
@@ -57,8 +58,10 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     model = transformers.AutoModelForMaskedLM.from_pretrained(final, dtype=torch.float32)
     tokenizer = transformers.AutoTokenizer.from_pretrained(final)
     stage_file = Path(final) / STAGE_FILE
-    done = json.loads(stage_file.read_text(encoding="utf-8")) if stage_file.is_file() else \
-        dict(step=config.total_steps, stage=1, stages=1, finished=True)
+    if not stage_file.is_file():
+        raise FileNotFoundError(f"{stage_file} does not exist: {final} is not a finished stage of "
+                                f"dupbert.pretrain.pretrain (which writes it)")
+    done = json.loads(stage_file.read_text(encoding="utf-8"))
     step = done["step"]
     n_parameters = sum(p.numel() for p in model.parameters())
     committed = config.name not in ZOO or ZOO[config.name].committed

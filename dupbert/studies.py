@@ -12,7 +12,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from .comparisons import confirmatory_test, overall, pending, points_frame
+from .comparisons import CONFIRMATORY_COLUMNS, confirmatory_test, overall, pending, points_frame
 from .growth import arm_points, growth_tests
 from .errors import ParameterError
 from .profiles import PlannedSweep, plan_sweep, planned_seeds, read_profile
@@ -188,4 +188,5 @@ def rq1_beside_rq3(model: str, tables_dir: str | os.PathLike, profiles: Sequence
             raise ParameterError(f"{path} tests {sorted(set(tests['configuration']))}, not "
                                  f"{configuration!r}")
         cells.append(tests[tests["model"] == model])
-    return pd.DataFrame(rq1), pd.concat(cells, ignore_index=True)
+    return pd.DataFrame(rq1), (pd.concat(cells, ignore_index=True) if cells
+                               else pd.DataFrame(columns=CONFIRMATORY_COLUMNS))

@@ -109,9 +109,9 @@ def past_plateau_answer(table: pd.DataFrame, predicting: float = PREDICTING,
     for row in table.itertuples():
         head = f"- **{row.model}** (evaluated to step {int(row.F):,}): "
         if row.verdict == "not reached":
-            lines.append(f"{head}masked top-1 at the output never reached {predicting:g} (at "
-                         f"most {row.masked_F:.3f} at the last step): **not reached**; the "
-                         "model has not started to predict from context.")
+            lines.append(f"{head}masked top-1 at the output never reached {predicting:g} "
+                         f"({row.masked_F:.3f} at the last evaluated step): **not reached**; "
+                         "the model has not started to predict from context.")
             continue
         if row.verdict == "too early to tell":
             lines.append(f"{head}masked top-1 at the output first reached {predicting:g} at the "
@@ -129,11 +129,6 @@ def past_plateau_answer(table: pd.DataFrame, predicting: float = PREDICTING,
             f"{threshold:g}, stays within {stay:g}, falls beyond {fall:g}): "
             f"**{row.verdict}**.")
     return "\n".join(lines)
-
-
-COST_HEADINGS = {"stage": "stage", "steps": "steps", "tokens": "tokens (M)",
-                 "hours": "hours", "masked_top1": "masked top-1 at its end"}
-"""The columns of :func:`stage_cost_table`."""
 
 
 def stage_cost_table(costs: pd.DataFrame) -> pd.DataFrame:

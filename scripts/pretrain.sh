@@ -46,6 +46,8 @@ for name in $MODELS; do
   status=$?
   echo "$(date -u +%FT%TZ) pretraining $name finished with status $status"
   [ "$status" = 0 ] || exit "$status"
-  [ "$PUBLISH" = 1 ] && commit_paths "Pretraining ($name): a stage's weights, card and pin \
-published" "dupbert/weights/$name" dupbert/weights/sha256.json
+  if [ "$PUBLISH" = 1 ]; then
+    commit_paths "Pretraining ($name): a stage's weights, card and pin published" \
+      "dupbert/weights/$name" dupbert/weights/sha256.json
+  fi
 done

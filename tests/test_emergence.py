@@ -240,3 +240,17 @@ def test_the_sharing_table_compares_at_steps_both_evaluated():
     shown = text_emergence.sharing_table(top1, "shared", "body")
     assert shown.index.tolist() == ["10", "1,000"]
     assert shown["shared - unshared"].tolist() == ["-0.050", "+0.010"]
+
+
+def test_the_rule_past_the_plateau_at_its_exact_bounds():
+    """Falls exact in binary: one of exactly ``fall`` is not beyond it (mixed), one of exactly
+    ``stay`` is within it (stays), and a hidden state at exactly ``threshold`` is decodable."""
+    masked = [0.05, 0.2, 0.2, 0.2, 0.3]
+    at_fall = plateau_record(masked, {1: [0.75, 0.75, 0.6, 0.55, 0.5], 2: [0.9] * 5})
+    at_stay = plateau_record(masked, {1: [0.625, 0.625, 0.6, 0.55, 0.5], 2: [0.9] * 5})
+    assert emergence.past_plateau(at_fall, stay=0.125, fall=0.25).iloc[0].verdict == "mixed"
+    assert emergence.past_plateau(at_fall, stay=0.125, fall=0.125).iloc[0].verdict == \
+        "fall as the head specialises"
+    assert emergence.past_plateau(at_stay, stay=0.125, fall=0.25).iloc[0].verdict == \
+        "stay decodable"
+    assert emergence.past_plateau(at_stay, stay=0.0625, fall=0.25).iloc[0].verdict == "mixed"

@@ -427,22 +427,31 @@ def test_the_cards_of_continued_models_say_where_they_started_and_what_was_train
 
 def test_a_staged_run_warms_up_anew_from_the_published_stage_and_resumes_bit_for_bit(
         small_data_dir, tmp_path):
-    """Stage 1 (steps 1-6) ends with its model and stage file; stage 2 starts from that model as
-    published, with a fresh warm-up, and gives the same weights whether it runs straight or is
-    stopped at step 8 and resumed from its checkpoint."""
+    """Stage 1 (steps 1-6) ends with its model and stage file and is published; stage 2 starts
+    from the published model with a fresh warm-up, keeps stage 1's evaluation at step 6, and
+    gives the same weights whether it runs straight or is stopped at step 8 and resumed from its
+    checkpoint. A finished run is not trained again; another configuration is refused."""
     import json
 
     import torch
     import transformers
+
+    from dupbert.pretrain_publish import publish
 
     config = PretrainConfig(name="tiny", architecture="bert",
                             **dict(TINY, total_steps=12, stage_steps=6, warmup_steps=2))
     assert config.eval_steps() == [0, 6, 10, 12]
     work, results, published = tmp_path / "work", tmp_path / "results", tmp_path / "published"
     first = pretrain(config, small_data_dir, work, results, progress=False, published=published)
-    assert json.loads((first / "stage.json").read_text()) == dict(step=6, stage=1, stages=2,
-                                                                  finished=False)
-    shutil.copytree(first, published)  # what publish leaves for the next stage
+    stage = json.loads((first / "stage.json").read_text())
+    assert {k: stage[k] for k in ("step", "stage", "stages", "finished")} == dict(
+        step=6, stage=1, stages=2, finished=False)
+    report = {"words": 1234, "documents": 6, "sequences": 99, "dropped_paragraphs": {}}
+    publish(config, first, published, results, report, pins=tmp_path / "sha256.json")
+    card = " ".join((published / "README.md").read_text().split())
+    assert f"{6 * config.batch_size * config.seq_length:,} tokens seen here" in card
+    assert "these weights end stage 1 of at most 2 (steps 1-6;" in card
+    before = pd.read_csv(results / "emergence.csv")
     shutil.copytree(work, tmp_path / "work-2")
     shutil.copytree(results, tmp_path / "results-2")
     straight = pretrain(config, small_data_dir, work, results, progress=False,
@@ -453,7 +462,9 @@ def test_a_staged_run_warms_up_anew_from_the_published_stage_and_resumes_bit_for
     lr = loss.set_index("step")["lr"]
     assert lr[7] == pytest.approx(lr[1]) and lr[8] == pytest.approx(lr[2])  # warmed up anew
     assert lr[6] == lr[12] == 0.0
-    assert sorted(pd.read_csv(results / "emergence.csv")["step"].unique()) == [0, 6, 10, 12]
+    record = pd.read_csv(results / "emergence.csv")
+    assert record.groupby("step").size().to_dict() == {0: 12, 6: 12, 10: 12, 12: 12}  # once each
+    pd.testing.assert_frame_equal(record[record["step"] <= 6], before)  # stage 1's, kept
     assert pretrain(config, small_data_dir, tmp_path / "work-2", tmp_path / "results-2",
                     stop_after=8, progress=False, published=published) is None
     resumed = pretrain(config, small_data_dir, tmp_path / "work-2", tmp_path / "results-2",
@@ -464,23 +475,59 @@ def test_a_staged_run_warms_up_anew_from_the_published_stage_and_resumes_bit_for
     pd.testing.assert_frame_equal(loss.drop(columns="elapsed_s"),
                                   pd.read_csv(tmp_path / "results-2" / "pretrain-loss.csv")
                                   .drop(columns="elapsed_s"))
+    # the next stage from another configuration is refused, before any work
+    (work / "tiny" / "checkpoint.pt").unlink()
+    with pytest.raises(CheckpointMismatch, match=r"the published stage .*stage\.json was made "
+                                                 r"with another configuration.*learning_rate"):
+        pretrain(dataclasses.replace(config, learning_rate=5e-4), small_data_dir, work, results,
+                 progress=False, published=published)
+    # a published stage that finished the run: nothing is trained or evaluated again
+    shutil.copy(straight / "stage.json", published / "stage.json")
+    rows = (results / "emergence.csv").read_bytes()
+    assert pretrain(config, small_data_dir, work, results, progress=False,
+                    published=published) == published
+    assert (results / "emergence.csv").read_bytes() == rows
+
+
+def test_a_target_reached_at_the_end_of_a_stage_finishes_the_run(small_data_dir, tmp_path,
+                                                                  monkeypatch):
+    import json
+
+    import dupbert.pretrain as pretrain_module
+
+    monkeypatch.setattr(pretrain_module, "_target_reached",
+                        lambda evaluated, config: evaluated[0]["step"] == 6)
+    config = PretrainConfig(name="tiny", architecture="bert",
+                            **dict(TINY, total_steps=12, stage_steps=6, target_top1=0.5))
+    out = pretrain(config, small_data_dir, tmp_path / "work", tmp_path / "results",
+                   progress=False, published=tmp_path / "none")
+    assert json.loads((out / "stage.json").read_text())["finished"] is True
 
 
 def test_a_run_cut_into_stages_resumes_a_checkpoint_of_its_first_stage(small_data_dir, tmp_path):
-    """A checkpoint made before the run had stages (its horizon, 6 steps, is now the end of stage
-    1 of 2) resumes; one of another first stage is refused."""
+    """A checkpoint made before runs had stages (its configuration has total_steps, 6, and no
+    stage's end) resumes as stage 1 of 2 of the same run; one whose first stage differs is
+    refused."""
+    import torch
+
     whole = PretrainConfig(name="tiny", architecture="bert", **TINY)  # 6 steps, one stage
     pretrain(whole, small_data_dir, tmp_path / "work", tmp_path / "results", stop_after=4,
              progress=False, published=tmp_path / "none")
+    checkpoint = tmp_path / "work" / "tiny" / "checkpoint.pt"
+    saved = torch.load(checkpoint, weights_only=True)
+    legacy = dataclasses.asdict(whole)
+    del legacy["stage_steps"]  # as a checkpoint from before stages recorded it
+    saved["config"] = legacy
+    torch.save(saved, checkpoint)
+    shorter = dataclasses.replace(whole, total_steps=12, stage_steps=4)
+    with pytest.raises(CheckpointMismatch, match=r"stage_end.*\(6, 4\)"):
+        pretrain(shorter, small_data_dir, tmp_path / "work", tmp_path / "results",
+                 progress=False, published=tmp_path / "none")
     staged = dataclasses.replace(whole, total_steps=12, stage_steps=6)
     out = pretrain(staged, small_data_dir, tmp_path / "work", tmp_path / "results",
                    progress=False, published=tmp_path / "none")
     assert out is not None and pd.read_csv(tmp_path / "results" / "pretrain-loss.csv")[
-        "step"].max() == 6
-    shorter = dataclasses.replace(whole, total_steps=12, stage_steps=4)
-    with pytest.raises(CheckpointMismatch, match=r"stage_end.*\(6, 8\)"):
-        pretrain(shorter, small_data_dir, tmp_path / "work", tmp_path / "results",
-                 progress=False, published=tmp_path / "none")
+        "step"].tolist() == [1, 2, 3, 4, 5, 6]
 
 
 def test_bad_stages_are_refused():
