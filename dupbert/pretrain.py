@@ -79,6 +79,7 @@ class PretrainConfig:
     grow: tuple[int, ...] | None = None  # block order applied to the init model before training
     target_top1: float | None = None  # stop at the first evaluation with masked top-1 >= this
     stage_steps: int | None = None  # steps per stage; None: one stage of total_steps
+    stage_gate: float | None = None  # a further stage only if masked top-1 ended >= this
 
     def __post_init__(self):
         if self.architecture not in ARCHITECTURES:
@@ -106,8 +107,9 @@ class PretrainConfig:
         if self.grow and len(self.grow) != self.num_layers:
             raise ValueError(f"grow {list(self.grow)} gives {len(self.grow)} blocks, but "
                              f"num_layers is {self.num_layers}")
-        if self.target_top1 is not None:
-            check_number("target_top1", self.target_top1, above=0, maximum=1)
+        for field in ("target_top1", "stage_gate"):
+            if getattr(self, field) is not None:
+                check_number(field, getattr(self, field), above=0, maximum=1)
         if self.head_learning_rate is not None:
             check_number("head_learning_rate", self.head_learning_rate, above=0, maximum=1)
         if self.heldout_unk not in ("keep", "[UNK]"):
@@ -164,12 +166,13 @@ MODELS: dict[str, PretrainConfig] = {
         learning_rate=1e-3, warmup_steps=200, total_steps=6000, heldout_unk="[UNK]"),
     # English ALBERT, route (b): all-MiniLM-L6-v2 made recursive (dupbert.recursive), uptrained
     # with minilm-mlm-en's data order; at most 4,000 steps in stages of 1,000 (about 2.5 hours
-    # each on a shared core, so that a stage ends, and commits its weights, within one session)
+    # each on a shared core, so that a stage ends, and commits its weights, within one session);
+    # a further stage only if the last one ended with masked top-1 >= 0.15 (Methods, 2026-12-05)
     "albert-minilm-en": PretrainConfig(
         name="albert-minilm-en", architecture="albert", init="all-MiniLM-L6-v2", vocab_size=30522,
         hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536, embedding_size=128,
         learning_rate=5e-4, head_learning_rate=2e-3, warmup_steps=100, total_steps=4000,
-        stage_steps=1000, checkpoint_every=50, heldout_unk="[UNK]"),
+        stage_steps=1000, stage_gate=0.15, checkpoint_every=50, heldout_unk="[UNK]"),
 }
 
 
@@ -478,7 +481,8 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     initialisation) at step 0. Every stage after the first thus starts from the published weights
     (committed, for a model the repository takes), and a staged run is the same wherever it
     resumes. A run whose published stage finished it (its last step, or ``target_top1`` reached)
-    does nothing and returns the published folder.
+    does nothing and returns the published folder; so does one whose last stage ended with masked
+    top-1 at the output below ``stage_gate`` (in the emergence record).
 
     Loss rows: the step's training loss (masked tokens, nats), ``tokens_seen`` including the step,
     ``lr`` after the step's update, ``elapsed_s`` counted across stages.
@@ -500,7 +504,8 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     run_dir = Path(work) / config.name
     published = Path(published) if published is not None else weights_dir(config.name)
     step, saved, done = _resume_point(config, run_dir / "checkpoint.pt", published)
-    if saved is None and done is not None and done["finished"]:
+    if saved is None and done is not None and (done["finished"]
+                                                or gate_closed(config, done["step"], results)):
         return published  # nothing left to train
     tokenizer, rows = prepare(config, data_dir, work, progress)
     paragraphs = heldout_texts(data_dir, 400, config.heldout_unk)  # the first 64: the probe's
@@ -562,6 +567,19 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
                                        elapsed_s=round(time.time() - started, 1),
                                        config=identity))
     return out
+
+
+def gate_closed(config: PretrainConfig, step: int, results: str | os.PathLike) -> bool:
+    """Whether ``config.stage_gate`` stops the run after the stage that ended at ``step``: masked
+    top-1 at the output there (``results/emergence.csv``) is below it. False without a gate or
+    without that row."""
+    path = Path(results) / "emergence.csv"
+    if config.stage_gate is None or not path.is_file():
+        return False
+    rows = pd.read_csv(path)
+    rows = rows[(rows["model"] == config.name) & (rows["measure"] == "masked")
+                & (rows["step"] == step)]
+    return bool(len(rows)) and float(rows.loc[rows["layer"].idxmax(), "top1"]) < config.stage_gate
 
 
 def _stage_label(config: PretrainConfig, end: int) -> str:
@@ -661,10 +679,10 @@ def _train_step(model, optimizer, schedule, config: PretrainConfig, tokenizer, r
 
 def _identity(config: PretrainConfig, stage_end: int) -> dict:
     """What a checkpoint shares with the stage that resumes it: the configuration with the
-    stage's last step in place of the horizon (``total_steps``, ``stage_steps``), so a run later
-    cut into stages resumes a checkpoint of its first stage."""
+    stage's last step in place of the horizon (``total_steps``, ``stage_steps``) and without the
+    gate between stages, so a run later cut into stages resumes a checkpoint of its first stage."""
     identity = dataclasses.asdict(config)
-    del identity["total_steps"], identity["stage_steps"]
+    del identity["total_steps"], identity["stage_steps"], identity["stage_gate"]
     return dict(identity, stage_end=stage_end)
 
 
@@ -683,7 +701,7 @@ def _differences(saved: dict, identity: dict) -> dict:
     defaults = {f.name: f.default for f in dataclasses.fields(PretrainConfig)}
     if "stage_end" not in saved:
         saved = dict(saved, stage_end=saved["total_steps"])
-        saved.pop("total_steps"), saved.pop("stage_steps", None)
+        saved.pop("total_steps"), saved.pop("stage_steps", None), saved.pop("stage_gate", None)
     saved = {k: (list(v) if isinstance(v, tuple) else v) for k, v in saved.items()}
     now = {k: (list(v) if isinstance(v, tuple) else v) for k, v in identity.items()}
     return {k: (saved.get(k, defaults.get(k)), v) for k, v in now.items()
@@ -768,8 +786,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     done = json.loads((out / STAGE_FILE).read_text(encoding="utf-8"))
     if out.resolve() == weights_dir(args.name).resolve():
-        print(f"{args.name}: finished at step {done['step']:,} and published in {out}; nothing "
-              "to do")
+        why = "finished" if done["finished"] else \
+            f"stopped by its stage gate (masked top-1 below {config.stage_gate:g})"
+        print(f"{args.name}: {why} at step {done['step']:,}, published in {out}; nothing to do")
         return 0
     if args.publish:
         report = json.loads((Path(args.work) / "corpus.json").read_text(encoding="utf-8"))

@@ -537,3 +537,23 @@ def test_bad_stages_are_refused():
     with pytest.raises(ParameterError, match="warmup_steps"):
         PretrainConfig(name="x", architecture="bert", total_steps=12, stage_steps=4,
                        warmup_steps=5)
+
+
+def test_a_stage_gate_stops_a_run_that_does_not_predict(small_data_dir, tmp_path):
+    """Stage 1 of a tiny model ends far below a gate of 0.99: the next call trains nothing and
+    returns the published stage; without the gate it would go on to stage 2."""
+    import json
+
+    config = PretrainConfig(name="tiny", architecture="bert",
+                            **dict(TINY, total_steps=12, stage_steps=6, stage_gate=0.99))
+    work, results, published = tmp_path / "work", tmp_path / "results", tmp_path / "published"
+    first = pretrain(config, small_data_dir, work, results, progress=False, published=published)
+    shutil.copytree(first, published)
+    assert json.loads((published / "stage.json").read_text())["finished"] is False
+    assert pretrain(config, small_data_dir, work, results, progress=False,
+                    published=published) == published
+    assert pd.read_csv(results / "pretrain-loss.csv")["step"].max() == 6
+    ungated = dataclasses.replace(config, stage_gate=None)
+    assert pretrain(ungated, small_data_dir, work, results, progress=False,
+                    published=published) != published
+    assert pd.read_csv(results / "pretrain-loss.csv")["step"].max() == 12
