@@ -1,6 +1,8 @@
 """MLM quality (masked top-1 with every chosen token masked) on real models, the floor of RQ1/RQ2,
 and the bootstrap over sequences behind RQ1's intervals."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,6 +13,8 @@ from dupbert.errors import ParameterError
 from dupbert.hidden import tokenize_for_probe
 from dupbert.quality import QUALITY_COLUMNS, heldout_corpus, masked_top1, quality_table
 from dupbert.significance import ratio_bootstrap
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_rxnmapper_predicts_masked_tokens_far_above_the_most_frequent_one(rxnmapper,
@@ -46,6 +50,20 @@ def test_the_english_bert_continued_from_minilm_clears_the_floor(shared_data_dir
     assert row["top1"] == pytest.approx(0.32614, abs=5e-4)  # 967 of 2,965
     assert row["majority_top1"] == pytest.approx(0.08027, abs=5e-5)
     assert glance.mlm_learned(table) == {"minilm-mlm-en": True}
+
+
+def test_the_english_albert_made_from_minilm_did_not_leave_the_plateau(shared_data_dir):
+    """albert-minilm-en as committed after its first stage (1,000 steps): the masked top-1 its
+    card quotes, no better than always answering "the"; its stage gate (0.15) stops the route."""
+    from dupbert.pretrain import MODELS, gate_closed
+
+    table = quality_table(["albert-minilm-en"])
+    row = table.iloc[0]
+    assert row["n_masked"] == 2965 and row["majority_token"] == "the"
+    assert row["top1"] == pytest.approx(0.077909, abs=5e-4)  # 231 of 2,965
+    assert row["majority_top1"] == pytest.approx(0.08027, abs=5e-5)
+    assert glance.mlm_learned(table) == {"albert-minilm-en": False}
+    assert gate_closed(MODELS["albert-minilm-en"], 1000, REPO / "results/cpu")
 
 
 def test_heldout_corpus_is_the_domain_corpus_or_clean_wikitext_valid(shared_data_dir):
