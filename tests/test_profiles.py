@@ -439,6 +439,22 @@ def test_the_confirmatory_test_is_not_confirmed_on_its_committed_runs(zoo_env):
     assert row["verdict"] == "not confirmed"
 
 
+def test_the_snli_claim_is_refuted_by_its_confirmatory_test(zoo_env):
+    """Copy first 3 against baseline on MiniLM x SNLI, seeds 8-27, all 40 runs: the test the
+    glance page takes the SNLI claim's verdict from (the study's rule, the paper's +0.6)."""
+    import pandas as pd
+
+    from dupbert import glance
+
+    row = studies.confirmatory_study(PARAMS / "cpu" / "rq3-confirm-first3.yaml").iloc[0]
+    assert row["n_pairs"] == 20 and row["seeds"] == ", ".join(map(str, range(8, 28)))
+    assert (row["gain"], row["gain_ci_low"], row["gain_ci_high"], row["p_value"]) \
+        == pytest.approx((-0.059, -0.308532, 0.190532, 0.626359), abs=5e-6)
+    assert row["baseline_mean"] == pytest.approx(75.805, abs=1e-9)
+    decided = glance.decisive_tests(pd.DataFrame([row]))
+    assert decided[("all-MiniLM-L6-v2", "snli")][1] == "refuted"
+
+
 def test_configurations_may_be_given_per_model(zoo_env):
     """One profile for arms that differ per model (the growth arm: the baseline and copy first 3
     of one model, the baseline only of two others): {model: [configurations]}."""
