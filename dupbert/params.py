@@ -263,6 +263,7 @@ class RQ4Parameters(ChapterParameters):
     study_profile: str | None = _declare(**_PROFILE_FILE, default=None)
     pilot_paths: list[str] | None = _declare(**_PROFILE_FILES, default=None)
     profile: str = _declare("str")
+    decisive_profiles: list[str] | None = _declare(**_PROFILE_FILES, default=None)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

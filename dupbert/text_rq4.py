@@ -68,7 +68,9 @@ def beside_table(summary: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
 
 
 def consistency_text(summary: pd.DataFrame, main: pd.DataFrame, status: pd.DataFrame,
-                     claim_rows: Mapping[str, Mapping]) -> str:
+                     claim_rows: Mapping[str, Mapping],
+                     decisive: Mapping[tuple[str, str], tuple[str, str | None]] | None = None
+                     ) -> str:
     """RQ4's "what the numbers say" as Markdown bullets, ending with the RQ4 claim's verdict.
 
     Args:
@@ -78,6 +80,8 @@ def consistency_text(summary: pd.DataFrame, main: pd.DataFrame, status: pd.DataF
         status: :func:`dupbert.comparisons.learning_status` of the same runs.
         claim_rows: ``dupbert.glance.rq3_rq4_rows`` by ``id`` (``rq4-consistent-across-models``:
             ``verdict``; ``rq3-method``: ``ours``).
+        decisive: ``dupbert.glance.decisive_tests``: a cell's pre-registered confirmatory test,
+            whose verdict, once decided, is that cell's (shown beside the study's).
 
     Raises:
         KeyError: ``claim_rows`` without those two ids.
@@ -112,7 +116,9 @@ def consistency_text(summary: pd.DataFrame, main: pd.DataFrame, status: pd.DataF
                 f"significantly negative in {int(((group['gain'] < 0) & (group['p_adjusted'] < 0.05)).sum())} "
                 "(comparisons with all their planned seeds).")
         for row in cells[cells["claimed_gain"].notna()].itertuples():
-            lines.append(f"- {row.model} on {row.task}: the paper claims {row.paper_value}; verdict **{row.verdict}**.")
+            text, verdict = (decisive or {}).get((row.model, row.task), (None, None))
+            lines.append(f"- {row.model} on {row.task}: the paper claims {row.paper_value}; verdict **{row.verdict}**"
+                         + ("." if verdict is None else f" on the study's seeds; {text}."))
     else:
         lines.append("- No cell's baseline learned its task: the RQ4 claim can be neither supported nor refuted with these runs.")
     rq4_row = claim_rows["rq4-consistent-across-models"]

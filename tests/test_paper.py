@@ -967,6 +967,15 @@ def test_the_rq4_grid_beside_table_and_text_read_the_comparison():
         "- m on snli: the paper claims up to +0.6 accuracy; verdict **reproduced**.",
         "- Consistency across models and tasks (the paper's RQ4 claim, which states no number): **V** "
         "(the rule: Methods, Results at a glance; per claim: O)."]
+    # a confirmatory test that decides the cell: shown after the study's verdict
+    decided = text_rq4.consistency_text(summary, main, status, claims,
+                                        {("m", "snli"): ("decided by T", "refuted")})
+    assert "- m on snli: the paper claims up to +0.6 accuracy; verdict **reproduced** on the " \
+           "study's seeds; decided by T." in decided.split("\n")
+    pending_test = text_rq4.consistency_text(summary, main, status, claims,
+                                             {("m", "snli"): ("pending", None)})
+    assert "- m on snli: the paper claims up to +0.6 accuracy; verdict **reproduced**." in \
+        pending_test.split("\n")
     # below the floor: every cell says so, and the text counts it as skipped
     low = _results("snli", "accuracy", {"baseline": [0.50, 0.51, 0.49, 0.50],
                                          "copy first 3": [0.53, 0.54, 0.52, 0.53]}, trivial=0.34)
