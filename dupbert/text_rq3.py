@@ -307,14 +307,14 @@ def landed_text(progress: pd.DataFrame, results: pd.DataFrame, timed: bool) -> s
     return f"{text} ({int(results['train_steps'].sum())} optimisation steps{cost})"
 
 
-
 def rq1_beside_rq3_table(rq1: pd.DataFrame, cells: pd.DataFrame,
                          decided: dict[tuple[str, str], tuple[str, str | None]]) -> pd.DataFrame:
     """One model's RQ1 beside its RQ3 (``dupbert.studies.rq1_beside_rq3``), as the chapter shows
     it: rows ``baseline``, the tested configuration and their difference (RQ1's left blank); a
-    column for RQ1's worst block output (top-1 [95% CI], hidden state) and one per RQ3 cell (its metric's mean over the
-    planned seeds, points; the paired gain [95% CI], p and the claim's verdict under the study's
-    rule, ``decided``: ``dupbert.glance.decisive_tests``), each pending until its runs land."""
+    column for RQ1's worst block output (top-1 [95% CI], hidden state) and one per RQ3 cell (its
+    metric's mean over the planned seeds, points; the paired gain [95% CI], p and the claim's
+    verdict under the study's rule, ``decided``: ``dupbert.glance.decisive_tests``), each pending
+    until its runs land."""
     baseline, configuration = rq1["configuration"].tolist()
     shown = {}
     worst = rq1.set_index("configuration")
