@@ -161,8 +161,8 @@ def rq1_beside_rq3(model: str, tables_dir: str | os.PathLike, profiles: Sequence
     ``rq1``: one row per configuration (``baseline``, ``configuration``), RQ1's worst block output
     (``top1``, ``low``, ``high``, ``layer``) read from ``tables_dir``'s ``rq1-reconstruction.csv``
     (the baseline, pretrained) and ``rq1-duplicated.csv``; NaN where the model was not probed.
-    ``cells``: the rows of ``model`` in each profile's :func:`confirmatory_study` (its pre-registered
-    cells testing ``configuration`` against the baseline), one per task.
+    ``cells``: the rows of ``model`` in each profile's :func:`confirmatory_study` (its
+    pre-registered cells testing ``configuration`` against the baseline), one per task.
 
     Raises:
         ParameterError: a profile that does not test ``configuration``; as
