@@ -161,11 +161,16 @@ STAY, FALL = 0.05, 0.10
 ``STAY`` from the first predicting step; it *falls* when it falls by more than ``FALL``."""
 
 
+def at_output(record: pd.DataFrame, measure: str = MASKED) -> pd.DataFrame:
+    """The rows of ``measure`` at each model's last hidden state (the output)."""
+    rows = record[record["measure"] == measure]
+    return rows[rows["layer"] == rows.groupby("model")["layer"].transform("max")]
+
+
 def output_top1(record: pd.DataFrame, measure: str = MASKED) -> pd.DataFrame:
     """Top-1 of ``measure`` at each model's last hidden state (the output): evaluated steps (rows)
     x models (columns, in the record's order); NaN where a model was not evaluated."""
-    rows = record[record["measure"] == measure]
-    rows = rows[rows["layer"] == rows.groupby("model")["layer"].transform("max")]
+    rows = at_output(record, measure)
     table = rows.pivot(index="step", columns="model", values="top1")
     return table[list(dict.fromkeys(rows["model"]))]
 

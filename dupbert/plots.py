@@ -684,8 +684,9 @@ def plot_pretraining_loss(loss: pd.DataFrame, record: pd.DataFrame, window: int 
     fig = Figure(figsize=(9.0, 3.4), dpi=100, layout="constrained")
     left, right = fig.subplots(1, 2)
     heldout = record[record["measure"] == "mlm"]
-    masked = record[record["measure"] == "masked"]
-    masked = masked[masked["layer"] == masked.groupby("model")["layer"].transform("max")]
+    from .emergence import at_output
+
+    masked = at_output(record, "masked")
     for j, (model, rows) in enumerate(loss.groupby("model", sort=False)):
         colour = f"C{j}"
         smooth = rows["loss"].rolling(window, min_periods=1, center=True).mean()

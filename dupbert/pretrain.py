@@ -573,13 +573,14 @@ def gate_closed(config: PretrainConfig, step: int, results: str | os.PathLike) -
     """Whether ``config.stage_gate`` stops the run after the stage that ended at ``step``: masked
     top-1 at the output there (``results/emergence.csv``) is below it. False without a gate or
     without that row."""
+    from .emergence import output_top1
+
     path = Path(results) / "emergence.csv"
     if config.stage_gate is None or not path.is_file():
         return False
-    rows = pd.read_csv(path)
-    rows = rows[(rows["model"] == config.name) & (rows["measure"] == "masked")
-                & (rows["step"] == step)]
-    return bool(len(rows)) and float(rows.loc[rows["layer"].idxmax(), "top1"]) < config.stage_gate
+    record = pd.read_csv(path)
+    top1 = output_top1(record[record["model"] == config.name])
+    return step in top1.index and float(top1.loc[step, config.name]) < config.stage_gate
 
 
 def _stage_label(config: PretrainConfig, end: int) -> str:
