@@ -88,12 +88,11 @@ def past_plateau_table(table: pd.DataFrame) -> pd.DataFrame:
     """:func:`dupbert.emergence.past_plateau` as the chapter shows it: one row per model, steps
     whole, top-1 to 3 decimals (``"-"`` where there is none), the hidden state of the largest
     fall and of the lowest reconstruction beside them."""
-    shown = pd.DataFrame(index=pd.Index(table["model"], name="model"))
-    for column, heading in PAST_PLATEAU_HEADINGS.items():
-        values = table.set_index("model")[column]
-        shown[heading] = values.map(lambda v: v if isinstance(v, str)
-                                    else _number(v, 0 if column in ("P", "F") else 3))
     where = table.set_index("model")
+    shown = pd.DataFrame(index=where.index)
+    for column, heading in PAST_PLATEAU_HEADINGS.items():
+        shown[heading] = where[column].map(lambda v: v if isinstance(v, str)
+                                           else _number(v, 0 if column in ("P", "F") else 3))
     shown[PAST_PLATEAU_HEADINGS["largest_fall"]] += where["falling_layer"].map(
         lambda layer: "" if pd.isna(layer) else f" (hidden state {int(layer)})")
     shown[PAST_PLATEAU_HEADINGS["lowest_F"]] += where["lowest_layer"].map(
