@@ -452,7 +452,8 @@ def rq3_rq4_rows(results: pd.DataFrame,
         pilots: pilot runs (:func:`pilot_shortfalls`): a model and task neither run nor planned
             because its pilots missed the floor is ``did not learn``.
         decisive: :func:`decisive_tests`: a model and task's confirmatory test, shown after its
-            study's primary, decides its verdict once complete.
+            study's primary, decides the claim's verdict once complete (as pre-registered: the
+            other models' cells on the task are shown beside it, and do not change it).
     """
     table = comparisons.comparison(results, planned_seeds=planned_seeds) if not results.empty \
         else pd.DataFrame()
@@ -466,7 +467,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
             continue
         cells = summary[(summary["task"] == c.task) & (summary["metric"] == c.metric)] \
             if not summary.empty else summary
-        texts, verdicts = [], []
+        texts, verdicts, decided = [], [], None
         for cell in cells.itertuples() if not cells.empty else []:
             text, state = _cell_text(cell, status)
             texts.append(text)
@@ -485,7 +486,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
             if test_text is not None:
                 texts[-1] += f"; {test_text}"
                 if test_verdict is not None:
-                    verdicts[-1] = test_verdict
+                    verdicts[-1] = decided = test_verdict
         landed = set(cells["model"]) if not cells.empty else set()
         for (model, task), planned in (planned_seeds or {}).items():
             if task == c.task and model not in landed:  # planned, nothing landed yet
@@ -496,7 +497,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
             if task == c.task and model not in landed and (model, task) not in (planned_seeds or {}):
                 texts.append(f"{model}: {text}")
                 verdicts.append(comparisons.DID_NOT_LEARN)
-        verdict = _combine(verdicts)
+        verdict = decided if decided is not None else _combine(verdicts)
         per_claim[c.id] = verdict
         rows.append(_row(c.id, "; ".join(texts) or "no runs", verdict))
     gains = [v for cid, v in per_claim.items()

@@ -260,7 +260,7 @@ class RQ4Parameters(ChapterParameters):
     notebook: ClassVar[str] = "rq4"
     results_paths: list[str] = _declare("names", check=_files_exist)
     baseline: str = _declare("str", default="baseline")
-    study_profile: str | None = _declare(**_PROFILE_FILE, default=None)
+    study_profiles: list[str] | None = _declare(**_PROFILE_FILES, default=None)
     pilot_paths: list[str] | None = _declare(**_PROFILE_FILES, default=None)
     profile: str = _declare("str")
     decisive_profiles: list[str] | None = _declare(**_PROFILE_FILES, default=None)
@@ -299,7 +299,7 @@ class GlanceParameters(ChapterParameters):
     notebook: ClassVar[str] = "glance"
     tables_dir: str = _declare("str")
     results_paths: list[str] = _declare("names")
-    study_profile: str | None = _declare(**_PROFILE_FILE, default=None)
+    study_profiles: list[str] | None = _declare(**_PROFILE_FILES, default=None)
     pilot_paths: list[str] | None = _declare(**_PROFILE_FILES, default=None)
     profile: str = _declare("str")
     confirm_profile: str | None = _declare(**_PROFILE_FILE, default=None)

@@ -1,8 +1,9 @@
 """A pre-registered RQ3 study as it stands: how far its plan got (:func:`plan_progress`), one row
 per planned model and task with its primary comparison (:func:`study_summary`), and the verdict
 of the confirmatory test a profile file pre-registers (:func:`confirmatory_study`), and the growth
-arm's registered comparisons on the runs its profile file plans (:func:`growth_study`), and one
-model's RQ1 beside its RQ3 cells (:func:`rq1_beside_rq3`).
+arm's registered comparisons on the runs its profile file plans (:func:`growth_study`), one
+model's RQ1 beside its RQ3 cells (:func:`rq1_beside_rq3`), and the runs of several studies on
+which the claims are judged together (:func:`judged_runs`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .growth import arm_points, growth_tests
 from .errors import ParameterError
 from .profiles import PlannedSweep, plan_sweep, planned_seeds, read_profile
 from .results import repository_path
-from .sweeps import read_plan_rows
+from .sweeps import planned_run_keys, read_plan_rows
 from .tasks import task_metrics
 
 
@@ -190,3 +191,43 @@ def rq1_beside_rq3(model: str, tables_dir: str | os.PathLike, profiles: Sequence
         cells.append(tests[tests["model"] == model])
     return pd.DataFrame(rq1), (pd.concat(cells, ignore_index=True) if cells
                                else pd.DataFrame(columns=CONFIRMATORY_COLUMNS))
+
+
+def compared_plan(paths: Sequence[str | os.PathLike]) -> list[PlannedSweep]:
+    """The entries of several pre-registered RQ3 profile files that compare a configuration with
+    the baseline (a primary comparison), in file order: the (model, task) cells on which RQ4 and
+    the results-at-a-glance page judge the paper's claims. A growth arm's continued models, each
+    planned as a baseline only, are arms of one comparison, not models of the study: left out.
+
+    Raises:
+        ParameterError: two files that plan one (model, task); as
+            :func:`dupbert.profiles.read_profile` and :func:`dupbert.profiles.plan_sweep`.
+    """
+    plan, planned_in = [], {}
+    for path in paths:
+        for entry in plan_sweep(read_profile(path, device="cpu"))[0]:  # planning only
+            if not any(name != "baseline" for name in entry.primary):
+                continue
+            cell = (entry.model, entry.task)
+            if cell in planned_in:
+                raise ParameterError(f"{entry.model} on {entry.task} is planned by both "
+                                     f"{planned_in[cell]} and {path}: give each cell's study once")
+            planned_in[cell] = path
+            plan.append(entry)
+    return plan
+
+
+def judged_runs(results: pd.DataFrame | None, paths: Sequence[str | os.PathLike]
+                ) -> tuple[pd.DataFrame | None, list[PlannedSweep]]:
+    """``(rows, plan)``: the runs of ``results`` (``ResultsFile.frame()`` rows; None: no runs)
+    that the :func:`compared_plan` of the profile files ``paths`` plans (by ``run_key``; pilots,
+    other settings and a growth arm's continued models left out), and that plan (for
+    ``dupbert.profiles.planned_seeds`` and ``planned_family_sizes``).
+
+    Raises:
+        as :func:`compared_plan`.
+    """
+    plan = compared_plan(paths)
+    if results is None or results.empty:
+        return results, plan
+    return results[results["run_key"].isin(planned_run_keys(plan))].reset_index(drop=True), plan

@@ -234,8 +234,9 @@ def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():
     ("rq1", "mask_rate", "0.15", 0.15),
     ("rq1", "masking", "80-10-10", "80-10-10"),
     ("glance", "results_paths", "results/cpu/rq3.jsonl", ["results/cpu/rq3.jsonl"]),
-    ("glance", "study_profile", "None", None),
-    ("rq4", "study_profile", "notebooks/params/cpu/rq3.yaml", "notebooks/params/cpu/rq3.yaml"),
+    ("glance", "study_profiles", "None", None),
+    ("rq4", "study_profiles", "notebooks/params/cpu/rq3.yaml", ["notebooks/params/cpu/rq3.yaml"]),
+    ("rq5", "study_profile", "notebooks/params/cpu/rq3.yaml", "notebooks/params/cpu/rq3.yaml"),
 ])
 def test_every_kind_of_notebook_parameter(notebook, name, typed, used):
     spec = {name: params.NOTEBOOK_PARAMETERS[notebook][name]}
@@ -264,11 +265,13 @@ def test_translators_are_the_fitted_lenses():
 
 
 def test_a_study_profile_that_does_not_exist():
-    spec = {"study_profile": params.NOTEBOOK_PARAMETERS["rq4"]["study_profile"]}
-    with pytest.raises(ParameterError, match=r"study_profile = 'notebooks/params/cpu/rq9.yaml': "
+    spec = {"study_profiles": params.NOTEBOOK_PARAMETERS["rq4"]["study_profiles"]}
+    with pytest.raises(ParameterError, match=r"study_profiles = 'notebooks/params/cpu/rq3.yaml,"
+                                             r"notebooks/params/cpu/rq9.yaml': "
                                              r"no file notebooks/params/cpu/rq9.yaml"):
-        params.notebook_parameters(spec, {"study_profile": "notebooks/params/cpu/rq9.yaml"},
-                                   show=False)
+        params.notebook_parameters(
+            spec, {"study_profiles": "notebooks/params/cpu/rq3.yaml,notebooks/params/cpu/rq9.yaml"},
+            show=False)
 
 
 def test_a_corpus_is_a_name_a_users_file_or_a_hub_spec(tmp_path):

@@ -741,6 +741,25 @@ def test_a_complete_confirmatory_test_decides_its_claim_by_the_studys_rule():
     assert undecided[("a", "snli")][0].endswith("+0.30 [-0.10, +0.70] (p 0.12), undecided")
 
 
+def test_a_complete_confirmatory_test_decides_its_claim_whatever_another_models_cell_says():
+    """As registered: the test's verdict becomes the claim's; a second model's cell is shown."""
+    flat = _runs("a", "snli", "accuracy", 0.70, 0.0)
+    second = _runs("b", "snli", "accuracy", 0.70, +0.010)  # alone it would reproduce the claim
+    assert _rq3(pd.concat([flat, second]))["rq3-snli-accuracy"]["verdict"] == "undecided"
+    decisive = glance.decisive_tests(_test_row("not confirmed", 0.10, -0.10, 0.30, 0.30))
+    both = pd.concat([flat, second])
+    rows = {r["id"]: r for r in glance.rq3_rq4_rows(both, decisive=decisive)}
+    assert rows["rq3-snli-accuracy"]["verdict"] == "refuted"
+    assert rows["rq3-snli-accuracy"]["ours"].endswith(
+        "; b: copy first 3 +0.97 [+0.80, +1.14] points (p 2.82e-05, 6 seeds)")
+    pending = {r["id"]: r for r in glance.rq3_rq4_rows(
+        both, planned_seeds={("a", "snli"): 6, ("b", "snli"): 8},
+        decisive=decisive)}
+    assert pending["rq3-snli-accuracy"]["verdict"] == "refuted"
+    assert pending["rq3-snli-accuracy"]["ours"].endswith(
+        "; b: pending (6/8 seeds), copy first 3 +0.97 [+0.80, +1.14] points so far")
+
+
 def test_a_pending_confirmatory_test_is_shown_and_the_studys_verdict_stands():
     flat = _runs("a", "snli", "accuracy", 0.70, 0.0)
     decisive = glance.decisive_tests(_test_row("pending (3/20 seeds)"))

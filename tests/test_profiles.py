@@ -521,3 +521,28 @@ def test_rq1_beside_rq3_pairs_the_probe_with_the_fine_tuning_cells(zoo_env):
     assert shown.loc["copy first 3", "RQ3: snli accuracy"] == "pending (1/8 seeds)"
     assert shown.loc["copy first 3", "RQ1: worst block output"] == \
         "0.808 [0.802, 0.815] (hidden state 6)"
+
+
+def test_the_judged_runs_are_the_studies_compared_cells(zoo_env, tmp_path):
+    """RQ4 and the glance page judge the cells each study plans for a comparison: the growth arm's
+    minilm-mlm-en cell enters, its continued models (planned as a baseline only) do not; a cell
+    planned by two files is refused by name."""
+    import pandas as pd
+
+    from dupbert.results import read_results
+
+    files = [PARAMS / "cpu" / name for name in ("rq3.yaml", "rq3-minilm-mlm-en.yaml",
+                                                 "rq3-growth.yaml")]
+    plan = studies.compared_plan(files)
+    assert [(entry.model, entry.task) for entry in plan] == [
+        ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"), ("rxnmapper-albert", "uspto50k"),
+        ("rxnfp-bert", "uspto50k"), ("minilm-mlm-en", "sst2"), ("minilm-mlm-en", "snli")]
+    growth = read_results([REPO_ROOT / "results/cpu/rq3-growth.jsonl"])  # rows land over time
+    compared = growth[growth["model"] == "minilm-mlm-en"]
+    pilot = compared.iloc[:1].assign(run_key="a pilot's key")
+    rows, _ = studies.judged_runs(pd.concat([growth, pilot]), files)
+    assert len(compared) >= 2 and rows["run_key"].tolist() == compared["run_key"].tolist()
+    assert studies.judged_runs(None, files)[0] is None
+    with pytest.raises(ParameterError, match=r"all-MiniLM-L6-v2 on snli is planned by both "
+                                             r".*rq3.yaml and .*rq3-confirm-first3.yaml"):
+        studies.compared_plan([files[0], PARAMS / "cpu" / "rq3-confirm-first3.yaml"])
