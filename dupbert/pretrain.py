@@ -11,7 +11,6 @@ continues exactly.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -30,6 +29,7 @@ from .errors import DupbertError
 from .pretrain_corpus import (SPECIAL_TOKENS, CorpusError, pack, pretraining_documents,
                               train_tokenizer)
 from .pretrain_publish import STAGE_FILE, publish, write_json
+from .results import append_rows, drop_rows_after
 from .zoo import BUNDLED as WEIGHTS, cache_dir, weights_dir
 
 ARCHITECTURES = ("bert", "albert")
@@ -386,40 +386,6 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
     return tokenizer, rows
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    """An exclusive lock on ``path``'s lock file: two runs share one results file."""
-    import fcntl
-
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def _keep_rows(path: Path, columns: list[str], model: str, upto: int) -> None:
-    """Rewrite ``path`` (atomically, locked) without this model's rows after step ``upto``."""
-    if not path.is_file():
-        return
-    with _locked(path):
-        frame = pd.read_csv(path)
-        keep = frame[(frame["model"] != model) | (frame["step"] <= upto)]
-        if len(keep) != len(frame):
-            tmp = path.with_name(path.name + ".tmp")
-            keep.to_csv(tmp, index=False, columns=columns, float_format="%.6g")
-            os.replace(tmp, path)
-
-
-def _append(path: Path, rows: list[dict], columns: list[str]) -> None:
-    """Append rows to a CSV (header when new), locked, flushed to disk at once."""
-    with _locked(path):
-        new = not path.is_file()
-        with open(path, "a", encoding="utf-8") as handle:
-            pd.DataFrame(rows, columns=columns).to_csv(handle, header=new, index=False,
-                                                       float_format="%.6g")
-            handle.flush()
-            os.fsync(handle.fileno())
-
-
 def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: Sequence[str],
                    heldout) -> list[dict]:
     """The emergence record at one step: held-out MLM loss and masked top-1 at the last hidden state
@@ -518,8 +484,9 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     elapsed = saved["elapsed_s"] if saved else done["elapsed_s"] if fresh else 0.0
     model = _starting_model(config, tokenizer, saved, published if fresh else None)
     optimizer, schedule = _optimizer(model, config, saved)
-    _keep_rows(loss_path, LOSS_COLUMNS, config.name, step)
-    _keep_rows(emergence_path, EMERGENCE_COLUMNS, config.name, step if fresh else step - 1)
+    drop_rows_after(loss_path, LOSS_COLUMNS, config.name, step)
+    drop_rows_after(emergence_path, EMERGENCE_COLUMNS, config.name,
+                    step if fresh else step - 1)
     end = config.stage_end(step - 1 if saved else step)  # a checkpoint's stage, else the next
     last, reached = end if stop_after is None else min(stop_after, end), False
     eval_steps, identity = set(config.eval_steps()) - ({step} if fresh else set()), \
@@ -537,11 +504,11 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     while True:
         if step in eval_steps:
             evaluated = _emergence_rows(model, tokenizer, config, step, texts, heldout)
-            _append(emergence_path, evaluated, EMERGENCE_COLUMNS)
+            append_rows(emergence_path, evaluated, EMERGENCE_COLUMNS)
             reached = _target_reached(evaluated, config)
             if reached and step < last:  # done: flush the loss rows and keep this model
                 last = step
-                _append(loss_path, pending, LOSS_COLUMNS)
+                append_rows(loss_path, pending, LOSS_COLUMNS)
                 pending = []
                 checkpoint()
         if step >= last:
@@ -551,7 +518,7 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
         pending[-1]["elapsed_s"] = round(time.time() - started, 1)
         bar.update(1)
         if step % config.checkpoint_every == 0 or step == last:
-            _append(loss_path, pending, LOSS_COLUMNS)
+            append_rows(loss_path, pending, LOSS_COLUMNS)
             pending = []
             checkpoint()
     bar.close()

@@ -164,6 +164,30 @@ def _folder_lock(folder: Path):
         os.close(descriptor)  # closing releases the lock
 
 
+def append_rows(path: Path, rows: list[dict], columns: list[str]) -> None:
+    """Append ``rows`` to the CSV table ``path`` (a header when new; floats to 6 significant
+    digits) under its folder's lock, on disk at once: several runs append to one table."""
+    with _folder_lock(path.parent):
+        new = not path.is_file()
+        with open(path, "a", encoding="utf-8") as handle:
+            pd.DataFrame(rows, columns=columns).to_csv(handle, header=new, index=False,
+                                                       float_format="%.6g")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def drop_rows_after(path: Path, columns: list[str], model: str, step: int) -> None:
+    """Rewrite the CSV table ``path`` (atomically, under its folder's lock) without ``model``'s
+    rows after ``step``, so that a resumed run writes them once; no file: nothing to do."""
+    if not path.is_file():
+        return
+    with _folder_lock(path.parent):
+        frame = pd.read_csv(path)
+        keep = frame[(frame["model"] != model) | (frame["step"] <= step)]
+        if len(keep) != len(frame):
+            atomic_write_text(path, keep.to_csv(index=False, columns=columns, float_format="%.6g"))
+
+
 class ResultsFileError(DupbertError, ValueError):
     """A results file that cannot be read as results; the message names the file and the line."""
 
