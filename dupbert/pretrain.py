@@ -154,11 +154,12 @@ MODELS: dict[str, PretrainConfig] = {
         checkpoint_every=50, freeze_embeddings=True, heldout_unk="[UNK]"),
     # the emergence record continued past the plateau: at most 4,000 more steps in stages of
     # 1,000, stopping at the first evaluation where masked top-1 at the output reaches 0.25
-    # (emergence chapter)
+    # (emergence chapter); a third stage only if the second ended predicting (masked top-1 at
+    # least 0.15), as for the English ALBERT (Methods, 2026-12-05)
     "bert-en-small-continued": PretrainConfig(
         name="bert-en-small-continued", architecture="bert", init="bert-en-small",
         learning_rate=1e-3, warmup_steps=200, total_steps=4000, stage_steps=1000, seed=1,
-        heldout_unk="[UNK]", target_top1=0.25),
+        heldout_unk="[UNK]", target_top1=0.25, stage_gate=0.15),
     # English ALBERT, route (a): albert-en-small continued past the plateau with a fresh warm-up,
     # twice the peak learning rate and six times the horizon
     "albert-en-small-continued": PretrainConfig(
