@@ -102,8 +102,9 @@ book/rq4.ipynb: book/rq3.ipynb
 # RQ2 relates RQ1's translator table (tables_dir/rq1-translator.csv) to layer similarity.
 book/rq2.ipynb: $(filter book/rq1.ipynb,$(CHAPTERS))
 book/rq5.ipynb: book/rq3.ipynb
-# RQ3 re-reads the committed study runs (run_missing: false): rows that land re-execute it.
-book/rq3.ipynb: $(wildcard results/$(PROFILE)/rq3.jsonl)
+# RQ3 re-reads the committed runs of every study, test and pilot (run_missing: false) and their
+# registered plans: rows that land re-execute it, and with it RQ4, RQ5 and the glance page.
+book/rq3.ipynb: $(wildcard results/$(PROFILE)/rq3*.jsonl notebooks/params/$(PROFILE)/rq3*.yaml)
 # The emergence chapter reads the record that scripts/pretrain.sh writes.
 book/emergence.ipynb: $(wildcard results/$(PROFILE)/emergence.csv results/$(PROFILE)/pretrain-loss.csv)
 book/glance.ipynb: $(filter book/rq1.ipynb book/rq2.ipynb book/rq3.ipynb book/rq5.ipynb,$(CHAPTERS))

@@ -439,8 +439,9 @@ def rq3_rq4_rows(results: pd.DataFrame,
 
     Rule per model and task: the verdict of its pre-registered primary comparison
     (:func:`dupbert.comparisons.overall`), or ``did not learn`` below the floor. Over models:
-    :func:`_combine`. ``rq3-squad2-exact`` (no size stated): significantly positive ->
-    ``reproduced``, negative -> ``refuted``. ``rq3-method`` over the claimed gains that learned
+    :func:`_combine`; over the complete confirmatory tests alone where a claim has any.
+    ``rq3-squad2-exact`` (no size stated): significantly positive -> ``reproduced``, negative ->
+    ``refuted``. ``rq3-method`` over the claimed gains that learned
     (:func:`_over_learned`); ``rq4`` the same over every task claim, but ``not testable here`` in
     place of ``reproduced``/``undecided`` unless at least two models have a judged or pending
     primary comparison on the paper's tasks.
@@ -467,7 +468,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
             continue
         cells = summary[(summary["task"] == c.task) & (summary["metric"] == c.metric)] \
             if not summary.empty else summary
-        texts, verdicts, decided = [], [], None
+        texts, verdicts, decided = [], [], []
         for cell in cells.itertuples() if not cells.empty else []:
             text, state = _cell_text(cell, status)
             texts.append(text)
@@ -486,7 +487,8 @@ def rq3_rq4_rows(results: pd.DataFrame,
             if test_text is not None:
                 texts[-1] += f"; {test_text}"
                 if test_verdict is not None:
-                    verdicts[-1] = decided = test_verdict
+                    verdicts[-1] = test_verdict
+                    decided.append(test_verdict)
         landed = set(cells["model"]) if not cells.empty else set()
         for (model, task), planned in (planned_seeds or {}).items():
             if task == c.task and model not in landed:  # planned, nothing landed yet
@@ -497,7 +499,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
             if task == c.task and model not in landed and (model, task) not in (planned_seeds or {}):
                 texts.append(f"{model}: {text}")
                 verdicts.append(comparisons.DID_NOT_LEARN)
-        verdict = decided if decided is not None else _combine(verdicts)
+        verdict = _combine(decided or verdicts)
         per_claim[c.id] = verdict
         rows.append(_row(c.id, "; ".join(texts) or "no runs", verdict))
     gains = [v for cid, v in per_claim.items()

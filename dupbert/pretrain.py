@@ -80,6 +80,7 @@ class PretrainConfig:
     target_top1: float | None = None  # stop at the first evaluation with masked top-1 >= this
     stage_steps: int | None = None  # steps per stage; None: one stage of total_steps
     stage_gate: float | None = None  # a further stage only if masked top-1 ended >= this
+    stage_gate_from: int = 1  # the first stage whose end the gate judges
 
     def __post_init__(self):
         if self.architecture not in ARCHITECTURES:
@@ -110,6 +111,8 @@ class PretrainConfig:
         for field in ("target_top1", "stage_gate"):
             if getattr(self, field) is not None:
                 check_number(field, getattr(self, field), above=0, maximum=1)
+        check_number("stage_gate_from", self.stage_gate_from, integer=True, minimum=1,
+                     maximum=self.total_steps // self.stage_size)
         if self.head_learning_rate is not None:
             check_number("head_learning_rate", self.head_learning_rate, above=0, maximum=1)
         if self.heldout_unk not in ("keep", "[UNK]"):
@@ -159,7 +162,7 @@ MODELS: dict[str, PretrainConfig] = {
     "bert-en-small-continued": PretrainConfig(
         name="bert-en-small-continued", architecture="bert", init="bert-en-small",
         learning_rate=1e-3, warmup_steps=200, total_steps=4000, stage_steps=1000, seed=1,
-        heldout_unk="[UNK]", target_top1=0.25, stage_gate=0.15),
+        heldout_unk="[UNK]", target_top1=0.25, stage_gate=0.15, stage_gate_from=2),
     # English ALBERT, route (a): albert-en-small continued past the plateau with a fresh warm-up,
     # twice the peak learning rate and six times the horizon
     "albert-en-small-continued": PretrainConfig(
@@ -539,12 +542,13 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
 
 def gate_closed(config: PretrainConfig, step: int, results: str | os.PathLike) -> bool:
     """Whether ``config.stage_gate`` stops the run after the stage that ended at ``step``: masked
-    top-1 at the output there (``results/emergence.csv``) is below it. False without a gate or
-    without that row."""
+    top-1 at the output there (``results/emergence.csv``) is below it. False without a gate,
+    before the end of stage ``config.stage_gate_from``, or without that row."""
     from .emergence import output_top1
 
     path = Path(results) / "emergence.csv"
-    if config.stage_gate is None or not path.is_file():
+    if config.stage_gate is None or step < config.stage_gate_from * config.stage_size \
+            or not path.is_file():
         return False
     record = pd.read_csv(path)
     top1 = output_top1(record[record["model"] == config.name])
@@ -651,7 +655,8 @@ def _identity(config: PretrainConfig, stage_end: int) -> dict:
     stage's last step in place of the horizon (``total_steps``, ``stage_steps``) and without the
     gate between stages, so a run later cut into stages resumes a checkpoint of its first stage."""
     identity = dataclasses.asdict(config)
-    del identity["total_steps"], identity["stage_steps"], identity["stage_gate"]
+    for field in ("total_steps", "stage_steps", "stage_gate", "stage_gate_from"):
+        del identity[field]
     return dict(identity, stage_end=stage_end)
 
 
@@ -670,7 +675,8 @@ def _differences(saved: dict, identity: dict) -> dict:
     defaults = {f.name: f.default for f in dataclasses.fields(PretrainConfig)}
     if "stage_end" not in saved:
         saved = dict(saved, stage_end=saved["total_steps"])
-        saved.pop("total_steps"), saved.pop("stage_steps", None), saved.pop("stage_gate", None)
+        for field in ("total_steps", "stage_steps", "stage_gate", "stage_gate_from"):
+            saved.pop(field, None)
     saved = {k: (list(v) if isinstance(v, tuple) else v) for k, v in saved.items()}
     now = {k: (list(v) if isinstance(v, tuple) else v) for k, v in identity.items()}
     return {k: (saved.get(k, defaults.get(k)), v) for k, v in now.items()

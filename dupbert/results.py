@@ -155,7 +155,8 @@ def run_key(row: dict) -> str:
 
 @contextlib.contextmanager
 def _folder_lock(folder: Path):
-    """An exclusive advisory ``flock`` on ``folder`` (the file is replaced on every write)."""
+    """An exclusive advisory ``flock`` on ``folder``, shared by every writer of the files in it
+    (a file that is replaced on each write cannot carry the lock itself)."""
     descriptor = os.open(folder, os.O_RDONLY)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
@@ -167,6 +168,7 @@ def _folder_lock(folder: Path):
 def append_rows(path: Path, rows: list[dict], columns: list[str]) -> None:
     """Append ``rows`` to the CSV table ``path`` (a header when new; floats to 6 significant
     digits) under its folder's lock, on disk at once: several runs append to one table."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with _folder_lock(path.parent):
         new = not path.is_file()
         with open(path, "a", encoding="utf-8") as handle:

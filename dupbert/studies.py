@@ -206,7 +206,7 @@ def compared_plan(paths: Sequence[str | os.PathLike]) -> list[PlannedSweep]:
     plan, planned_in = [], {}
     for path in paths:
         for entry in plan_sweep(read_profile(path, device="cpu"))[0]:  # planning only
-            if not any(name != "baseline" for name in entry.primary):
+            if len(entry.primary) < 2:  # a reference alone: nothing compared with it
                 continue
             cell = (entry.model, entry.task)
             if cell in planned_in:
@@ -220,9 +220,10 @@ def compared_plan(paths: Sequence[str | os.PathLike]) -> list[PlannedSweep]:
 def judged_runs(results: pd.DataFrame | None, paths: Sequence[str | os.PathLike]
                 ) -> tuple[pd.DataFrame | None, list[PlannedSweep]]:
     """``(rows, plan)``: the runs of ``results`` (``ResultsFile.frame()`` rows; None: no runs)
-    that the :func:`compared_plan` of the profile files ``paths`` plans (by ``run_key``; pilots,
-    other settings and a growth arm's continued models left out), and that plan (for
-    ``dupbert.profiles.planned_seeds`` and ``planned_family_sizes``).
+    that the :func:`compared_plan` of the profile files ``paths`` plans, each run once (by
+    ``run_key``, under the data source each row records; pilots, other settings and a growth
+    arm's continued models left out), and that plan (for ``dupbert.profiles.planned_seeds`` and
+    ``planned_family_sizes``).
 
     Raises:
         as :func:`compared_plan`.
@@ -230,4 +231,8 @@ def judged_runs(results: pd.DataFrame | None, paths: Sequence[str | os.PathLike]
     plan = compared_plan(paths)
     if results is None or results.empty:
         return results, plan
-    return results[results["run_key"].isin(planned_run_keys(plan))].reset_index(drop=True), plan
+    sources = results["data_source"].fillna("local").unique() \
+        if "data_source" in results else ["local"]
+    keys = set().union(*(planned_run_keys(plan, source) for source in sources))
+    rows = results[results["run_key"].isin(keys)].drop_duplicates("run_key")
+    return rows.reset_index(drop=True), plan

@@ -177,10 +177,11 @@ def _check_models(models: Sequence[str], duplications: Sequence[str]) -> None:
 # A planned study: the dupbert.profiles.PlannedSweep entries of dupbert.profiles.plan_sweep
 
 
-def planned_run_keys(plan: Sequence) -> set[str]:
-    """The ``run_key`` of every run of the plan (the key :func:`sweep` gives each run)."""
+def planned_run_keys(plan: Sequence, source: str | None = None) -> set[str]:
+    """The ``run_key`` of every run of the plan (the key :func:`sweep` gives each run) with the
+    task data from ``source`` (``"local"`` or ``"hub"``; None: where this machine reads them)."""
 
-    source = data_source()
+    source = source or data_source()
     keys = set()
     for entry in plan:
         hp = dataclasses.asdict(entry.hyperparameters)

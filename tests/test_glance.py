@@ -758,6 +758,10 @@ def test_a_complete_confirmatory_test_decides_its_claim_whatever_another_models_
     assert pending["rq3-snli-accuracy"]["verdict"] == "refuted"
     assert pending["rq3-snli-accuracy"]["ours"].endswith(
         "; b: pending (6/8 seeds), copy first 3 +0.97 [+0.80, +1.14] points so far")
+    both_tested = {**decisive, **glance.decisive_tests(_test_row("confirmed", 0.9, 0.7, 1.1, 0.001,
+                                                                 model="b"))}
+    rows = {r["id"]: r for r in glance.rq3_rq4_rows(both, decisive=both_tested)}
+    assert rows["rq3-snli-accuracy"]["verdict"] == "undecided"  # two tests that disagree
 
 
 def test_a_pending_confirmatory_test_is_shown_and_the_studys_verdict_stands():

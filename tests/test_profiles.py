@@ -523,7 +523,7 @@ def test_rq1_beside_rq3_pairs_the_probe_with_the_fine_tuning_cells(zoo_env):
         "0.808 [0.802, 0.815] (hidden state 6)"
 
 
-def test_the_judged_runs_are_the_studies_compared_cells(zoo_env, tmp_path):
+def test_the_judged_runs_are_the_studies_compared_cells(zoo_env, monkeypatch):
     """RQ4 and the glance page judge the cells each study plans for a comparison: the growth arm's
     minilm-mlm-en cell enters, its continued models (planned as a baseline only) do not; a cell
     planned by two files is refused by name."""
@@ -535,13 +535,16 @@ def test_the_judged_runs_are_the_studies_compared_cells(zoo_env, tmp_path):
                                                  "rq3-growth.yaml")]
     plan = studies.compared_plan(files)
     assert [(entry.model, entry.task) for entry in plan] == [
-        ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"), ("rxnmapper-albert", "uspto50k"),
-        ("rxnfp-bert", "uspto50k"), ("minilm-mlm-en", "sst2"), ("minilm-mlm-en", "snli")]
+        ("all-MiniLM-L6-v2", "snli"), ("all-MiniLM-L6-v2", "sst2"),
+        ("rxnmapper-albert", "uspto50k"), ("rxnfp-bert", "uspto50k"), ("minilm-mlm-en", "sst2"),
+        ("minilm-mlm-en", "snli")]
     growth = read_results([REPO_ROOT / "results/cpu/rq3-growth.jsonl"])  # rows land over time
     compared = growth[growth["model"] == "minilm-mlm-en"]
     pilot = compared.iloc[:1].assign(run_key="a pilot's key")
-    rows, _ = studies.judged_runs(pd.concat([growth, pilot]), files)
+    rows, _ = studies.judged_runs(pd.concat([growth, pilot, growth]), files)  # each run once
     assert len(compared) >= 2 and rows["run_key"].tolist() == compared["run_key"].tolist()
+    monkeypatch.delenv("DUPBERT_DATA_DIR")  # a machine that reads the Hub: the rows' own source
+    assert studies.judged_runs(growth, files)[0]["run_key"].tolist() == rows["run_key"].tolist()
     assert studies.judged_runs(None, files)[0] is None
     with pytest.raises(ParameterError, match=r"all-MiniLM-L6-v2 on snli is planned by both "
                                              r".*rq3.yaml and .*rq3-confirm-first3.yaml"):
