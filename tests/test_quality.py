@@ -66,6 +66,21 @@ def test_the_english_albert_made_from_minilm_did_not_leave_the_plateau(shared_da
     assert gate_closed(MODELS["albert-minilm-en"], 1000, REPO / "results/cpu")
 
 
+def test_the_continued_english_bert_is_still_at_the_plateau_after_two_stages(shared_data_dir):
+    """bert-en-small-continued as committed after its second stage (2,000 steps past
+    bert-en-small): the masked top-1 its card quotes, "always the" to within one position in
+    3,062; its stage gate (0.15, from stage 2's end) stops it there."""
+    from dupbert.pretrain import MODELS, gate_closed
+
+    table = quality_table(["bert-en-small-continued"])
+    row = table.iloc[0]
+    assert row["n_masked"] == 3062 and row["majority_token"] == "the"
+    assert row["top1"] == pytest.approx(206 / 3062, abs=5e-4)
+    assert row["majority_top1"] == pytest.approx(0.06695, abs=5e-5)
+    assert glance.mlm_learned(table) == {"bert-en-small-continued": False}
+    assert gate_closed(MODELS["bert-en-small-continued"], 2000, REPO / "results/cpu")
+
+
 def test_heldout_corpus_is_the_domain_corpus_or_clean_wikitext_valid(shared_data_dir):
     assert heldout_corpus("antiberty") == "therasabdab"
     assert heldout_corpus("rxnfp-bert") == "uspto50k-test"
