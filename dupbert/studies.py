@@ -1,6 +1,7 @@
 """A pre-registered RQ3 study as it stands: how far its plan got (:func:`plan_progress`), one row
 per planned model and task with its primary comparison (:func:`study_summary`), and the verdict
-of the confirmatory test a profile file pre-registers (:func:`confirmatory_study`), and the growth
+of the confirmatory test a profile file pre-registers (:func:`confirmatory_study`) and of those
+that decide their claim (:func:`decisive_tests`), the growth
 arm's registered comparisons on the runs its profile file plans (:func:`growth_study`), one
 model's RQ1 beside its RQ3 cells (:func:`rq1_beside_rq3`), and the runs of several studies on
 which the claims are judged together (:func:`judged_runs`).
@@ -14,6 +15,7 @@ from typing import Sequence
 import pandas as pd
 
 from .comparisons import CONFIRMATORY_COLUMNS, confirmatory_test, overall, pending, points_frame
+from .glance import decisive_tests as claim_verdicts
 from .growth import arm_points, growth_tests
 from .errors import ParameterError
 from .profiles import PlannedSweep, plan_sweep, planned_seeds, read_profile
@@ -133,6 +135,29 @@ def confirmatory_study(path: str | os.PathLike) -> pd.DataFrame:
                              f"and results_path {parameters.results_path!r}")
     rows = read_plan_rows(plan, repository_path(parameters.results_path))
     return confirmatory_test(rows, planned_seeds(plan), configuration=tested[0])
+
+
+def decisive_tests(paths: Sequence[str | os.PathLike]
+                   ) -> dict[tuple[str, str], tuple[str, str | None]]:
+    """The verdicts of the pre-registered confirmatory tests that decide their model and task's
+    claim, one profile file each (``decisive_profiles`` of the RQ3, RQ4 and glance notebooks):
+    ``{(model, task): (text, verdict)}`` as ``dupbert.glance.decisive_tests``, ``verdict`` None
+    until every planned run has landed. Empty for no files.
+
+    Raises:
+        ParameterError: two files that test one (model, task), whose verdicts would otherwise
+            replace one another; as :func:`confirmatory_study`.
+    """
+    decided, tested_in = {}, {}
+    for path in paths:
+        test = confirmatory_study(path)
+        for cell in zip(test["model"], test["task"]):
+            if cell in tested_in:
+                raise ParameterError(f"{cell[0]} on {cell[1]} is tested by both {tested_in[cell]} "
+                                     f"and {path}: one confirmatory test decides a claim")
+            tested_in[cell] = path
+        decided.update(claim_verdicts(test))
+    return decided
 
 
 def growth_study(path: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -455,6 +455,22 @@ def test_the_snli_claim_is_refuted_by_its_confirmatory_test(zoo_env):
     assert decided[("all-MiniLM-L6-v2", "snli")][1] == "refuted"
 
 
+def test_decisive_tests_read_each_file_once_and_refuse_two_tests_of_one_claim(zoo_env, tmp_path):
+    """The decisive tests of the RQ3, RQ4 and glance notebooks: the committed SNLI test decides
+    MiniLM x SNLI; a second file testing that cell is refused rather than replacing its verdict."""
+    committed = PARAMS / "cpu" / "rq3-confirm-first3.yaml"
+    decided = studies.decisive_tests([committed])
+    assert list(decided) == [("all-MiniLM-L6-v2", "snli")]
+    assert decided[("all-MiniLM-L6-v2", "snli")][1] == "refuted"
+    assert decided[("all-MiniLM-L6-v2", "snli")][0].startswith(
+        "decided by the confirmatory test of copy first 3 on 20 new seeds: ")
+    assert studies.decisive_tests([]) == {}
+    with pytest.raises(ParameterError, match=r"^all-MiniLM-L6-v2 on snli is tested by both "
+                                             r".*rq3-confirm-first3\.yaml and .*rq3-confirm\.yaml: "
+                                             r"one confirmatory test decides a claim$"):
+        studies.decisive_tests([committed, PARAMS / "cpu" / "rq3-confirm.yaml"])
+
+
 def test_configurations_may_be_given_per_model(zoo_env):
     """One profile for arms that differ per model (the growth arm: the baseline and copy first 3
     of one model, the baseline only of two others): {model: [configurations]}."""
