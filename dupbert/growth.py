@@ -15,7 +15,7 @@ import pandas as pd
 
 from .checks import check_columns
 from .comparisons import DID_NOT_LEARN, learning_floor, pending
-from .significance import ALPHA, holm, mean_ci, paired_p_value
+from .significance import ALPHA, holm, mean_ci, minimum_detectable_gain, paired_p_value
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ secondary ones, Holm-corrected among themselves with the primary left out."""
 TASK, METRIC, PLANNED_SEEDS = "snli", "accuracy", 8
 
 GROWTH_COLUMNS = ["arm", "reference", "role", "n_pairs", "arm_mean", "reference_mean", "gain",
-                  "gain_ci_low", "gain_ci_high", "p_value", "p_adjusted", "verdict"]
+                  "gain_ci_low", "gain_ci_high", "p_value", "p_adjusted", "min_detectable_gain",
+                  "verdict"]
 """The columns of :func:`growth_tests`."""
 
 ARM_MODEL = "minilm-mlm-en, growth arm"
@@ -87,6 +88,11 @@ def growth_tests(points: pd.DataFrame, arms: Sequence[Arm] = ARMS,
     ``"no difference shown"`` (for the primary, the same as its interval lying above 0, below 0,
     or covering 0).
 
+    ``min_detectable_gain`` (reported, not part of the verdict): the smallest true gain the
+    comparison's paired t-test detects with 80% power (``dupbert.significance.
+    minimum_detectable_gain`` at the standard deviation of its differences), at 0.05 for the
+    primary and at 0.05/m for a secondary of m (Holm's strictest step); NaN below 2 pairs.
+
     Returns:
         One row per comparison, :data:`GROWTH_COLUMNS`, means and gains in points.
 
@@ -108,17 +114,20 @@ def growth_tests(points: pd.DataFrame, arms: Sequence[Arm] = ARMS,
             else pd.DataFrame(columns=[name, reference])
         difference = (pairs[name] - pairs[reference]).to_numpy(float)
         summary = mean_ci(difference) if difference.size else {
-            "n": 0, "mean": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+            "n": 0, "mean": np.nan, "std": np.nan, "ci_low": np.nan, "ci_high": np.nan}
         means = [float(wide[arm].mean()) if arm in wide else np.nan for arm in (name, reference)]
         rows.append({"arm": name, "reference": reference, "role": role, "n_pairs": summary["n"],
                      "arm_mean": means[0], "reference_mean": means[1], "gain": summary["mean"],
                      "gain_ci_low": summary["ci_low"], "gain_ci_high": summary["ci_high"],
-                     "p_value": paired_p_value(difference)})
-    table = pd.DataFrame(rows, columns=GROWTH_COLUMNS[:-2])
+                     "p_value": paired_p_value(difference), "std": summary["std"]})
+    table = pd.DataFrame(rows, columns=[*GROWTH_COLUMNS[:-3], "std"])
     table["p_adjusted"] = table["p_value"]
     secondary = table["role"] != "primary"
     if secondary.any():
         table.loc[secondary, "p_adjusted"] = holm(table.loc[secondary, "p_value"].to_numpy(float))
+    table["min_detectable_gain"] = [
+        minimum_detectable_gain(std, n, n_tests=1 if primary else int(secondary.sum()))
+        for std, n, primary in zip(table.pop("std"), table["n_pairs"], ~secondary)]
     table["verdict"] = [_verdict(row, floor, planned_seeds) for row in table.itertuples()]
     return table
 

@@ -283,7 +283,8 @@ def confirmatory_text(tests: pd.DataFrame) -> str:
 
 def growth_table(tests: pd.DataFrame) -> pd.DataFrame:
     """The growth arm's comparisons (``dupbert.growth.growth_tests``) as the chapter shows them:
-    means, and the gain with its 95% interval, in points to 2 decimals; p to 3."""
+    means, the gain with its 95% interval and the smallest detectable gain, in points to 2
+    decimals; p to 3."""
     two = lambda v: "" if pd.isna(v) else f"{v:.2f}"  # noqa: E731
     shown = pd.DataFrame({
         "arm": tests["arm"], "against": tests["reference"], "role": tests["role"],
@@ -292,6 +293,7 @@ def growth_table(tests: pd.DataFrame) -> pd.DataFrame:
         "gain [95% CI]": [interval_text(g, lo, hi, signed=True) for g, lo, hi in
                           zip(tests["gain"], tests["gain_ci_low"], tests["gain_ci_high"])],
         "p (Holm for the secondary)": tests["p_adjusted"].map(p_text),
+        "smallest detectable gain": tests["min_detectable_gain"].map(two),
         "verdict": tests["verdict"]})
     return shown.set_index("arm")
 

@@ -43,6 +43,23 @@ def test_growth_is_judged_against_its_control_and_the_papers_recipe():
     assert secondary["verdict"] == "growth helps"
 
 
+def test_the_smallest_detectable_gain_of_each_comparison():
+    """80% power at 0.05 for the primary, at 0.05/m for a secondary of m: 1.156 and, in a family
+    of two, 1.339 standard deviations of the paired differences at 8 pairs."""
+    table = growth.growth_tests(_points())
+    differences = np.array([1.0, 0.5, 1.0, 1.5, 0.5, 1.0, 1.5, 0.5])  # grown - continued
+    assert table["min_detectable_gain"].iloc[0] == pytest.approx(
+        1.1560347 * differences.std(ddof=1), abs=1e-6)
+    three = growth.growth_tests(
+        _points(), comparisons=[*growth.COMPARISONS, ("continued", "baseline", "secondary")])
+    recipe = (np.array(ACCURACY["minilm-mlm-en-grown", "baseline"])
+              - np.array(ACCURACY["minilm-mlm-en", "copy first 3"]))
+    assert three["min_detectable_gain"].iloc[1] == pytest.approx(
+        1.3391712 * recipe.std(ddof=1), abs=1e-6)
+    assert table["min_detectable_gain"].iloc[1] < three["min_detectable_gain"].iloc[1]
+    assert np.isnan(growth.growth_tests(_points(seeds=range(1)))["min_detectable_gain"]).all()
+
+
 def test_growth_waits_for_its_seeds_and_its_floor():
     assert growth.growth_tests(_points(seeds=range(5)))["verdict"].tolist() == [
         "pending (5/8 seeds)"] * 2
@@ -81,9 +98,11 @@ def test_the_chapter_table_of_the_growth_arm():
     assert primary["against"] == "continued" and primary["pairs"] == 8
     assert primary["arm mean"] == "71.94" and primary["reference mean"] == "71.00"
     assert primary["gain [95% CI]"].startswith("+0.94 [+0.")
+    assert primary["smallest detectable gain"] == "0.48"
     assert primary["verdict"] == "growth helps"
     pending = text_rq3.growth_table(growth.growth_tests(_points().iloc[:0]))
     assert pending["arm mean"].tolist() == ["", ""] and pending["gain [95% CI]"].tolist() == ["", ""]
+    assert pending["smallest detectable gain"].tolist() == ["", ""]
 
 
 def test_the_growth_study_reads_its_profile(tmp_path, monkeypatch, shared_data_dir, zoo_cache):
