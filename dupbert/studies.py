@@ -1,10 +1,9 @@
 """A pre-registered RQ3 study as it stands: how far its plan got (:func:`plan_progress`), one row
-per planned model and task with its primary comparison (:func:`study_summary`), and the verdict
-of the confirmatory test a profile file pre-registers (:func:`confirmatory_study`) and of those
-that decide their claim (:func:`decisive_tests`), the growth
-arm's registered comparisons on the runs its profile file plans (:func:`growth_study`), one
-model's RQ1 beside its RQ3 cells (:func:`rq1_beside_rq3`), and the runs of several studies on
-which the claims are judged together (:func:`judged_runs`).
+per planned model and task with its primary comparison (:func:`study_summary`), the verdicts of
+the confirmatory tests that profile files pre-register (:func:`confirmatory_study`,
+:func:`confirmatory_studies`), the growth arm's registered comparisons on the runs its profile
+file plans (:func:`growth_study`), one model's RQ1 beside its RQ3 cells (:func:`rq1_beside_rq3`),
+and the runs of several studies on which the claims are judged together (:func:`judged_runs`).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Sequence
 import pandas as pd
 
 from .comparisons import CONFIRMATORY_COLUMNS, confirmatory_test, overall, pending, points_frame
-from .glance import decisive_tests as claim_verdicts
+from .glance import worst_block_output
 from .growth import arm_points, growth_tests
 from .errors import ParameterError
 from .profiles import PlannedSweep, plan_sweep, planned_seeds, read_profile
@@ -137,27 +136,35 @@ def confirmatory_study(path: str | os.PathLike) -> pd.DataFrame:
     return confirmatory_test(rows, planned_seeds(plan), configuration=tested[0])
 
 
-def decisive_tests(paths: Sequence[str | os.PathLike]
-                   ) -> dict[tuple[str, str], tuple[str, str | None]]:
-    """The verdicts of the pre-registered confirmatory tests that decide their model and task's
-    claim, one profile file each (``decisive_profiles`` of the RQ3, RQ4 and glance notebooks):
-    ``{(model, task): (text, verdict)}`` as ``dupbert.glance.decisive_tests``, ``verdict`` None
-    until every planned run has landed. Empty for no files.
+def confirmatory_studies(paths: Sequence[str | os.PathLike],
+                         configuration: str | None = None) -> pd.DataFrame:
+    """The :func:`confirmatory_study` of each profile file in ``paths``, one frame in file order
+    (``dupbert.comparisons.CONFIRMATORY_COLUMNS``; empty for no files): the tests that decide
+    their claims (``decisive_profiles`` of the RQ3, RQ4 and glance notebooks, read by
+    ``dupbert.glance.decisive_tests``) or one model's cells (:func:`rq1_beside_rq3`).
+
+    Args:
+        configuration: the configuration every file must test; None: any.
 
     Raises:
-        ParameterError: two files that test one (model, task), whose verdicts would otherwise
-            replace one another; as :func:`confirmatory_study`.
+        ParameterError: a (model, task) tested by two files, or a file given twice, whose
+            verdicts would otherwise replace one another; a file testing another configuration
+            than ``configuration``; as :func:`confirmatory_study`.
     """
-    decided, tested_in = {}, {}
+    tests, tested_in = [], {}
     for path in paths:
         test = confirmatory_study(path)
+        if configuration is not None and not (test["configuration"] == configuration).all():
+            raise ParameterError(f"{path} tests {sorted(set(test['configuration']))}, not "
+                                 f"{configuration!r}")
         for cell in zip(test["model"], test["task"]):
             if cell in tested_in:
                 raise ParameterError(f"{cell[0]} on {cell[1]} is tested by both {tested_in[cell]} "
-                                     f"and {path}: one confirmatory test decides a claim")
+                                     f"and {path}: give one confirmatory test per model and task")
             tested_in[cell] = path
-        decided.update(claim_verdicts(test))
-    return decided
+        tests.append(test)
+    return pd.concat(tests, ignore_index=True) if tests \
+        else pd.DataFrame(columns=CONFIRMATORY_COLUMNS)
 
 
 def growth_study(path: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -191,11 +198,8 @@ def rq1_beside_rq3(model: str, tables_dir: str | os.PathLike, profiles: Sequence
     pre-registered cells testing ``configuration`` against the baseline), one per task.
 
     Raises:
-        ParameterError: a profile that does not test ``configuration``; as
-            :func:`confirmatory_study`.
+        as :func:`confirmatory_studies` with ``configuration``.
     """
-    from .glance import worst_block_output
-
     tables = {"baseline": ("rq1-reconstruction.csv", "baseline"),
               configuration: ("rq1-duplicated.csv", configuration)}
     rq1 = []
@@ -207,15 +211,8 @@ def rq1_beside_rq3(model: str, tables_dir: str | os.PathLike, profiles: Sequence
                     & (rows.get("init", "pretrained") == "pretrained")]
         worst = worst_block_output(rows, f"{model} ({name})") if len(rows) else (float("nan"),) * 4
         rq1.append(dict(zip(["configuration", "top1", "low", "high", "layer"], [name, *worst])))
-    cells = []
-    for path in profiles:
-        tests = confirmatory_study(path)
-        if not (tests["configuration"] == configuration).all():
-            raise ParameterError(f"{path} tests {sorted(set(tests['configuration']))}, not "
-                                 f"{configuration!r}")
-        cells.append(tests[tests["model"] == model])
-    return pd.DataFrame(rq1), (pd.concat(cells, ignore_index=True) if cells
-                               else pd.DataFrame(columns=CONFIRMATORY_COLUMNS))
+    cells = confirmatory_studies(profiles, configuration)
+    return pd.DataFrame(rq1), cells[cells["model"] == model].reset_index(drop=True)
 
 
 def compared_plan(paths: Sequence[str | os.PathLike]) -> list[PlannedSweep]:

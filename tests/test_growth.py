@@ -56,6 +56,7 @@ def test_the_smallest_detectable_gain_of_each_comparison():
               - np.array(ACCURACY["minilm-mlm-en", "copy first 3"]))
     assert three["min_detectable_gain"].iloc[1] == pytest.approx(
         1.3391712 * recipe.std(ddof=1), abs=1e-6)
+    assert three["min_detectable_gain"].iloc[0] == table["min_detectable_gain"].iloc[0]
     assert table["min_detectable_gain"].iloc[1] < three["min_detectable_gain"].iloc[1]
     assert np.isnan(growth.growth_tests(_points(seeds=range(1)))["min_detectable_gain"]).all()
 

@@ -455,20 +455,33 @@ def test_the_snli_claim_is_refuted_by_its_confirmatory_test(zoo_env):
     assert decided[("all-MiniLM-L6-v2", "snli")][1] == "refuted"
 
 
-def test_decisive_tests_read_each_file_once_and_refuse_two_tests_of_one_claim(zoo_env, tmp_path):
-    """The decisive tests of the RQ3, RQ4 and glance notebooks: the committed SNLI test decides
-    MiniLM x SNLI; a second file testing that cell is refused rather than replacing its verdict."""
-    committed = PARAMS / "cpu" / "rq3-confirm-first3.yaml"
-    decided = studies.decisive_tests([committed])
-    assert list(decided) == [("all-MiniLM-L6-v2", "snli")]
-    assert decided[("all-MiniLM-L6-v2", "snli")][1] == "refuted"
+def test_confirmatory_studies_join_files_and_refuse_two_tests_of_one_cell(zoo_env):
+    """The tests that decide claims (RQ3, RQ4, glance) and one model's cells (RQ1 beside RQ3):
+    files join in order; a second file testing a cell is refused rather than replacing its
+    verdict, as is a file testing another configuration than asked."""
+    from dupbert import glance
+
+    snli, sst2 = (PARAMS / "cpu" / name for name in ("rq3-confirm-first3.yaml",
+                                                      "rq3-minilm-mlm-en.yaml"))
+    tests = studies.confirmatory_studies([snli, sst2], configuration="copy first 3")
+    assert list(zip(tests["model"], tests["task"])) == [("all-MiniLM-L6-v2", "snli"),
+                                                        ("minilm-mlm-en", "sst2")]
+    decided = glance.decisive_tests(tests)
+    assert [verdict for _, verdict in decided.values()] == ["refuted", "undecided"]
     assert decided[("all-MiniLM-L6-v2", "snli")][0].startswith(
         "decided by the confirmatory test of copy first 3 on 20 new seeds: ")
-    assert studies.decisive_tests([]) == {}
+    empty = studies.confirmatory_studies([])
+    assert empty.empty and list(empty.columns) == comparisons.CONFIRMATORY_COLUMNS
+    assert glance.decisive_tests(empty) == {}
     with pytest.raises(ParameterError, match=r"^all-MiniLM-L6-v2 on snli is tested by both "
                                              r".*rq3-confirm-first3\.yaml and .*rq3-confirm\.yaml: "
-                                             r"one confirmatory test decides a claim$"):
-        studies.decisive_tests([committed, PARAMS / "cpu" / "rq3-confirm.yaml"])
+                                             r"give one confirmatory test per model and task$"):
+        studies.confirmatory_studies([snli, PARAMS / "cpu" / "rq3-confirm.yaml"])
+    with pytest.raises(ParameterError, match=r"tested by both .*first3\.yaml and .*first3\.yaml"):
+        studies.confirmatory_studies([snli, snli])
+    with pytest.raises(ParameterError, match=r"rq3-confirm\.yaml tests \['copy last'\], not "
+                                             r"'copy first 3'$"):
+        studies.confirmatory_studies([PARAMS / "cpu" / "rq3-confirm.yaml"], "copy first 3")
 
 
 def test_configurations_may_be_given_per_model(zoo_env):
