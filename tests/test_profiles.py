@@ -455,6 +455,24 @@ def test_the_snli_claim_is_refuted_by_its_confirmatory_test(zoo_env):
     assert decided[("all-MiniLM-L6-v2", "snli")][1] == "refuted"
 
 
+def test_the_growth_arm_shows_no_difference_on_its_committed_runs(zoo_env):
+    """The growth arm on minilm-mlm-en x SNLI, all 32 runs, seeds 0-7 (its registered rule):
+    grown and continued against its control and against copy first 3 fine-tuned at once."""
+    arms, tests = studies.growth_study(PARAMS / "cpu" / "rq3-growth.yaml")
+    assert len(arms) == 32 and arms.groupby("duplication").size().tolist() == [8] * 4
+    primary, secondary = tests.iloc[0], tests.iloc[1]
+    assert (primary["reference"], primary["n_pairs"]) == ("continued", 8)
+    assert (primary["arm_mean"], primary["reference_mean"]) == pytest.approx((74.4775, 75.1025),
+                                                                             abs=1e-9)
+    assert (primary["gain"], primary["gain_ci_low"], primary["gain_ci_high"], primary["p_value"],
+            primary["min_detectable_gain"]) == pytest.approx(
+        (-0.625, -1.679722, 0.429722, 0.203893, 1.458451), abs=5e-6)
+    assert (secondary["gain"], secondary["gain_ci_low"], secondary["gain_ci_high"],
+            secondary["p_adjusted"], secondary["min_detectable_gain"]) == pytest.approx(
+        (1.645, -0.161839, 3.451839, 0.068328, 2.498464), abs=5e-6)
+    assert tests["verdict"].tolist() == ["no difference shown"] * 2
+
+
 def test_confirmatory_studies_join_files_and_refuse_two_tests_of_one_cell(zoo_env):
     """The tests that decide claims (RQ3, RQ4, glance) and one model's cells (RQ1 beside RQ3):
     files join in order; a second file testing a cell is refused rather than replacing its
