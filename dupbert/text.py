@@ -30,8 +30,8 @@ PROFILE_NOTES = {
             "the dearest cell; SQuAD 2.0 left out after its pilots missed the floor; 128 runs, "
             "about 36 CPU-hours) and, for RQ3, RQ4 and the results at a glance, the tests "
             "registered after it (each with its runs and cost in the RQ3 chapter), all committed "
-            "and re-read by the chapters; a model and task is "
-            "judged only once all its planned seeds are in and its baseline reaches its floor"),
+            "and re-read by the chapters; a model and task is judged only once all its planned "
+            "seeds are in and its baseline reaches its floor"),
     "gpu": ("the `gpu` profile: the training sets available offline (SST-2 cut to 8,000), full "
             "evaluation sets, 5 seeds, run_glue/run_qa hyper-parameters, on one GPU"),
 }
