@@ -108,6 +108,7 @@ def growth_tests(points: pd.DataFrame, arms: Sequence[Arm] = ARMS,
     if unknown:
         raise KeyError(f"comparison names arm {unknown[0]!r}; the arms are {sorted(labels)}")
     floor = learning_floor(task)[1]
+    n_secondary = sum(role != "primary" for _, _, role in comparisons)
     rows = []
     for name, reference, role in comparisons:
         pairs = wide[[name, reference]].dropna() if {name, reference} <= set(wide) \
@@ -119,17 +120,18 @@ def growth_tests(points: pd.DataFrame, arms: Sequence[Arm] = ARMS,
         rows.append({"arm": name, "reference": reference, "role": role, "n_pairs": summary["n"],
                      "arm_mean": means[0], "reference_mean": means[1], "gain": summary["mean"],
                      "gain_ci_low": summary["ci_low"], "gain_ci_high": summary["ci_high"],
-                     "p_value": paired_p_value(difference), "std": summary["std"]})
-    table = pd.DataFrame(rows, columns=[*GROWTH_COLUMNS[:-3], "std"])
+                     "p_value": paired_p_value(difference),
+                     "min_detectable_gain": minimum_detectable_gain(
+                         summary["std"], summary["n"],
+                         n_tests=1 if role == "primary" else n_secondary)})
+    table = pd.DataFrame(rows, columns=[c for c in GROWTH_COLUMNS
+                                        if c not in ("p_adjusted", "verdict")])
     table["p_adjusted"] = table["p_value"]
     secondary = table["role"] != "primary"
     if secondary.any():
         table.loc[secondary, "p_adjusted"] = holm(table.loc[secondary, "p_value"].to_numpy(float))
-    table["min_detectable_gain"] = [
-        minimum_detectable_gain(std, n, n_tests=1 if primary else int(secondary.sum()))
-        for std, n, primary in zip(table.pop("std"), table["n_pairs"], ~secondary)]
     table["verdict"] = [_verdict(row, floor, planned_seeds) for row in table.itertuples()]
-    return table
+    return table[GROWTH_COLUMNS]
 
 
 def _verdict(row, floor: float, planned_seeds: int) -> str:
