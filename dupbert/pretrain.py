@@ -33,6 +33,8 @@ from .results import append_rows, drop_rows_after
 from .zoo import BUNDLED as WEIGHTS, cache_dir, weights_dir
 
 ARCHITECTURES = ("bert", "albert")
+CORPORA = ("english", "reactions")
+MOST_FREQUENT = "most frequent"  # the emergence record's baseline row, at step 0
 LOSS_COLUMNS = ["model", "step", "tokens_seen", "loss", "lr", "elapsed_s"]
 EMERGENCE_COLUMNS = ["model", "step", "tokens_seen", "measure", "layer", "top1", "top5",
                      "n_tokens", "loss"]
@@ -81,11 +83,23 @@ class PretrainConfig:
     stage_steps: int | None = None  # steps per stage; None: one stage of total_steps
     stage_gate: float | None = None  # a further stage only if masked top-1 ended >= this
     stage_gate_from: int = 1  # the first stage whose end the gate judges
+    corpus: str = "english"  # "reactions": USPTO-50k SMILES, rxnfp-bert's tokenizer
+    dense_evals: tuple[int, int, int] | None = None  # (first, last, every): more evaluated steps
 
     def __post_init__(self):
         if self.architecture not in ARCHITECTURES:
             raise ValueError(f"architecture must be one of {list(ARCHITECTURES)}, got "
                              f"{self.architecture!r}")
+        if self.corpus not in CORPORA:
+            raise ValueError(f"corpus must be one of {list(CORPORA)}, got {self.corpus!r}")
+        if self.corpus == "reactions" and self.init is not None:
+            raise ValueError("a reactions run starts from random init: init must be None")
+        if self.dense_evals is not None:
+            first, last, every = self.dense_evals
+            for field, value in (("dense_evals first", first), ("dense_evals every", every)):
+                check_number(field, value, integer=True, minimum=1)
+            check_number("dense_evals last", last, integer=True, minimum=first,
+                         maximum=self.total_steps)
         check_number("vocab_size", self.vocab_size, integer=True, minimum=len(SPECIAL_TOKENS) + 100,
                      maximum=65535)
         for field in ("hidden_size", "num_layers", "num_heads", "intermediate_size",
@@ -136,8 +150,12 @@ class PretrainConfig:
 
     def eval_steps(self) -> list[int]:
         """Step 0, steps ``round(10 ** (1 + k / evals_per_decade))`` below ``total_steps``
-        (10, 16, 25, 40, 63, 100, ... for 5 per decade), and the end of every stage."""
+        (10, 16, 25, 40, 63, 100, ... for 5 per decade), every ``dense_evals`` step, and the
+        end of every stage."""
         steps, k = {0, *range(self.stage_size, self.total_steps + 1, self.stage_size)}, 0
+        if self.dense_evals is not None:
+            first, last, every = self.dense_evals
+            steps.update(range(first, last + 1, every))
         while (step := int(round(10 ** (1 + k / self.evals_per_decade)))) < self.total_steps:
             steps.add(step)
             k += 1
@@ -188,6 +206,24 @@ MODELS["minilm-mlm-en-grown"] = dataclasses.replace(
     grow=(0, 0, 1, 1, 2, 2, 3, 4, 5), **_GROWTH)
 MODELS["minilm-mlm-en-continued"] = dataclasses.replace(
     MODELS["minilm-mlm-en"], name="minilm-mlm-en-continued", **_GROWTH)
+
+
+# Reaction SMILES from random init (emergence chapter, registered 2026-12-06 before the first
+# step): rxnfp-bert's tokenizer, the USPTO-50k validation reactions, 32 reactions a batch padded
+# to the longest, AdamW betas (0.9, 0.98), linear warm-up then decay to 0; evaluated at
+# log-spaced steps and densely through the transition on 300 held-out USPTO-50k test reactions.
+_REACTIONS = dict(corpus="reactions", vocab_size=591, hidden_size=256, num_layers=6, num_heads=4,
+                  intermediate_size=1024, seq_length=256, batch_size=32, checkpoint_every=100)
+RXN_SEEDS = (0, 1, 2)
+for _seed in RXN_SEEDS:
+    _name = "bert-rxn" + (f"-seed{_seed}" if _seed else "")
+    MODELS[_name] = PretrainConfig(name=_name, architecture="bert", learning_rate=1e-3,
+                                   warmup_steps=75, total_steps=1500, dense_evals=(200, 1000, 50),
+                                   seed=_seed, **_REACTIONS)
+# The ALBERT's pilot (one shared layer applied 6 times, E = H = 256): not a registered run.
+MODELS["albert-rxn-pilot"] = PretrainConfig(
+    name="albert-rxn-pilot", architecture="albert", embedding_size=256, learning_rate=5e-4,
+    warmup_steps=100, total_steps=3000, dense_evals=(200, 1500, 100), seed=100, **_REACTIONS)
 
 
 def heldout_texts(data_dir: str | os.PathLike, n: int = 64, unk: str = "keep") -> list[str]:
@@ -301,12 +337,13 @@ def mask_tokens(tokenizer, input_ids, mask_rate: float):
     return collator.torch_mask_tokens(input_ids.clone())
 
 
-def masked_lm_loss(model, input_ids, labels):
+def masked_lm_loss(model, input_ids, labels, attention_mask=None):
     """Mean cross-entropy of the MLM head on the masked positions only (``labels != -100``):
     equal to ``model(input_ids, labels=labels).loss`` at a fraction of the decoder's cost."""
     import torch.nn.functional as F
 
-    hidden = model.base_model(input_ids=input_ids).last_hidden_state  # [B, T, H]
+    hidden = model.base_model(input_ids=input_ids,
+                              attention_mask=attention_mask).last_hidden_state  # [B, T, H]
     chosen = labels != -100
     logits = _head(model)(hidden[chosen])  # [masked, V]
     return F.cross_entropy(logits.float(), labels[chosen])
@@ -343,12 +380,21 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
     once (atomic writes). The published model's tokenizer is reused when there is one: WordPiece
     training breaks ties in no fixed order.
 
+    A ``corpus="reactions"`` run takes rxnfp-bert's tokenizer and one padded row per reaction
+    (``dupbert.pretrain_reactions.prepare_reactions``).
+
     Raises:
         CorpusError: as :func:`pretraining_documents`.
     """
     from transformers import AutoTokenizer
 
     work = Path(work)
+    if config.corpus == "reactions":
+        from .pretrain_reactions import prepare_reactions
+
+        tokenizer, rows, report = prepare_reactions(config.seq_length, data_dir, work)
+        write_json(work / "corpus-reactions.json", report)
+        return tokenizer, rows
     vocabulary = config.init or config.vocab_size  # a continued model keeps its tokenizer
     tok_dir = work / f"tokenizer-{vocabulary}"
     rows_path = work / f"train-{vocabulary}-{config.seq_length}.npy"
@@ -391,7 +437,7 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
 
 
 def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: Sequence[str],
-                   heldout) -> list[dict]:
+                   heldout, seen: int) -> list[dict]:
     """The emergence record at one step: held-out MLM loss and masked top-1 at the last hidden state
     (``measure="mlm"``), and per hidden state ``"reconstruction"``, ``"masked"`` and
     ``"reconstruction, duplicated"`` (:func:`dupbert.probe.paper_duplications`).
@@ -402,14 +448,13 @@ def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: 
     from .probe import BASELINE, TruncationWarning, masked_prediction_accuracy, \
         paper_duplications, reconstruction_accuracy
 
-    tokens_seen = step * config.batch_size * config.seq_length
-    base = dict(model=config.name, step=step, tokens_seen=tokens_seen)
+    base = dict(model=config.name, step=step, tokens_seen=seen)
     model.eval()
     with torch.random.fork_rng(), torch.inference_mode():
         torch.manual_seed(12345)
-        inputs, labels = mask_tokens(tokenizer, torch.as_tensor(heldout, dtype=torch.long),
-                                     config.mask_rate)
-        hidden = model.base_model(input_ids=inputs).last_hidden_state
+        batch, attention = _batch(config, tokenizer, heldout)
+        inputs, labels = mask_tokens(tokenizer, batch, config.mask_rate)
+        hidden = model.base_model(input_ids=inputs, attention_mask=attention).last_hidden_state
         chosen = labels != -100
         logits = _head(model)(hidden[chosen])
         loss = float(torch.nn.functional.cross_entropy(logits, labels[chosen]))
@@ -419,6 +464,12 @@ def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: 
                  top1=float((best[:, 0] == target).float().mean()),
                  top5=float((best == target[:, None]).any(-1).float().mean()),
                  n_tokens=int(chosen.sum()), loss=loss)]
+    if step == 0:  # always answering the most frequent of the chosen tokens scores this
+        counts = torch.bincount(target).sort(descending=True).values
+        rows.append(dict(base, measure=MOST_FREQUENT, layer=config.num_layers,
+                         top1=float(counts[0] / len(target)),
+                         top5=float(counts[:5].sum() / len(target)), n_tokens=len(target),
+                         loss=float("nan")))
     kwargs = dict(batch_size=16, max_length=config.seq_length, progress=False)
     (order,) = [o for label, o in paper_duplications(model).items() if label != BASELINE]
     duplicated = duplicate_layers(model, order)
@@ -478,9 +529,16 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
                                                 or gate_closed(config, done["step"], results)):
         return published  # nothing left to train
     tokenizer, rows = prepare(config, data_dir, work, progress)
-    paragraphs = heldout_texts(data_dir, 400, config.heldout_unk)  # the first 64: the probe's
-    heldout = pack(tokenizer, [paragraphs], config.seq_length)[:64]
-    texts = paragraphs[:64]
+    if config.corpus == "reactions":
+        from .pretrain_reactions import heldout_reactions, reaction_rows
+
+        texts = heldout_reactions(data_dir)
+        heldout = reaction_rows(tokenizer, texts, config.seq_length)
+    else:
+        paragraphs = heldout_texts(data_dir, 400, config.heldout_unk)  # the first 64: the probe's
+        heldout = pack(tokenizer, [paragraphs], config.seq_length)[:64]
+        texts = paragraphs[:64]
+    seen = tokens_seen(config, rows, tokenizer.pad_token_id)
     results = Path(results)
     results.mkdir(parents=True, exist_ok=True)
     loss_path, emergence_path = results / "pretrain-loss.csv", results / "emergence.csv"
@@ -507,7 +565,8 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
                unit="step", disable=not progress, mininterval=30)
     while True:
         if step in eval_steps:
-            evaluated = _emergence_rows(model, tokenizer, config, step, texts, heldout)
+            evaluated = _emergence_rows(model, tokenizer, config, step, texts, heldout,
+                                        int(seen[step]))
             append_rows(emergence_path, evaluated, EMERGENCE_COLUMNS)
             reached = _target_reached(evaluated, config)
             if reached and step < last:  # done: flush the loss rows and keep this model
@@ -517,7 +576,8 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
                 checkpoint()
         if step >= last:
             break
-        pending.append(_train_step(model, optimizer, schedule, config, tokenizer, rows, step))
+        pending.append(_train_step(model, optimizer, schedule, config, tokenizer, rows, step,
+                                   int(seen[step + 1])))
         step += 1
         pending[-1]["elapsed_s"] = round(time.time() - started, 1)
         bar.update(1)
@@ -630,24 +690,48 @@ def _optimizer(model, config: PretrainConfig, saved: dict | None):
     return optimizer, schedule
 
 
-def _train_step(model, optimizer, schedule, config: PretrainConfig, tokenizer, rows, step: int
-                ) -> dict:
-    """Step ``step + 1``: its seeded batch and masking, one AdamW update; its loss row."""
+def _train_step(model, optimizer, schedule, config: PretrainConfig, tokenizer, rows, step: int,
+                tokens_seen: int) -> dict:
+    """Step ``step + 1``: its seeded batch and masking, one AdamW update; its loss row
+    (``tokens_seen``: through this step)."""
     import torch
 
     model.train()
     torch.manual_seed(_step_seed(config.seed, step))
-    batch = torch.as_tensor(rows[batch_rows(config, len(rows), step)].astype(np.int64))
+    batch, attention = _batch(config, tokenizer, rows[batch_rows(config, len(rows), step)])
     inputs, labels = mask_tokens(tokenizer, batch, config.mask_rate)
-    loss = masked_lm_loss(model, inputs, labels)
+    loss = masked_lm_loss(model, inputs, labels, attention)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     schedule.step()
     optimizer.zero_grad(set_to_none=True)
-    return dict(model=config.name, step=step + 1,
-                tokens_seen=(step + 1) * config.batch_size * config.seq_length,
+    return dict(model=config.name, step=step + 1, tokens_seen=tokens_seen,
                 loss=float(loss.detach()), lr=schedule.get_last_lr()[0])
+
+
+def _batch(config: PretrainConfig, tokenizer, rows: np.ndarray):
+    """``(input_ids, attention_mask)`` of uint16 ``rows``: packed English rows as they are (no
+    mask); padded reaction rows cut after the longest, with their mask."""
+    import torch
+
+    batch = torch.as_tensor(rows.astype(np.int64))
+    if config.corpus != "reactions":
+        return batch, None
+    from .pretrain_reactions import trim
+
+    return trim(batch, tokenizer.pad_token_id)
+
+
+def tokens_seen(config: PretrainConfig, rows: np.ndarray, pad_id: int) -> np.ndarray:
+    """Tokens trained on through each step, ``[total_steps + 1]`` (index 0: none): every
+    position of packed English rows; the real (not padding) tokens of reaction rows."""
+    steps = np.arange(config.total_steps + 1, dtype=np.int64)
+    if config.corpus != "reactions":
+        return steps * config.batch_size * config.seq_length
+    real = (rows != pad_id).sum(1)
+    per_step = [int(real[batch_rows(config, len(rows), s)].sum()) for s in steps[:-1]]
+    return np.concatenate([[0], np.cumsum(per_step)])
 
 
 def _identity(config: PretrainConfig, stage_end: int) -> dict:
