@@ -17,7 +17,7 @@ chapter "Emergence during pretraining" pre-states:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,9 @@ import pandas as pd
 THRESHOLD = 0.5
 RECONSTRUCTION, MASKED, DUPLICATED, MLM = ("reconstruction", "masked",
                                            "reconstruction, duplicated", "mlm")
+MOST_FREQUENT = "most frequent"
+"""The record's baseline row (step 0, at the output): top-1 of always answering the most frequent
+of the held-out chosen tokens."""
 
 
 def read_record(tables_dir: str | Path, models: Sequence[str] | None = None
@@ -175,7 +178,7 @@ def output_top1(record: pd.DataFrame, measure: str = MASKED) -> pd.DataFrame:
     return table[list(dict.fromkeys(rows["model"]))]
 
 
-def past_plateau(record: pd.DataFrame, predicting: float = PREDICTING,
+def past_plateau(record: pd.DataFrame, predicting: float | Mapping[str, float] = PREDICTING,
                  threshold: float = THRESHOLD, stay: float = STAY, fall: float = FALL
                  ) -> pd.DataFrame:
     """The chapter's rule past the plateau (pre-registered 2026-12-02), one row per model.
@@ -185,9 +188,10 @@ def past_plateau(record: pd.DataFrame, predicting: float = PREDICTING,
     reconstruction top-1 at *F* against *P*: **stay decodable** when every one is at least
     ``threshold`` at *F* and none fell by more than ``stay``; **fall as the head specialises**
     when any fell by more than ``fall``; otherwise **mixed**; **not reached** without a *P*, and
-    **too early to tell** when *P* is *F* (no step after it yet).
+    **too early to tell** when *P* is *F* (no step after it yet). ``predicting`` is one level
+    for every model, or a level per model (:func:`predicting_levels`).
 
-    Columns: ``model``, ``last_layer``, ``P``, ``F`` (NaN: none), ``masked_P``, ``masked_F``
+    Columns: ``model``, ``last_layer``, ``predicting`` (the level), ``P``, ``F`` (NaN: none), ``masked_P``, ``masked_F``
     (output), ``largest_fall`` (reconstruction at *P* minus at *F*, the largest over the middle
     hidden states; negative: all rose) and its ``falling_layer``, ``lowest_F`` and its
     ``lowest_layer``, ``verdict``.
@@ -196,12 +200,13 @@ def past_plateau(record: pd.DataFrame, predicting: float = PREDICTING,
     masked = output_top1(record, MASKED)
     for model in masked.columns:
         series = masked[model].dropna()
-        hits = series[series >= predicting]
+        level = float(predicting[model] if isinstance(predicting, Mapping) else predicting)
+        hits = series[series >= level]
         p, f = (float(hits.index[0]) if len(hits) else np.nan), float(series.index[-1])
         recon = grid(record, model, RECONSTRUCTION)
         last = int(recon.index.max())
         middle = recon.loc[[layer for layer in recon.index if 0 < layer < last]]
-        row = dict(model=model, last_layer=last, P=p, F=f,
+        row = dict(model=model, last_layer=last, predicting=level, P=p, F=f,
                    masked_P=float(series.get(p, np.nan)), masked_F=float(series[f]),
                    largest_fall=np.nan, falling_layer=np.nan,
                    lowest_F=float(middle[f].min()), lowest_layer=int(middle[f].idxmin()))
@@ -264,3 +269,40 @@ def stage_costs(loss: pd.DataFrame, record: pd.DataFrame, stage_sizes: dict[str,
                              hours=(elapsed - before) / 3600, masked_top1=float(reached)))
             before = elapsed
     return pd.DataFrame(rows)
+
+
+def baselines(record: pd.DataFrame) -> pd.Series:
+    """Most-frequent-token top-1 per model (its :data:`MOST_FREQUENT` row), for the models that
+    have one, in the record's order."""
+    rows = record[record["measure"] == MOST_FREQUENT]
+    return rows.groupby("model", sort=False)["top1"].first()
+
+
+def predicting_levels(record: pd.DataFrame, multiple: float) -> dict[str, float]:
+    """Per model, the masked top-1 at the output from which it counts as predicting: ``multiple``
+    times its most-frequent-token baseline (:func:`baselines`).
+
+    Raises:
+        ValueError: a model of the record has no baseline row (names it).
+    """
+    found = baselines(record)
+    missing = [m for m in dict.fromkeys(record["model"]) if m not in found.index]
+    if missing:
+        raise ValueError(f"no {MOST_FREQUENT!r} row (step 0) for {missing}: their predicting "
+                         "level is unknown")
+    return {model: multiple * float(top1) for model, top1 in found.items()}
+
+
+def across_seeds(verdicts: Mapping[str, str], groups: Mapping[str, Sequence[str]]
+                 ) -> dict[str, str]:
+    """Per group (an architecture's seeds), the verdict every seed gives; else ``"seeds
+    disagree"`` with the count of each verdict (most first). Seeds not in ``verdicts`` are left
+    out; a group with none is ``"no runs yet"``."""
+    out = {}
+    for group, models in groups.items():
+        given = pd.Series([verdicts[m] for m in models if m in verdicts], dtype=object)
+        counts = given.value_counts(sort=True)
+        out[group] = ("no runs yet" if given.empty else str(counts.index[0]) if len(counts) == 1
+                      else "seeds disagree (" + ", ".join(f"{n} {v}" for v, n in counts.items())
+                      + ")")
+    return out

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .checks import check_number
+from .emergence import MOST_FREQUENT
 from .errors import DupbertError
 from .pretrain_corpus import (SPECIAL_TOKENS, CorpusError, pack, pretraining_documents,
                               train_tokenizer)
@@ -34,7 +35,6 @@ from .zoo import BUNDLED as WEIGHTS, cache_dir, weights_dir
 
 ARCHITECTURES = ("bert", "albert")
 CORPORA = ("english", "reactions")
-MOST_FREQUENT = "most frequent"  # the emergence record's baseline row, at step 0
 LOSS_COLUMNS = ["model", "step", "tokens_seen", "loss", "lr", "elapsed_s"]
 EMERGENCE_COLUMNS = ["model", "step", "tokens_seen", "measure", "layer", "top1", "top5",
                      "n_tokens", "loss"]

@@ -254,3 +254,44 @@ def test_the_rule_past_the_plateau_at_its_exact_bounds():
     assert emergence.past_plateau(at_stay, stay=0.125, fall=0.25).iloc[0].verdict == \
         "stay decodable"
     assert emergence.past_plateau(at_stay, stay=0.0625, fall=0.25).iloc[0].verdict == "mixed"
+
+
+def with_baseline(frame: pd.DataFrame, model: str, top1: float) -> pd.DataFrame:
+    row = dict(model=model, step=0, tokens_seen=0, measure=emergence.MOST_FREQUENT, layer=3,
+               top1=top1, top5=np.nan, n_tokens=100, loss=np.nan)
+    return pd.concat([frame, pd.DataFrame([row])], ignore_index=True)
+
+
+def test_the_predicting_level_is_a_multiple_of_each_models_baseline():
+    masked = [0.05, 0.2, 0.39, 0.41, 0.5]  # at steps 0, 10, 16, 25, 40
+    frame = with_baseline(plateau_record(masked, {1: [0.9] * 5, 2: [0.9] * 5}), "m", 0.2)
+    levels = emergence.predicting_levels(frame, 2.0)
+    assert levels == {"m": pytest.approx(0.4)}
+    row = emergence.past_plateau(frame, levels).iloc[0]
+    assert (row.P, row.predicting, row.verdict) == (25, pytest.approx(0.4), "stay decodable")
+    # the English rule's single level still applies where no mapping is given
+    assert emergence.past_plateau(frame).iloc[0].P == 10
+    with pytest.raises(ValueError, match=r"no 'most frequent' row .*\['m'\]"):
+        emergence.predicting_levels(plateau_record(masked, {1: [0.9] * 5}), 2.0)
+
+
+def test_across_seeds_gives_the_shared_verdict_or_counts_a_disagreement():
+    verdicts = {"a0": "stay decodable", "a1": "stay decodable", "b0": "mixed",
+                "b1": "stay decodable", "b2": "mixed"}
+    assert emergence.across_seeds(verdicts, {"A": ["a0", "a1", "a2"], "B": ["b0", "b1", "b2"],
+                                             "C": ["c0"]}) == {
+        "A": "stay decodable", "B": "seeds disagree (2 mixed, 1 stay decodable)",
+        "C": "no runs yet"}
+
+
+def test_the_seeds_figure_draws_every_hidden_state_and_marks_where_each_seed_predicts():
+    from dupbert.emergence_figures import plot_seeds
+
+    masked = [0.05, 0.2, 0.39, 0.41, 0.5]
+    frame = with_baseline(plateau_record(masked, {1: [0.9] * 5, 2: [0.9] * 5}), "m", 0.2)
+    fig = plot_seeds(frame, {"BERT": ["m", "not run"]}, {"m": 0.4})
+    (ax,) = fig.axes
+    assert len(ax.lines) == 4 + 1 + 1 + 2  # hidden states 0-3, the output, P, two levels
+    assert ax.lines[5].get_xdata()[0] == 25
+    with pytest.raises(ValueError, match="no rows of any model"):
+        plot_seeds(frame, {"ALBERT": ["x"]}, {})

@@ -165,7 +165,8 @@ def test_an_interrupted_run_resumes_to_the_same_weights_losses_and_record(small_
     record = pd.read_csv(whole / "emergence.csv")
     assert sorted(record["step"].unique()) == [0, 10, 12]
     assert set(record["measure"]) == {"mlm", "reconstruction", "masked",
-                                      "reconstruction, duplicated"}
+                                      "reconstruction, duplicated", "most frequent"}
+    assert record.loc[record["measure"] == "most frequent", "step"].tolist() == [0]
     a = transformers.AutoModelForMaskedLM.from_pretrained(final).state_dict()
     b = transformers.AutoModelForMaskedLM.from_pretrained(resumed).state_dict()
     assert all(torch.equal(a[key], b[key]) for key in a)  # bit for bit
@@ -570,3 +571,39 @@ def test_the_continued_berts_gate_judges_the_end_of_its_second_stage_not_its_fir
     assert gate_closed(dataclasses.replace(config, stage_gate_from=1), 1000, REPO / "results/cpu")
     with pytest.raises(ValueError, match="stage_gate_from"):
         dataclasses.replace(config, stage_gate_from=5)  # 4 stages
+
+
+def test_reaction_runs_are_checked_and_evaluated_densely_through_the_transition():
+    with pytest.raises(ValueError, match="corpus must be one of"):
+        PretrainConfig(name="x", architecture="bert", corpus="prose")
+    with pytest.raises(ValueError, match="init must be None"):
+        PretrainConfig(name="x", architecture="bert", corpus="reactions", init="bert-en-small")
+    with pytest.raises(ParameterError, match="dense_evals last"):
+        PretrainConfig(name="x", architecture="bert", total_steps=100, dense_evals=(20, 200, 10))
+    steps = MODELS["bert-rxn"].eval_steps()
+    assert steps[:12] == [0, 10, 16, 25, 40, 63, 100, 158, 200, 250, 251, 300]
+    assert set(range(200, 1001, 50)) <= set(steps) and steps[-1] == 1500 and len(steps) == 29
+
+
+def test_the_committed_first_reaction_steps_reproduce_and_count_real_tokens(shared_data_dir,
+                                                                             tmp_path, zoo_cache):
+    """Steps 1-3 of bert-rxn from random init give the committed training losses and tokens seen
+    (the reactions' own tokens, not their padding), and step 0's record the committed
+    most-frequent-token baseline of the 300 held-out test reactions."""
+    from dupbert.pretrain import prepare
+
+    config = MODELS["bert-rxn"]
+    pretrain(config, shared_data_dir, tmp_path / "work", tmp_path / "results", stop_after=3,
+             progress=False)
+    ours = pd.read_csv(tmp_path / "results" / "pretrain-loss.csv")
+    committed = pd.read_csv(REPO / "results/cpu/pretrain-loss.csv")
+    committed = committed[(committed["model"] == config.name) & (committed["step"] <= 3)]
+    np.testing.assert_allclose(ours["loss"], committed.sort_values("step")["loss"], rtol=1e-4)
+    assert ours["tokens_seen"].tolist() == committed.sort_values("step")["tokens_seen"].tolist()
+    tokenizer, rows = prepare(config, shared_data_dir, tmp_path / "work", progress=False)
+    assert rows.shape == (4995, 256) and len(tokenizer) == 591
+    first = rows[batch_rows(config, len(rows), 0)]
+    assert ours["tokens_seen"].iloc[0] == int((first != tokenizer.pad_token_id).sum())
+    record = pd.read_csv(tmp_path / "results" / "emergence.csv")
+    baseline = record.loc[record["measure"] == "most frequent", "top1"]
+    assert baseline.round(4).tolist() == [0.2468]
