@@ -258,3 +258,58 @@ def judged_runs(results: pd.DataFrame | None, paths: Sequence[str | os.PathLike]
     keys = set().union(*(planned_run_keys(plan, source) for source in sources))
     rows = results[results["run_key"].isin(keys)].drop_duplicates("run_key")
     return rows.reset_index(drop=True), plan
+
+
+def later_two_way(se_by_task: dict[str, float], tests: Sequence[str | os.PathLike],
+                  growth: str | os.PathLike | None = None) -> pd.DataFrame:
+    """The cells judged after the study, whose runs stored no per-example outputs, with two-way
+    intervals from an evaluation-set error borrowed from the study (``se_by_task``, points;
+    ``dupbert.variance.with_borrowed``): each profile file of ``tests`` (a configuration against
+    the baseline, :func:`confirmatory_study`) and the growth arm's comparisons (``growth``).
+
+    The ``verdict`` of a claimed gain is the paper's rule on the seed-only interval
+    (``dupbert.significance.verdict``), ``verdict_two_way`` the same on the two-way interval;
+    ``verdict_symmetric`` the symmetric rule on the seed-only interval
+    (``dupbert.variance.symmetric_verdict``). The growth arm's are its own rule's (interval above,
+    below or covering 0). A task missing from ``se_by_task`` is left out.
+    """
+    from .paper import gain_claim
+    from .significance import verdict
+    from .variance import _undecidable, symmetric_verdict, with_borrowed
+
+    rows = []
+    for test in (confirmatory_studies(tests).to_dict("records") if tests else []):
+        claim = gain_claim(test["task"], test["metric"])
+        rows.append(dict(model=test["model"], task=test["task"], duplication=test["configuration"],
+                         n_pairs=test["n_pairs"], gain=test["gain"], gain_ci_low=test["gain_ci_low"],
+                         gain_ci_high=test["gain_ci_high"], p_value=test["p_value"],
+                         claimed_gain=claim.claimed_gain if claim else None))
+    if growth is not None:
+        for test in growth_study(growth)[1].to_dict("records"):
+            rows.append(dict(model="minilm-mlm-en", task="snli",
+                             duplication=f"{test['arm']} vs {test['reference']}",
+                             n_pairs=test["n_pairs"], gain=test["gain"],
+                             gain_ci_low=test["gain_ci_low"], gain_ci_high=test["gain_ci_high"],
+                             p_value=test["p_adjusted"], growth_verdict=test["verdict"]))
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame = frame[frame["task"].isin(se_by_task) & frame["n_pairs"].ge(2)]
+    parts = [with_borrowed(part, se_by_task[task]) for task, part in frame.groupby("task", sort=False)]
+    frame = pd.concat(parts).sort_index() if parts else frame
+    growth_rows = frame["claimed_gain"].isna() if "claimed_gain" in frame else True
+
+    def by_interval(low, high):
+        return "growth helps" if low > 0 else "growth hurts" if high < 0 else "no difference shown"
+
+    frame["verdict"] = [r.growth_verdict if g else verdict(r.gain, r.gain_ci_low, r.gain_ci_high,
+                                                           r.p_value, r.claimed_gain)
+                        for r, g in zip(frame.itertuples(), growth_rows)]
+    frame["verdict_two_way"] = [
+        by_interval(r.two_way_low, r.two_way_high) if g else _undecidable(
+            verdict(r.gain, r.two_way_low, r.two_way_high, r.p_two_way, r.claimed_gain),
+            r.claimed_gain, r.decidable_margin) for r, g in zip(frame.itertuples(), growth_rows)]
+    frame["verdict_symmetric"] = [None if g else symmetric_verdict(r.gain_ci_low, r.gain_ci_high,
+                                                                   r.claimed_gain)
+                                  for r, g in zip(frame.itertuples(), growth_rows)]
+    return frame.rename(columns={"gain_ci_low": "seed_low", "gain_ci_high": "seed_high"})
