@@ -33,7 +33,8 @@ SECTIONS = {"rq1-holds-with-duplicated-layers": "reconstruction-through-duplicat
             "rq5-ensemble-squad2-f1": "the-paper-beside-ours"}
 # Where the verdict rules are written out (book/methods.md, the "Results at a glance" section).
 RULES_PAGE = "methods.html#methods-glance-rules"
-COLUMNS = ["id", "rq", "claim", "paper", "ours", "verdict", "evidence", "section"]
+COLUMNS = ["id", "rq", "claim", "paper", "ours", "verdict", "evidence", "section", "headline"]
+HEADLINE_CHARS = 300  # the most a cell of the glance table holds
 
 
 def wilson_interval(fraction: float, n: int) -> tuple[float, float]:
@@ -59,13 +60,22 @@ CLAIMED_TASKS = frozenset(c.task for c in paper.CLAIMS if c.task is not None)
 
 
 
-def _row(claim_id: str, ours: str, verdict: str) -> dict:
+def _row(claim_id: str, ours: str, verdict: str, headline: str | None = None) -> dict:
+    """One claim's row: ``ours`` the per-model detail, ``headline`` (default ``ours``) the one
+    short statement of it that the glance table shows."""
     if verdict not in VERDICTS:
         raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
     c = paper.claim(claim_id)
     return {"id": c.id, "rq": c.rq, "claim": c.statement, "paper": c.paper_value, "ours": ours,
             "verdict": verdict, "evidence": CHAPTERS[c.rq],
-            "section": SECTIONS.get(c.id, SECTION)}
+            "section": SECTIONS.get(c.id, SECTION), "headline": headline or ours}
+
+
+def _weakest(found: Sequence[tuple]) -> str:
+    """``(top1, low, high, layer, model, what)`` tuples: the weakest in words."""
+    top1, low, high, layer, model, what = min(found)
+    return (f"weakest of {len(found)} models: {model}{what} {top1:.3f} [{low:.3f}, {high:.3f}] "
+            f"at hidden state {layer}")
 
 
 def worst_block_output(rows: pd.DataFrame, what: str) -> tuple[float, float, float, int]:
@@ -125,10 +135,11 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
     pretrained = reconstruction[reconstruction["init"] == "pretrained"]
     control = reconstruction[reconstruction["init"] == "random-init control"]
     control_best = {m: float(control.loc[control["model"] == m, "top1"].max()) for m in judged}
-    texts, checks = [], []
+    texts, checks, found = [], [], []
     for model in judged:
         rows = pretrained[pretrained["model"] == model]
         top1, low, high, layer = worst_block_output(rows, f"{model} (pretrained)")
+        found.append((top1, low, high, layer, model, ""))
         embedding = rows.loc[rows["layer"] == 0, "top1"]
         texts.append(f"{model}: {top1:.3f} [{low:.3f}, {high:.3f}] at hidden state {layer} "
                      f"(control at most {control_best[model]:.3f}; embedding output "
@@ -137,12 +148,14 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
     rows = [_row("rq1-head-decodes-every-layer",
                  f"hidden states 1..L of {', '.join(judged)}; top-1 at the worst one: "
                  + "; ".join(texts),
-                 _rq1_verdict(checks))]
+                 _rq1_verdict(checks),
+                 _weakest(found) + f"; random-init controls at most "
+                 f"{max(control_best.values()):.3f}" if found else None)]
     if duplicated is None or duplicated.empty:
         rows.append(_row("rq1-holds-with-duplicated-layers", "no duplicated models probed",
                          "undecided"))
         return rows
-    texts, checks = [], []
+    texts, checks, found = [], [], []
     for model in [m for m in dict.fromkeys(duplicated["model"]) if m in control_best]:
         variants = duplicated[(duplicated["model"] == model) & (duplicated["duplication"] != "baseline")]
         worst = None
@@ -154,12 +167,13 @@ def rq1_rows(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None = Non
             texts.append(f"{model}: no duplicated variant probed")
             continue
         name, top1, low, high, layer = worst
+        found.append((top1, low, high, layer, model, f", {name},"))
         texts.append(f"{model}: {top1:.3f} [{low:.3f}, {high:.3f}] ({name}, hidden state {layer}; "
                      f"{variants['duplication'].nunique()} variants)")
         checks.append((low, high, control_best[model]))
     rows.append(_row("rq1-holds-with-duplicated-layers",
                      "top-1 at the worst hidden state 1..L of any duplicated variant: " + "; ".join(texts),
-                     _rq1_verdict(checks)))
+                     _rq1_verdict(checks), _weakest(found) if found else None))
     return rows
 
 
@@ -210,7 +224,13 @@ def rq2_row(spearman: pd.DataFrame, measure: str | None = None) -> dict:
         verdict = "reproduced"
     else:
         verdict = "undecided"
-    return _row("rq2-layers-distributed-similarly", "; ".join(texts) or "no correlations", verdict)
+    headline = None
+    if partial and len(rows):
+        headline = ("rho given depth: " + (", ".join(
+            f"{r.model} {getattr(r, rho):+.2f} (p {getattr(r, p):.2g})" for r in decided.itertuples())
+            or "none") + f"; monotone in depth: {len(rows) - len(decided)} of {len(rows)} models")
+    return _row("rq2-layers-distributed-similarly", "; ".join(texts) or "no correlations", verdict,
+                headline)
 
 
 def mlm_learned(quality: pd.DataFrame) -> dict[str, bool]:
@@ -468,10 +488,12 @@ def rq3_rq4_rows(results: pd.DataFrame,
             continue
         cells = summary[(summary["task"] == c.task) & (summary["metric"] == c.metric)] \
             if not summary.empty else summary
-        texts, verdicts, decided = [], [], []
+        texts, verdicts, decided, short = [], [], [], []
         for cell in cells.itertuples() if not cells.empty else []:
             text, state = _cell_text(cell, status)
             texts.append(text)
+            short.append(f"{cell.model}: {_interval(cell.gain, cell.gain_ci_low, cell.gain_ci_high)}"
+                         f" ({int(cell.n_pairs)} seeds)" if state == "judged" else text)
             if state in ("judged", "pending"):  # a pending one may still be judged
                 judged_cells.add((cell.model, c.task))
             if state != "judged":
@@ -486,6 +508,7 @@ def rq3_rq4_rows(results: pd.DataFrame,
             test_text, test_verdict = (decisive or {}).get((cell.model, c.task), (None, None))
             if test_text is not None:
                 texts[-1] += f"; {test_text}"
+                short[-1] = f"{cell.model}: {test_text.replace('decided by the ', '')}"
                 if test_verdict is not None:
                     verdicts[-1] = test_verdict
                     decided.append(test_verdict)
@@ -494,14 +517,17 @@ def rq3_rq4_rows(results: pd.DataFrame,
             if task == c.task and model not in landed:  # planned, nothing landed yet
                 judged_cells.add((model, task))
                 texts.append(f"{model}: {comparisons.pending(0, planned)}")
+                short.append(texts[-1])
                 verdicts.append("undecided")
         for (model, task), text in shortfalls.items():
             if task == c.task and model not in landed and (model, task) not in (planned_seeds or {}):
                 texts.append(f"{model}: {text}")
+                short.append(texts[-1])
                 verdicts.append(comparisons.DID_NOT_LEARN)
         verdict = _combine(decided or verdicts)
         per_claim[c.id] = verdict
-        rows.append(_row(c.id, "; ".join(texts) or "no runs", verdict))
+        rows.append(_row(c.id, "; ".join(texts) or "no runs", verdict,
+                         "; ".join(dict.fromkeys(short)) or None))
     gains = [v for cid, v in per_claim.items()
              if paper.claim(cid).claimed_gain not in (None, 0.0) and v != "not testable here"]
     method = _over_learned(gains)
@@ -509,7 +535,8 @@ def rq3_rq4_rows(results: pd.DataFrame,
     ours = "; ".join(f"{cid}: {v}" for cid, v in per_claim.items())
     if beyond:
         ours += "; beyond the paper's tasks (shown, not judged): " + "; ".join(beyond)
-    rows.insert(0, _row("rq3-method", ours, method))
+    rows.insert(0, _row("rq3-method", ours, method, "; ".join(
+        f"{paper.claim(cid).task} {paper.claim(cid).metric}: {v}" for cid, v in per_claim.items())))
     tested = [v for v in per_claim.values() if v != "not testable here"]
     consistent = _over_learned(tested)
     models = sorted(set(results["model"])) if not results.empty else []
@@ -523,8 +550,21 @@ def rq3_rq4_rows(results: pd.DataFrame,
         consistent = "not testable here"
     else:
         ours += "; per-claim verdicts as above"
-    rows.append(_row("rq4-consistent-across-models", ours, consistent))
+    bodies = sorted({pretrained_body(m) for m in judged_models})
+    rows.append(_row("rq4-consistent-across-models", ours, consistent,
+                     f"judged on {len(judged_models)} models of {len(bodies)} pretrained "
+                     f"bod{'y' if len(bodies) == 1 else 'ies'} ({', '.join(bodies) or 'none'})"))
     return rows
+
+
+BODIES = {name: "all-MiniLM-L6-v2" for name in ("minilm-mlm-en", "minilm-mlm-en-continued",
+                                                "minilm-mlm-en-grown", "albert-minilm-en")}
+"""Models trained here from another model's pretrained body, and that body (RQ4 counts bodies)."""
+
+
+def pretrained_body(model: str) -> str:
+    """The pretrained body a model was made from (:data:`BODIES`); any other model is its own."""
+    return BODIES.get(model, model)
 
 
 def _over_learned(verdicts: Sequence[str]) -> str:
@@ -617,11 +657,30 @@ def verdict_counts(table: pd.DataFrame) -> Mapping[str, int]:
 
 
 
-def glance_html(table: pd.DataFrame) -> str:
-    """The results-at-a-glance table as one HTML ``<table>``, a row per claim (HTML-escaped), the
-    verdict linking to ``{evidence}.html#{section}``; each row has the class
+SHORT_CLAIMS = {
+    "rq1-head-decodes-every-layer": "The MLM head decodes every hidden state",
+    "rq1-holds-with-duplicated-layers": "... also with duplicated layers",
+    "rq2-layers-distributed-similarly": "Because the layers are distributed alike",
+    "rq3-method": "Duplicating layers, then fine-tuning, helps",
+    "rq3-squad2-f1": "SQuAD 2.0 F1 gain",
+    "rq3-squad2-exact": "SQuAD 2.0 EM gain",
+    "rq3-snli-accuracy": "SNLI accuracy gain",
+    "rq3-sst2-accuracy": "No gain on SST-2",
+    "rq4-consistent-across-models": "The gain holds across models and tasks",
+    "rq5-ensemble-squad2-exact": "Ensemble, SQuAD 2.0 EM",
+    "rq5-ensemble-squad2-f1": "Ensemble, SQuAD 2.0 F1",
+}
+"""Each claim in a few words, for the glance table (the full statement is in the detail)."""
+
+
+def glance_html(table: pd.DataFrame, later: Mapping[str, str] | None = None) -> str:
+    """The results-at-a-glance table as one HTML ``<table>``, a short row per claim (HTML-escaped):
+    the claim in a few words (:data:`SHORT_CLAIMS`), the paper's number, ours (the row's
+    ``headline``), the verdict linking to ``{evidence}.html#{section}``, and ``later`` (claim id
+    to text: the verdicts of the readings added after registration); each row has the class
     ``verdict-<verdict, spaces as hyphens>`` (``book/_static/dupbert.css``); the header links to
-    :data:`RULES_PAGE`.
+    :data:`RULES_PAGE`. Below it, a collapsed ``<details>`` holds every claim's full statement
+    and per-model detail (``ours``).
 
     Args:
         table: :func:`results_at_a_glance` rows.
@@ -631,17 +690,72 @@ def glance_html(table: pd.DataFrame) -> str:
     """
     import html
 
-    check_columns(table, ["id", "rq", "claim", "paper", "ours", "verdict", "evidence", "section"],
-                  "table", rows="")
+    check_columns(table, ["id", "rq", "claim", "paper", "headline", "verdict", "evidence",
+                          "section"], "table", rows="")
     e = html.escape
+    later = later or {}
     rows = "".join(
         f'<tr class="verdict-{e(r.verdict.replace(" ", "-"))}">'
-        f"<td>{e(r.claim)}<br><code>{e(r.id)}</code></td>"
-        f"<td>{e(str(r.paper))}</td><td>{e(str(r.ours))}</td>"
-        f"<td><strong>{e(r.verdict)}</strong><br>"
-        f'<a href="{e(r.evidence)}.html#{e(r.section)}">RQ{int(r.rq)} evidence</a></td></tr>'
+        f"<td>{e(SHORT_CLAIMS.get(r.id, r.claim))}</td>"
+        f"<td>{e(str(r.paper))}</td><td>{e(str(r.headline))}</td>"
+        f"<td><strong>{e(r.verdict)}</strong> "
+        f'(<a href="{e(r.evidence)}.html#{e(r.section)}">RQ{int(r.rq)}</a>)</td>'
+        f"<td>{e(later.get(r.id, '-'))}</td></tr>"
         for r in table.itertuples())
     header = ("<th>claim</th><th>paper</th><th>ours (95% CI)</th>"
-              f'<th>verdict (<a href="{RULES_PAGE}">rules</a>)</th>')
+              f'<th>verdict (<a href="{RULES_PAGE}">rules</a>)</th><th>later readings</th>')
+    details = "".join(f"<dt><code>{e(r.id)}</code> {e(r.claim)}</dt><dd>{e(str(r.ours))}</dd>"
+                      for r in table.itertuples())
     return (f'<table class="results-at-a-glance table"><thead><tr>{header}</tr></thead>'
-            f"<tbody>{rows}</tbody></table>")
+            f"<tbody>{rows}</tbody></table>"
+            f'<details class="glance-detail"><summary>Every model, claim by claim</summary>'
+            f"<dl>{details}</dl></details>")
+
+
+def later_readings(floor: pd.DataFrame | None = None, whole: pd.DataFrame | None = None,
+                   two_way: pd.DataFrame | None = None, table: pd.DataFrame | None = None
+                   ) -> dict[str, str]:
+    """The glance table's "later readings": per claim id, the verdicts of the rules added after
+    registration, dated, each in a few words.
+
+    Args:
+        floor: :func:`with_mlm_floor` with the registered MLM-quality measure (2026-12-02).
+        whole: :func:`with_mlm_floor` with the measure on the whole held-out set (2026-12-06).
+        two_way: ``dupbert.variance.two_way_table`` / ``dupbert.studies.later_two_way`` rows
+            (2026-12-06): the claim's deciding cell (the one with most seeds per task) is read.
+        table: :func:`results_at_a_glance` rows: RQ4 counted in pretrained bodies (2026-12-06).
+    """
+    later: dict[str, list[str]] = {}
+    for frame, label in ((floor, "MLM floor (2026-12-02)"),
+                         (whole, "floor on the whole held-out set (2026-12-06)")):
+        for r in frame.to_dict("records") if frame is not None else []:
+            n = 0 if r["judged on"] == "none" else len(r["judged on"].split(", "))
+            later.setdefault(r["id"], []).append(f"{label}: {r['with the MLM floor']} on {n} models")
+    claims = {("snli", "accuracy"): "rq3-snli-accuracy", ("sst2", "accuracy"): "rq3-sst2-accuracy"}
+    if two_way is not None and len(two_way):
+        cells = two_way[two_way["duplication"].eq("copy first 3")
+                        & two_way["model"].eq("all-MiniLM-L6-v2")]
+        for task, part in cells.groupby("task"):
+            r = part.sort_values("n_pairs").iloc[-1]
+            claim = claims.get((task, "accuracy"))
+            if claim is None:
+                continue
+            text = (f"both errors (2026-12-06): {r['verdict_two_way']} "
+                    f"[{r['two_way_low']:+.2f}, {r['two_way_high']:+.2f}]")
+            if r['verdict_two_way'] == "undecidable on this evaluation set":
+                text = (f"both errors (2026-12-06): undecidable here, no margin under "
+                        f"{r['decidable_margin']:.2f} points")
+            symmetric = r.get("verdict_symmetric")
+            if isinstance(symmetric, str):
+                text += f"; symmetric rule: {symmetric}"
+            later.setdefault(claim, []).append(text)
+        if "rq3-snli-accuracy" in later:
+            later.setdefault("rq3-method", []).append(
+                "scoped (2026-12-06): refuted for copy first 3 on all-MiniLM-L6-v2 (NLI-trained) "
+                "x SNLI")
+    if table is not None:
+        rq4 = table[table["id"] == "rq4-consistent-across-models"]
+        if len(rq4) and " 1 pretrained body " in str(rq4["headline"].iloc[0]):
+            later.setdefault("rq4-consistent-across-models", []).append(
+                "in pretrained bodies (2026-12-06): not testable here, one body")
+    return {claim: "; ".join(texts) for claim, texts in later.items()}

@@ -306,6 +306,9 @@ class GlanceParameters(ChapterParameters):
     profile: str = _declare("str")
     confirm_profile: str | None = _declare(**_PROFILE_FILE, default=None)
     decisive_profiles: list[str] | None = _declare(**_PROFILE_FILES, default=None)
+    two_way_study: str | None = _declare(**_PROFILE_FILE, default=None)
+    two_way_tests: list[str] | None = _declare(**_PROFILE_FILES, default=None)
+    growth_profile: str | None = _declare(**_PROFILE_FILE, default=None)
 
 
 CHAPTERS: dict[str, type[ChapterParameters]] = {

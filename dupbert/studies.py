@@ -313,3 +313,36 @@ def later_two_way(se_by_task: dict[str, float], tests: Sequence[str | os.PathLik
                                                                    r.claimed_gain)
                                   for r, g in zip(frame.itertuples(), growth_rows)]
     return frame.rename(columns={"gain_ci_low": "seed_low", "gain_ci_high": "seed_high"})
+
+
+def gains_with_both_errors(study: str | os.PathLike, tests: Sequence[str | os.PathLike] = (),
+                           growth: str | os.PathLike | None = None) -> pd.DataFrame:
+    """Every registered gain of the study that ``study`` (an RQ3 profile file whose runs stored
+    per-example outputs in its ``outputs_dir``) plans, with both intervals
+    (``dupbert.variance.two_way_table``), then the later cells (:func:`later_two_way`) with the
+    evaluation-set error of the study's all-MiniLM-L6-v2 ``copy first 3`` cell on each task.
+    Controls and baseline variants are left out.
+
+    Raises:
+        ParameterError: ``study`` names no ``results_path``; as :func:`dupbert.profiles.read_profile`.
+    """
+    from .comparisons import comparison
+    from .profiles import planned_family_sizes
+    from .variance import two_way_table
+
+    parameters = read_profile(study, device="cpu")
+    if not parameters.results_path:
+        raise ParameterError(f"{study} names no results_path: its runs are read from it")
+    plan = plan_sweep(parameters)[0]
+    rows = read_plan_rows(plan, repository_path(parameters.results_path))
+    table = comparison(rows, planned_seeds=planned_seeds(plan),
+                       family_sizes=planned_family_sizes(plan))
+    outputs = repository_path(parameters.outputs_dir) if parameters.outputs_dir else None
+    own = two_way_table(table, rows, outputs)
+    parts = [own]
+    if len(own):
+        cells = own[own["model"].eq("all-MiniLM-L6-v2") & own["duplication"].eq("copy first 3")]
+        parts.append(later_two_way(cells.set_index("task")["se_example"].to_dict(), tests, growth))
+    frame = pd.concat([p for p in parts if len(p)], ignore_index=True) if len(own) else own
+    return frame[~frame["verdict"].isin(["control", "baseline variant"])].reset_index(drop=True) \
+        if len(frame) else frame

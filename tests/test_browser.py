@@ -139,6 +139,8 @@ class Page:
     images: list[dict] = field(default_factory=list)
     links: list[tuple[str, str]] = field(default_factory=list)  # (href as written, resolved URL)
     ids: set[str] = field(default_factory=set)
+    sideways: int = 0  # pixels the page scrolls sideways at the browser's width
+    cut: int = 0  # text boxes whose lines are cut at their right edge
 
 
 def _pages(html: Path) -> list[str]:
@@ -162,6 +164,9 @@ Promise.all([...document.images].map(img => {
 
 _LINKS_AND_IDS = """
 return {
+    sideways: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    cut: [...document.querySelectorAll("article pre")].filter(p => getComputedStyle(p).overflowX === "hidden"
+        && p.scrollWidth > p.clientWidth + 1).length,
     links: [...document.querySelectorAll("a[href]")].map(a => [a.getAttribute("href"), a.href]),
     ids: [...document.querySelectorAll("[id]")].map(e => e.id)
         .concat([...document.querySelectorAll("a[name]")].map(a => a.name)),
@@ -183,6 +188,7 @@ def site(browser, book_url, built_book) -> dict[str, Page]:
         found = browser.execute_script(_LINKS_AND_IDS)
         page.links = [tuple(link) for link in found["links"]]
         page.ids = set(found["ids"])
+        page.sideways, page.cut = int(found["sideways"]), int(found["cut"])
         state = browser.execute_script("return document.readyState")
         if state != "complete":
             page.errors.append(f"document.readyState is {state!r} after the load event")
@@ -351,3 +357,23 @@ def test_lens_html_shows_each_cells_top_k_on_hover(browser, rxnmapper, tmp_path)
         assert cell.text.splitlines()[0] == guesses["token"].iloc[0]  # the cell: the top-1
     # pinned, measured once: at the last hidden state the head does not read '>>' back
     assert lines[1] == "1. [Te] 0.182" and lines[6] == "input rank 61 p=0.000"
+
+
+def test_no_page_scrolls_sideways_or_cuts_its_text(site):
+    """At the browser's width (1,280 px) no chapter runs off the page and no text box cuts its
+    lines."""
+    wide = {path: (page.sideways, page.cut) for path, page in site.items()
+            if page.sideways > 0 or page.cut}
+    assert not wide, f"pages wider than the window or with cut text, (pixels, boxes): {wide}"
+
+
+def test_the_glance_table_is_short_and_the_forest_plot_is_on_it(browser, book_url, built_book):
+    from dupbert.glance import HEADLINE_CHARS
+
+    base, _ = book_url
+    _open(browser, base + GLANCE_PAGE)
+    cells = browser.execute_script(
+        'return [...document.querySelectorAll("table.results-at-a-glance td")].map(td => td.innerText)')
+    assert cells and max(map(len, cells)) <= HEADLINE_CHARS, \
+        [c for c in cells if len(c) > HEADLINE_CHARS]
+    assert browser.execute_script('return document.querySelector("#fig-glance-forest img") !== null')
