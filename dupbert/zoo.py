@@ -35,7 +35,10 @@ SMILES_REGEX = (
 RESIDUE_REGEX = r"[A-Z]"
 
 
-BUNDLED = Path(__file__).with_name("weights")  # folders of the models pretrained here
+MODELS_ENV = "DUPBERT_MODELS"
+BUNDLED = Path(os.environ.get(MODELS_ENV) or Path(__file__).resolve().parents[1] / "models")
+"""The models trained here, one ``save_pretrained`` folder each with its model card, kept beside
+the library (not inside the installed package): the checkout's ``models/``, or ``$DUPBERT_MODELS``."""
 
 
 def _bundled_pin(name: str) -> str:
@@ -63,7 +66,7 @@ class ZooEntry:
     has_mlm_head: bool
     description: str
     license: str
-    bundled: bool = False  # pretrained here, committed under dupbert/weights/<name>/
+    bundled: bool = False  # pretrained here, committed under models/<name>/ beside the library
     base: str | None = None  # bundled as an overlay on this zoo model's weights (OVERLAY)
     committed: bool = True  # False: a bundled model over the repository's size limit (below)
 
@@ -75,7 +78,7 @@ class ZooEntry:
             return "trained here, not published yet"
         if self.bundled and not self.committed:
             return f"rebuilt here (python -m dupbert.pretrain {self.name} --publish)"
-        return "dupbert/weights (pretrained here)" if self.bundled \
+        return "models/ (pretrained here)" if self.bundled \
             else f"{self.package}=={self.version}"
 
     @property
@@ -93,7 +96,7 @@ def _trained_here(name: str, architecture: str, description: str, license: str =
     """A zoo entry for a model trained here (``dupbert.pretrain.MODELS[name]``), pinned to its
     published weights (``"unpublished"`` until ``python -m dupbert.pretrain NAME --publish``)."""
     return ZooEntry(name=name, package="dupbert", version="2026.12.03",
-                    wheel_sha256=_bundled_pin(name), model_dir=f"dupbert/weights/{name}",
+                    wheel_sha256=_bundled_pin(name), model_dir=f"models/{name}",
                     architecture=architecture, model_type=architecture[:-len("ForMaskedLM")].lower(),
                     tokenizer="bundled", vocab_file=None, has_mlm_head=True,
                     description=description, license=license, bundled=True, **where)
@@ -201,7 +204,7 @@ ZOO: dict[str, ZooEntry] = {
             package="dupbert",
             version="2026.12.02",
             wheel_sha256=_bundled_pin("bert-en-small"),  # of model.safetensors
-            model_dir="dupbert/weights/bert-en-small",
+            model_dir="models/bert-en-small",
             architecture="BertForMaskedLM",
             model_type="bert",
             tokenizer="bundled",
@@ -217,7 +220,7 @@ ZOO: dict[str, ZooEntry] = {
             package="dupbert",
             version="2026.12.02",
             wheel_sha256=_bundled_pin("albert-en-small"),  # of model.safetensors
-            model_dir="dupbert/weights/albert-en-small",
+            model_dir="models/albert-en-small",
             architecture="AlbertForMaskedLM",
             model_type="albert",
             tokenizer="bundled",
@@ -341,10 +344,10 @@ def zoo_folder(name: str, cache: str | os.PathLike | None = None) -> Path:
 
 
 def weights_dir(name: str, cache: str | os.PathLike | None = None) -> Path:
-    """Where the weights of a model trained here live: ``dupbert/weights/<name>`` when committed,
+    """Where the weights of a model trained here live: :data:`BUNDLED` ``/<name>`` when committed,
     else (``committed=False``: over the repository's size limit) ``<cache>/weights/<name>``, where
     ``python -m dupbert.pretrain <name> --publish`` rebuilds them; its card and pin are committed
-    all the same (``dupbert/weights/<name>/README.md``, ``sha256.json``)."""
+    all the same (``models/<name>/README.md``, ``sha256.json``)."""
     entry = ZOO.get(name)
     if entry is not None and not entry.committed:
         return cache_dir(cache) / "weights" / name
@@ -376,8 +379,11 @@ def _bundled_folder(entry: ZooEntry, cache: str | os.PathLike | None = None) -> 
     if not weights.is_file():
         kept = "is pretrained here" if entry.committed else \
             "is trained here but too large for the repository, so it is rebuilt on each machine"
+        where = (f"The models trained here live in the repository's models/ folder, beside the "
+                 f"library: run from a checkout of the repository, or set {MODELS_ENV} to a copy "
+                 f"of that folder. ") if entry.committed else ""
         raise ModelNotAvailable(f"zoo model {entry.name!r} {kept}, and {weights} does not exist. "
-                                + _rebuild_advice(entry))
+                                + where + _rebuild_advice(entry))
     actual = sha256_of(weights)
     if actual != entry.wheel_sha256 and not entry.committed:
         import warnings

@@ -48,6 +48,6 @@ for name in $MODELS; do
   [ "$status" = 0 ] || exit "$status"
   if [ "$PUBLISH" = 1 ]; then
     commit_paths "Pretraining ($name): a stage's weights, card and pin published" \
-      "dupbert/weights/$name" dupbert/weights/sha256.json
+      "models/$name" models/sha256.json
   fi
 done

@@ -208,7 +208,7 @@ def test_the_committed_first_steps_reproduce(shared_data_dir, tmp_path):
     on the CPU kind that made them; rounding-level elsewhere), with the committed tokenizer."""
     work = tmp_path / "work"
     config = MODELS["bert-en-small"]
-    tokenizer = REPO / "dupbert" / "weights" / config.name
+    tokenizer = REPO / "models" / config.name
     if not (tokenizer / "tokenizer.json").is_file():
         pytest.skip("bert-en-small is not published yet")
     (work / f"tokenizer-{config.vocab_size}").mkdir(parents=True)
