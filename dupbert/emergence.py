@@ -296,13 +296,14 @@ def predicting_levels(record: pd.DataFrame, multiple: float) -> dict[str, float]
 def across_seeds(verdicts: Mapping[str, str], groups: Mapping[str, Sequence[str]]
                  ) -> dict[str, str]:
     """Per group (an architecture's seeds), the verdict every seed gives; else ``"seeds
-    disagree"`` with the count of each verdict (most first). Seeds not in ``verdicts`` are left
-    out; a group with none is ``"no runs yet"``."""
+    disagree"`` with the count of each verdict (most first). Only finished seeds are in
+    ``verdicts``: a group with fewer is ``"pending (k of n seeds)"``."""
     out = {}
     for group, models in groups.items():
         given = pd.Series([verdicts[m] for m in models if m in verdicts], dtype=object)
         counts = given.value_counts(sort=True)
-        out[group] = ("no runs yet" if given.empty else str(counts.index[0]) if len(counts) == 1
+        out[group] = (f"pending ({len(given)} of {len(models)} seeds)" if len(given) < len(models)
+                      else str(counts.index[0]) if len(counts) == 1
                       else "seeds disagree (" + ", ".join(f"{n} {v}" for v, n in counts.items())
                       + ")")
     return out

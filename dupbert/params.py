@@ -290,7 +290,7 @@ class EmergenceParameters(ChapterParameters):
     models: list[str] = _declare("names")
     threshold: float = _declare("float", above=0.0, maximum=1.0)
     past_plateau_models: list[str] = _declare("names", default=[])
-    reaction_models: list[str] = _declare("names", default=[])
+    reaction_models: list[str] | None = _declare("names", none=True, default=None)
     predicting_multiple: float = _declare("float", default=2.0, above=1.0, maximum=10.0)
 
 

@@ -278,10 +278,10 @@ def test_the_predicting_level_is_a_multiple_of_each_models_baseline():
 def test_across_seeds_gives_the_shared_verdict_or_counts_a_disagreement():
     verdicts = {"a0": "stay decodable", "a1": "stay decodable", "b0": "mixed",
                 "b1": "stay decodable", "b2": "mixed"}
-    assert emergence.across_seeds(verdicts, {"A": ["a0", "a1", "a2"], "B": ["b0", "b1", "b2"],
-                                             "C": ["c0"]}) == {
+    assert emergence.across_seeds(verdicts, {"A": ["a0", "a1"], "B": ["b0", "b1", "b2"],
+                                             "C": ["c0"], "D": ["a0", "d1"]}) == {
         "A": "stay decodable", "B": "seeds disagree (2 mixed, 1 stay decodable)",
-        "C": "no runs yet"}
+        "C": "pending (0 of 1 seeds)", "D": "pending (1 of 2 seeds)"}
 
 
 def test_the_seeds_figure_draws_every_hidden_state_and_marks_where_each_seed_predicts():
