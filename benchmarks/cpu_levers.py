@@ -54,7 +54,7 @@ def child(spec: dict) -> dict:
     torch.set_num_threads(arm["threads"])
     import transformers
 
-    from dupbert.finetune import HyperParameters, build_model, training_arguments
+    from dupbert.finetuning import HyperParameters, build_model, training_arguments
     from dupbert.tasks import TASKS, load_task
 
     task = TASKS[TASK]

@@ -43,7 +43,7 @@ _LAZY = {
     "duplicate_layers": "duplicate",
     "TASKS": "tasks",
     "load_task": "tasks",
-    "finetune": "finetune",
+    "finetune": "finetuning",
     "sweep": "sweeps",
     "layer_similarity_report": "stats",
     "evaluate_ensemble": "ensemble",
@@ -56,8 +56,13 @@ __all__ = ["ChecksumMismatch", "DupbertError", "MLMHeadMissing", "ModelNotAvaila
 
 
 def __getattr__(name: str):
+    """A public name, its submodule imported on first use and the name then bound here, so that
+    every later lookup gives the same object (importing a submodule of the same name, ``lens``,
+    binds the module first; that module is callable as the function)."""
     if name in _LAZY:
-        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'dupbert' has no attribute {name!r}")
 
 

@@ -2,7 +2,7 @@
 
 Kao et al. (2020), experiments (ensemble): models with *different duplication configurations*
 combined by summing their output probabilities give the paper's best SQuAD 2.0 score
-(:data:`dupbert.paper.PAPER_SCORES`). RQ3 runs (:func:`dupbert.finetune.finetune` with
+(:data:`dupbert.paper.PAPER_SCORES`). RQ3 runs (:func:`dupbert.finetuning.finetune` with
 ``outputs_dir``) store per-example outputs as ``<outputs_dir>/<run_key>.npz``; this module
 reads, combines and scores them. The study design is :mod:`dupbert.rq5`.
 
@@ -196,7 +196,7 @@ def mean_probabilities(probabilities: Sequence[np.ndarray]) -> np.ndarray:
 def classification_metrics(labels: np.ndarray, probabilities: np.ndarray) -> dict[str, float]:
     """Accuracy and macro-F1 (fractions, scikit-learn; a never-predicted class scores 0) of the
     argmax of ``probabilities`` ``[N, C]`` against ``labels`` ``[N]``, as
-    :func:`dupbert.finetune.finetune` rows (ties: the lowest class id).
+    :func:`dupbert.finetuning.finetune` rows (ties: the lowest class id).
 
     Raises:
         OutputsMismatch: wrong shapes. OutputsInvalid: NaN probabilities.
@@ -539,7 +539,7 @@ def evaluate_ensemble(rows: Sequence[Mapping] | pd.DataFrame,
         data_dir: overrides ``$DUPBERT_DATA_DIR`` (SQuAD: to re-derive the features).
 
     Returns:
-        The keys of :func:`dupbert.finetune.finetune` rows' ``metrics``: classification
+        The keys of :func:`dupbert.finetuning.finetune` rows' ``metrics``: classification
         ``accuracy``, ``macro_f1`` (fractions); SQuAD 2.0 the official keys (percent; ``exact``,
         ``f1``, ``total``, ``HasAns_*``, ``NoAns_*``).
 

@@ -19,7 +19,7 @@ import pandas as pd
 from .checks import check_list
 from .duplicate import check_configurations
 from .errors import ParameterError
-from .finetune import (TRAIN_SUBSET_SEED, check_folder, check_for_task, check_name, check_seed,
+from .finetuning import (TRAIN_SUBSET_SEED, check_folder, check_for_task, check_name, check_seed,
                        check_subset_size, finetune)
 from .hyperparameters import TASK_KINDS, HyperParameters, check_fields
 from .results import (ResultsFile, ResultsFileError, atomic_write_text, device_description,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import transformers
 
-from dupbert import finetune as ft
+from dupbert import finetuning as ft
 from dupbert.results import atomic_write_text
 from dupbert.tasks import TASKS, load_task
 

@@ -509,7 +509,7 @@ def test_an_order_typed_as_a_string_may_repeat_blocks():
 
 
 def test_zero_epochs_pass_the_notebook_check_for_hyperparameters_to_judge_with_max_steps():
-    from dupbert.finetune import HyperParameters
+    from dupbert.finetuning import HyperParameters
 
     spec = {name: params.NOTEBOOK_PARAMETERS["rq3"][name] for name in ("epochs", "max_steps")}
     assert params.notebook_parameters(spec, {"epochs": 0, "max_steps": 100}, show=False) == {

@@ -233,7 +233,7 @@ def test_probe_a_duplicated_order(tmp_path, fresh_results_cache, capsys):
 @pytest.fixture
 def nothing_loads(monkeypatch):
     """Any model config, data set or model loaded fails the test: the message must come first."""
-    from dupbert import duplicate, finetune, params, sweeps, tasks, zoo
+    from dupbert import duplicate, finetuning as finetune, params, sweeps, tasks, zoo
 
     def never(*args, **kwargs):
         raise AssertionError("a model or data set was loaded before the bad option was named")
@@ -397,7 +397,7 @@ def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permiss
     offline and a folder without write permission; one run to do checks both, before training."""
     import os
 
-    from dupbert import finetune as ft, sweeps
+    from dupbert import finetuning as ft, sweeps
     from dupbert import results as store
 
     results = tmp_path / "r.jsonl"

@@ -16,7 +16,7 @@ import pytest
 # Runs dupbert's CLI unchanged, logging which ranks train and which append a result row.
 DRIVER = textwrap.dedent("""
     import os, sys
-    from dupbert import finetune as ft
+    from dupbert import finetuning as ft
     from dupbert import results as store
 
     def log(what):

@@ -18,7 +18,7 @@ from dupbert import rq5 as R
 from dupbert import qa
 from dupbert.ensemble import OutputsMismatch, OutputsNotFound
 from dupbert.errors import DupbertError
-from dupbert.finetune import HyperParameters
+from dupbert.finetuning import HyperParameters
 from dupbert.results import run_key
 
 

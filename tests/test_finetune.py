@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from dupbert import finetune as ft, sweeps
-from dupbert.finetune import HyperParameters, finetune
+from dupbert import finetuning as ft, sweeps
+from dupbert.finetuning import HyperParameters, finetune
 from dupbert.results import ResultsFile
 from dupbert.sweeps import merge_results, sweep
 from dupbert.errors import ParameterError

@@ -77,3 +77,21 @@ def test_dir_lists_the_public_api_and_not_the_helpers():
     namespace = {}
     exec("from dupbert import *", namespace)
     assert set(dupbert.__all__) <= set(namespace)
+
+
+def test_every_exported_name_stays_the_same_object_whatever_is_imported():
+    """No submodule shadows a function of the same name in the package's namespace: each name of
+    ``dupbert.__all__`` taken twice, and again after importing every submodule, is one object."""
+    import importlib
+    import pkgutil
+
+    import dupbert
+
+    first = {name: getattr(dupbert, name) for name in dupbert.__all__}
+    again = {name: getattr(dupbert, name) for name in dupbert.__all__}
+    for module in pkgutil.iter_modules(dupbert.__path__):
+        importlib.import_module(f"dupbert.{module.name}")
+    after = {name: getattr(dupbert, name) for name in dupbert.__all__}
+    moved = [name for name in first if not (first[name] is again[name] is after[name])]
+    assert not moved, f"names that changed under the caller: {moved}"
+    assert callable(dupbert.finetune) and callable(dupbert.lens)

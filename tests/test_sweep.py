@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from dupbert import finetune as ft, sweeps
+from dupbert import finetuning as ft, sweeps
 from dupbert import results as store
 from dupbert.errors import ParameterError
 from dupbert.tasks import UnknownTask
-from dupbert.finetune import HyperParameters
+from dupbert.finetuning import HyperParameters
 from dupbert.results import ResultsFile, run_key
 from dupbert.sweeps import merge_results, sweep
 
