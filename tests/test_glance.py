@@ -256,7 +256,9 @@ def test_rq1_rows_name_each_models_worst_hidden_state_and_its_control():
         "claim": paper.claim("rq1-head-decodes-every-layer").statement, "paper": "not stated",
         "ours": "hidden states 1..L of m; top-1 at the worst one: m: 0.800 [0.758, 0.836] at "
                 "hidden state 2 (control at most 0.100; embedding output 0.300)",
-        "verdict": "reproduced", "evidence": "rq1", "section": "what-the-numbers-say"}
+        "verdict": "reproduced", "evidence": "rq1", "section": "what-the-numbers-say",
+        "headline": "weakest of 1 models: m 0.800 [0.758, 0.836] at hidden state 2; random-init "
+                    "controls at most 0.100"}
     assert with_copies["ours"] == ("top-1 at the worst hidden state 1..L of any duplicated variant: "
                                    "m: 0.600 [0.551, 0.647] (copy block 2, hidden state 4; "
                                    "2 variants)")
@@ -429,25 +431,47 @@ def test_rq1_texts_join_every_judged_model_and_pick_the_first_worst_variant():
     assert (none["ours"], none["verdict"]) == ("no duplicated models probed", "undecided")
 
 
-def test_glance_html_has_one_escaped_row_per_claim_linked_to_its_evidence():
+def test_glance_html_has_one_short_escaped_row_per_claim_and_the_detail_below():
     table = glance.results_at_a_glance(None, None, None, None, None)
-    table.loc[0, "ours"] = "a <b> & c"
-    page = glance.glance_html(table)
+    table.loc[0, "headline"] = "a <b> & c"
+    table.loc[0, "ours"] = "every model's detail"
+    page = glance.glance_html(table, {"rq1-head-decodes-every-layer": "floor: x"})
     assert page.startswith('<table class="results-at-a-glance table"><thead><tr><th>claim</th>'
                            "<th>paper</th><th>ours (95% CI)</th>"
                            '<th>verdict (<a href="methods.html#methods-glance-rules">rules</a>)'
-                           "</th></tr></thead><tbody>")
+                           "</th><th>later readings</th></tr></thead><tbody>")
     assert page.count("<tr class=") == len(paper.CLAIMS)
     assert page.count('<tr class="verdict-not-testable-here">') == len(paper.CLAIMS)
-    assert "<td>a &lt;b&gt; &amp; c</td>" in page
+    assert "<td>a &lt;b&gt; &amp; c</td>" in page and "<td>floor: x</td>" in page
     first = paper.CLAIMS[0]
-    assert (f"<td>{first.statement}<br><code>{first.id}</code></td>"
-            f"<td>{first.paper_value}</td>") in page.replace("&#x27;", "'")
-    assert ('<a href="rq1.html#reconstruction-through-duplicated-models">RQ1 evidence</a>') in page
-    assert page.count('<a href="rq5.html#the-paper-beside-ours">RQ5 evidence</a>') == 2
-    assert page.endswith("</td></tr></tbody></table>")
+    assert f"<td>{glance.SHORT_CLAIMS[first.id]}</td><td>{first.paper_value}</td>" in page
+    assert set(glance.SHORT_CLAIMS) == {c.id for c in paper.CLAIMS}
+    assert '(<a href="rq1.html#reconstruction-through-duplicated-models">RQ1</a>)' in page
+    assert page.count('<a href="rq5.html#the-paper-beside-ours">RQ5</a>') == 2
+    table_part, details = page.split("</table>")
+    assert details.startswith('<details class="glance-detail"><summary>')
+    assert f"<dt><code>{first.id}</code> " in details and "<dd>every model&#x27;s detail</dd>" in details
     with pytest.raises(ValueError, match="section"):
         glance.glance_html(table.drop(columns=["section"]))
+
+
+def test_later_readings_name_each_dated_rule():
+    table = glance.results_at_a_glance(None, None, None, None, None)
+    table.loc[table["id"] == "rq4-consistent-across-models", "headline"] = \
+        "judged on 2 models of 1 pretrained body (all-MiniLM-L6-v2)"
+    floor = pd.DataFrame([{"id": "rq1-head-decodes-every-layer", "with the MLM floor": "reproduced",
+                           "judged on": "a, b"}])
+    gains = pd.DataFrame([dict(model="all-MiniLM-L6-v2", task="sst2", duplication="copy first 3",
+                               n_pairs=8, verdict_two_way="undecidable on this evaluation set",
+                               two_way_low=-1.0, two_way_high=1.1, decidable_margin=0.83,
+                               verdict_symmetric=None)])
+    later = glance.later_readings(floor, None, gains, table)
+    assert later == {
+        "rq1-head-decodes-every-layer": "MLM floor (2026-12-02): reproduced on 2 models",
+        "rq3-sst2-accuracy": "both errors (2026-12-06): undecidable here, no margin under 0.83 points",
+        "rq4-consistent-across-models": "in pretrained bodies (2026-12-06): not testable here, one body"}
+    assert glance.pretrained_body("minilm-mlm-en") == "all-MiniLM-L6-v2"
+    assert glance.pretrained_body("rxnfp-bert") == "rxnfp-bert"
 
 
 def test_wilson_interval_bounds_of_its_inputs():
