@@ -165,8 +165,7 @@ Promise.all([...document.images].map(img => {
 _LINKS_AND_IDS = """
 return {
     sideways: document.documentElement.scrollWidth - document.documentElement.clientWidth,
-    cut: [...document.querySelectorAll("article pre")].filter(p => getComputedStyle(p).overflowX === "hidden"
-        && p.scrollWidth > p.clientWidth + 1).length,
+    cut: [...document.querySelectorAll("article pre")].filter(p => p.scrollWidth > p.clientWidth + 1).length,
     links: [...document.querySelectorAll("a[href]")].map(a => [a.getAttribute("href"), a.href]),
     ids: [...document.querySelectorAll("[id]")].map(e => e.id)
         .concat([...document.querySelectorAll("a[name]")].map(a => a.name)),
