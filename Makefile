@@ -48,12 +48,13 @@ LIBRARY := $(wildcard dupbert/*.py dupbert/*.json)
 WORK := .cache/make
 PROFILE_STAMP := $(WORK)/profile
 
-.PHONY: help env book chapters render test notebooks mutants clean distclean FORCE
+.PHONY: help env book chapters render test check notebooks mutants clean distclean FORCE
 
 help:
 	@echo "make book       execute changed chapters (papermill, PROFILE=$(PROFILE)) into book/, then build the book"
 	@echo "make render     build the book from the executed chapters in book/, running nothing"
 	@echo "make test       pytest --nbval: unit tests, and notebooks/ re-executed and compared with their stored outputs"
+	@echo "make check      the quick loop: lint-imports and the unit tests, without the notebooks, the book build and the browser"
 	@echo "make notebooks  re-execute notebooks/*.ipynb with their default (smoke) parameters, storing the outputs nbval compares"
 	@echo "make env        create/update the virtual environment $(VENV)"
 	@echo "NOTEBOOKS=notebooks/rq1.ipynb limits book/notebooks to the notebooks named"
@@ -121,6 +122,10 @@ render: | $(ENV_STAMP)
 test: | $(ENV_STAMP)
 	$(BIN)lint-imports
 	$(BIN)pytest --nbval
+
+check: | $(ENV_STAMP)
+	$(BIN)lint-imports
+	$(BIN)pytest tests -q --ignore=tests/test_browser.py --ignore=tests/test_book.py
 
 # The stored outputs of notebooks/*.ipynb are what `pytest --nbval` compares against: refresh them
 # after changing a notebook or the library (same kernel and working directory as nbval, no timings).

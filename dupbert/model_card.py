@@ -126,3 +126,34 @@ Configuration (`dupbert.pretrain.PretrainConfig`):
 {config}
 ```
 """
+
+
+REACTION_CARD = """# {name}
+
+A {architecture} with a pretrained MLM head, pretrained here from random init on reaction SMILES
+(the emergence chapter's runs from random init; seed {seed}). {parameters:,} parameters,
+{tokens:,} tokens seen.
+
+- **Data**: the {corpus[reactions]:,} USPTO-50k validation reactions (atom maps removed), less
+  the {corpus[dropped_in_test]} that also occur among the test reactions; one reaction a
+  sequence, `[CLS] reaction [SEP]`, 32 a batch padded to the longest. The test reactions are
+  held out of every step.
+- **Tokenizer**: rxnfp-bert's (591 entries; one token per atom, bond, branch, ring closure and
+  the arrow).
+- **Objective**: BERT's masked language model (15% of tokens, 80/10/10, dynamic masking, decoder
+  tied to the input embeddings); no next-sentence prediction.
+- **Training**: {steps:,} steps, AdamW (betas 0.9/0.98, eps 1e-6, {learning_rate}), {warmup}
+  warm-up steps then linear decay, one torch thread. {hours:.2f} hours of wall-clock time on
+  {cpu}, cores shared with other runs.
+- **Masked top-1**: {quality}.
+- **Held-out MLM loss**: {loss:.3f} (300 USPTO-50k test reactions, {n_masked} positions, BERT's
+  80/10/10).
+- **Weights**: {storage}.
+- **Rebuild**: `MODELS={name} PUBLISH=1 bash scripts/pretrain.sh`.
+
+Configuration (`dupbert.pretrain.PretrainConfig`):
+
+```json
+{config}
+```
+"""

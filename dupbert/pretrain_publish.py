@@ -99,7 +99,8 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
                else "float16 (loaded as float32)" if committed
                else "float32, rebuilt here: too large for the repository, which keeps this card "
                "and the weights' sha256")
-    card = model_card.MODEL_CARD.format(
+    card = _reaction_card(config, model, n_parameters, storage, quality, corpus_report, loss, mlm,
+                          step) if config.corpus == "reactions" else model_card.MODEL_CARD.format(
         name=config.name, architecture=type(model).__name__, parameters=n_parameters,
         origin=model_card.origin(config), storage=storage,
         trained=model_card.trained(config) + model_card.stage_line(config, done),
@@ -134,3 +135,18 @@ def embeddings_source(name: str) -> str:
     while name in ZOO and ZOO[name].base is not None:
         name = ZOO[name].base
     return name
+
+
+def _reaction_card(config, model, n_parameters: int, storage: str, quality: dict | None,
+                   corpus_report: dict, loss: pd.DataFrame, mlm, step: int) -> str:
+    """The model card of a model pretrained here on reaction SMILES (``model_card.REACTION_CARD``)."""
+    from .results import cpu_model
+
+    return model_card.REACTION_CARD.format(
+        name=config.name, architecture=type(model).__name__, parameters=n_parameters,
+        tokens=int(loss["tokens_seen"].max()), corpus=corpus_report, steps=step,
+        learning_rate=model_card.rates(config), warmup=config.warmup_steps,
+        hours=float(loss["elapsed_s"].max()) / 3600, cpu=cpu_model() or "a CPU",
+        quality=model_card.quality_line(quality), loss=float(mlm["loss"]),
+        n_masked=int(mlm["n_tokens"]), storage=storage, seed=config.seed,
+        config=json.dumps(dataclasses.asdict(config), indent=1))

@@ -119,6 +119,9 @@ _CONTINUED = [
                   "here", license=_MINILM_LICENSE),
     _trained_here("bert-en-small-continued", "BertForMaskedLM", "bert-en-small continued past the "
                   "unigram plateau (at most 16.4M more tokens)"),
+    _trained_here("bert-rxn", "BertForMaskedLM", "BERT MLM pretrained here from random init on "
+                  "reaction SMILES (USPTO-50k valid; 6 blocks, H 256; rxnfp-bert's tokenizer)",
+                  license="MIT (weights); data: USPTO reactions (Lowe, CC0), the USPTO-50k subset of Schneider et al. 2016"),
 ]
 
 ZOO: dict[str, ZooEntry] = {
