@@ -190,12 +190,15 @@ def beside_whole_set(registered: pd.DataFrame, whole: pd.DataFrame) -> pd.DataFr
     from .model_card import clears_mlm_floor
 
     both = registered.merge(whole, on="model", suffixes=("", "_whole"))
+    both.index = pd.Index(both["model"], name="model")
 
     def cell(top1, low, high):
         return f"{top1:.3f} [{low:.3f}, {high:.3f}]"
 
     def floor(top1, baseline):
         return "clears" if clears_mlm_floor(top1, baseline) else "below"
+
+    # lists and Series on both.index, so that every column lines up with its model
 
     return pd.DataFrame({
         "registered: sequences": both["n_sequences"],
@@ -209,4 +212,4 @@ def beside_whole_set(registered: pd.DataFrame, whole: pd.DataFrame) -> pd.DataFr
                                   both["top1_high_whole"])],
         "whole set: baseline": both["majority_top1_whole"].map("{:.3f}".format),
         "whole set: floor": [floor(*r) for r in zip(both["top1_whole"], both["majority_top1_whole"])],
-    }, index=pd.Index(both["model"], name="model"))
+    }, index=both.index)
