@@ -286,6 +286,10 @@ def paper_duplications(model: transformers.PreTrainedModel) -> dict[str, list[in
     return {BASELINE: list(range(model.config.num_hidden_layers)), **paper_duplication(model)}
 
 
+class ShortCorpusWarning(UserWarning):
+    """A user's corpus holds fewer sequences than were asked for."""
+
+
 def probe_models(
     models: Sequence[str],
     corpus: str | None = None,
@@ -361,6 +365,12 @@ def probe_models(
         check_text_source(corpus)
         if not is_corpus_name(corpus):
             user_texts = load_texts(corpus, n_texts, text_column=text_column)
+            if n_texts is not None and len(user_texts) < n_texts:
+                import warnings
+
+                warnings.warn(f"{corpus} holds {len(user_texts)} sequence(s), fewer than the "
+                              f"{n_texts} asked for: all {len(user_texts)} are probed",
+                              ShortCorpusWarning, stacklevel=2)
     settings = dict(seed=seed, masking=masking, mask_rate=mask_rate, batch_size=batch_size,
                     max_length=max_length, device=device, progress=progress)
     frames = []

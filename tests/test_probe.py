@@ -882,3 +882,15 @@ def test_the_mlm_floor_includes_both_bounds(top1, baseline, clears):
     from dupbert.model_card import clears_mlm_floor
 
     assert clears_mlm_floor(top1, baseline) is clears
+
+
+def test_a_short_corpus_says_how_many_sequences_it_holds(zoo_cache, tmp_path):
+    from dupbert.probe import ShortCorpusWarning, probe_models
+
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("CC(=O)Cl.OCC>>CC(=O)OCC\n", encoding="utf-8")
+    with pytest.warns(ShortCorpusWarning, match=r"one\.txt holds 1 sequence\(s\), fewer than the "
+                                                r"5 asked for: all 1 are probed"):
+        frame = probe_models(["rxnmapper-albert"], corpus=str(corpus), n_sequences=5,
+                             include_control=False, progress=False, cache=False)
+    assert set(frame["n_sequences"]) == {1}
