@@ -894,3 +894,34 @@ def test_a_short_corpus_says_how_many_sequences_it_holds(zoo_cache, tmp_path):
         frame = probe_models(["rxnmapper-albert"], corpus=str(corpus), n_sequences=5,
                              include_control=False, progress=False, cache=False)
     assert set(frame["n_sequences"]) == {1}
+
+
+@pytest.mark.parametrize("name", ["rxnfp-bert", "bert-rxn"])
+def test_the_probe_equals_an_independent_reference(name, zoo_cache, uspto_first_64):
+    """Reconstruction top-1 per hidden state, recomputed the plain way: one reaction at a time, no
+    padding, transformers' own hidden states through the model's own ``cls`` head, the arg-max
+    compared with the input ids at the non-special positions. The counts must be equal."""
+    import torch
+
+    from dupbert import load_mlm, reconstruction_accuracy
+    from dupbert.zoo import ZOO
+
+    if ZOO[name].wheel_sha256 == "unpublished":
+        pytest.skip(f"{name} is not published yet")
+    model, tokenizer = load_mlm(name, cache=zoo_cache)
+    texts = uspto_first_64[:16]
+    ours = reconstruction_accuracy(model, tokenizer, texts, progress=False)
+    hits = np.zeros(model.config.num_hidden_layers + 1)
+    counted = 0
+    with torch.no_grad():
+        for text in texts:
+            encoded = tokenizer(text, return_tensors="pt", truncation=True, max_length=512)
+            ids = encoded["input_ids"][0]
+            keep = ~torch.isin(ids, torch.tensor(tokenizer.all_special_ids))
+            states = model(**encoded, output_hidden_states=True).hidden_states
+            for layer, state in enumerate(states):
+                guess = model.cls(state)[0].argmax(-1)
+                hits[layer] += int((guess[keep] == ids[keep]).sum())
+            counted += int(keep.sum())
+    assert ours["n_tokens"].tolist() == [counted] * len(states)
+    np.testing.assert_allclose(ours["top1"].to_numpy(), hits / counted, rtol=0, atol=1e-12)
