@@ -79,16 +79,17 @@ def rates(config) -> str:
             f"{config.head_learning_rate:g} for the head")
 
 
-def quality_line(quality: dict | None) -> str:
-    """The card's masked top-1 (every chosen token masked: nothing can be copied) beside the
-    most-frequent-token baseline, and whether the model clears the floor (:func:`clears_mlm_floor`)."""
+def quality_line(quality: dict | None, where: str = "clean WikiText-2 valid sequences") -> str:
+    """The card's masked top-1 (every chosen token masked: nothing can be copied) on ``where``
+    beside the most-frequent-token baseline, and whether the model clears the floor
+    (:func:`clears_mlm_floor`)."""
     if quality is None:
         return "not measured (`dupbert.quality.quality_table`)"
     top1, baseline = quality["top1"], quality["majority_top1"]
     clears = clears_mlm_floor(top1, baseline)
     return (f"{top1:.3f} [{quality['top1_low']:.3f}, {quality['top1_high']:.3f}] (top-5 "
             f"{quality['top5']:.3f}) on {quality['n_masked']:,} positions of "
-            f"{quality['n_sequences']} clean WikiText-2 valid sequences, every chosen token "
+            f"{quality['n_sequences']} {where}, every chosen token "
             f"replaced by the mask token, so nothing can be copied; always answering "
             f"\"{quality['majority_token']}\" scores {baseline:.3f} on the same positions. It "
             f"{'clears' if clears else 'does not clear'} the MLM-quality floor of RQ1 (at least "
@@ -136,7 +137,7 @@ A {architecture} with a pretrained MLM head, pretrained here from random init on
 
 - **Data**: the {corpus[reactions]:,} USPTO-50k validation reactions (atom maps removed), less
   the {corpus[dropped_in_test]} that also occur among the test reactions; one reaction a
-  sequence, `[CLS] reaction [SEP]`, 32 a batch padded to the longest. The test reactions are
+  sequence, `[CLS] reaction [SEP]`, {batch} a batch padded to the longest. The test reactions are
   held out of every step.
 - **Tokenizer**: rxnfp-bert's (591 entries; one token per atom, bond, branch, ring closure and
   the arrow).

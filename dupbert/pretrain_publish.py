@@ -147,6 +147,7 @@ def _reaction_card(config, model, n_parameters: int, storage: str, quality: dict
         tokens=int(loss["tokens_seen"].max()), corpus=corpus_report, steps=step,
         learning_rate=model_card.rates(config), warmup=config.warmup_steps,
         hours=float(loss["elapsed_s"].max()) / 3600, cpu=cpu_model() or "a CPU",
-        quality=model_card.quality_line(quality), loss=float(mlm["loss"]),
+        quality=model_card.quality_line(quality, "USPTO-50k test reactions"),
+        loss=float(mlm["loss"]), batch=config.batch_size,
         n_masked=int(mlm["n_tokens"]), storage=storage, seed=config.seed,
         config=json.dumps(dataclasses.asdict(config), indent=1))
