@@ -19,7 +19,7 @@ def plot_seeds(record: pd.DataFrame, groups: Mapping[str, Sequence[str]],
     """One panel per group (an architecture's seeds, ``groups``: title to model names): top-1
     against step (log axis; step 0 at the left edge) of masked prediction at the output (black)
     and reconstruction from each hidden state (viridis, the embedding output darkest), one line
-    style per seed; a dashed vertical line where each seed starts to predict (masked top-1 at the
+    style per seed; an orange vertical line where each seed starts to predict (masked top-1 at the
     output >= its ``levels`` entry), dotted horizontal lines at the predicting level and at the
     decodable ``threshold``.
 
@@ -44,7 +44,7 @@ def plot_seeds(record: pd.DataFrame, groups: Mapping[str, Sequence[str]],
             ax.plot(series.index, series.to_numpy(), style, color="black", linewidth=2.0)
             hits = series[series >= levels[model]]
             if len(hits):
-                ax.axvline(hits.index[0], color="grey", linestyle="--", linewidth=0.9)
+                ax.axvline(hits.index[0], color="tab:orange", linestyle="-", linewidth=1.0)
         level = float(np.mean([levels[m] for m in models]))
         ax.axhline(level, color="black", linestyle=":", linewidth=0.8)
         ax.axhline(threshold, color="tab:red", linestyle=":", linewidth=0.8)
@@ -76,7 +76,7 @@ def _legend(fig: Figure, colours: dict[int, tuple], groups: Mapping[str, Sequenc
                 for layer, c in colours.items() if layer in (0, max(colours)) or layer % 2 == 0]
     handles += [Line2D([], [], color="grey", linestyle=_STYLES[k], label=f"seed {k + 1} of {seeds}")
                 for k in range(seeds)]
-    handles += [Line2D([], [], color="grey", linestyle="--", label="starts to predict"),
+    handles += [Line2D([], [], color="tab:orange", label="starts to predict (P)"),
                 Line2D([], [], color="black", linestyle=":", label="predicting level"),
                 Line2D([], [], color="tab:red", linestyle=":", label="decodable")]
     fig.legend(handles=handles, loc="outside right center", fontsize="x-small", frameon=False)
