@@ -597,7 +597,7 @@ def test_the_committed_first_reaction_steps_reproduce_and_count_real_tokens(shar
 
     config = MODELS["bert-rxn"]
     pretrain(config, shared_data_dir, tmp_path / "work", tmp_path / "results", stop_after=3,
-             progress=False)
+             progress=False, published=tmp_path / "unpublished")  # from step 0, not the zoo's
     ours = pd.read_csv(tmp_path / "results" / "pretrain-loss.csv")
     committed = pd.read_csv(REPO / "results/cpu/pretrain-loss.csv")
     committed = committed[(committed["model"] == config.name) & (committed["step"] <= 3)]
