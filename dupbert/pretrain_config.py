@@ -193,3 +193,10 @@ for _seed in RXN_SEEDS:
 MODELS["albert-rxn-pilot"] = PretrainConfig(
     name="albert-rxn-pilot", architecture="albert", embedding_size=256, learning_rate=5e-4,
     warmup_steps=100, total_steps=3000, dense_evals=(200, 1500, 100), seed=100, **_REACTIONS)
+# The ALBERT, registered 2026-12-06 after its pilot predicted from step 1,100 and before any of
+# these seeds' first step: the pilot's recipe, evaluated densely to step 2,000.
+for _seed in RXN_SEEDS:
+    _name = "albert-rxn" + (f"-seed{_seed}" if _seed else "")
+    MODELS[_name] = PretrainConfig(name=_name, architecture="albert", embedding_size=256,
+                                   learning_rate=5e-4, warmup_steps=100, total_steps=3000,
+                                   dense_evals=(200, 2000, 100), seed=_seed, **_REACTIONS)

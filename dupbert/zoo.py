@@ -122,6 +122,10 @@ _CONTINUED = [
     _trained_here("bert-rxn", "BertForMaskedLM", "BERT MLM pretrained here from random init on "
                   "reaction SMILES (USPTO-50k valid; 6 blocks, H 256; rxnfp-bert's tokenizer)",
                   license="MIT (weights); data: USPTO reactions (Lowe, CC0), the USPTO-50k subset of Schneider et al. 2016"),
+    _trained_here("albert-rxn", "AlbertForMaskedLM", "ALBERT MLM pretrained here from random init "
+                  "on reaction SMILES (one shared layer applied 6 times, E = H = 256; rxnfp-bert's "
+                  "tokenizer)",
+                  license="MIT (weights); data: USPTO reactions (Lowe, CC0), the USPTO-50k subset of Schneider et al. 2016"),
 ]
 
 ZOO: dict[str, ZooEntry] = {
