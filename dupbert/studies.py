@@ -275,7 +275,7 @@ def later_two_way(se_by_task: dict[str, float], tests: Sequence[str | os.PathLik
     """
     from .paper import gain_claim
     from .significance import verdict
-    from .variance import _undecidable, symmetric_verdict, with_borrowed
+    from .variance import symmetric_verdict, undecidable, with_borrowed
 
     rows = []
     for test in (confirmatory_studies(tests).to_dict("records") if tests else []):
@@ -306,7 +306,7 @@ def later_two_way(se_by_task: dict[str, float], tests: Sequence[str | os.PathLik
                                                            r.p_value, r.claimed_gain)
                         for r, g in zip(frame.itertuples(), growth_rows)]
     frame["verdict_two_way"] = [
-        by_interval(r.two_way_low, r.two_way_high) if g else _undecidable(
+        by_interval(r.two_way_low, r.two_way_high) if g else undecidable(
             verdict(r.gain, r.two_way_low, r.two_way_high, r.p_two_way, r.claimed_gain),
             r.claimed_gain, r.decidable_margin) for r, g in zip(frame.itertuples(), growth_rows)]
     frame["verdict_symmetric"] = [None if g else symmetric_verdict(r.gain_ci_low, r.gain_ci_high,
@@ -328,7 +328,7 @@ def gains_with_both_errors(study: str | os.PathLike, tests: Sequence[str | os.Pa
     """
     from .comparisons import comparison
     from .profiles import planned_family_sizes
-    from .variance import two_way_table
+    from .variance import evaluation_errors, two_way_table
 
     parameters = read_profile(study, device="cpu")
     if not parameters.results_path:
@@ -339,10 +339,7 @@ def gains_with_both_errors(study: str | os.PathLike, tests: Sequence[str | os.Pa
                        family_sizes=planned_family_sizes(plan))
     outputs = repository_path(parameters.outputs_dir) if parameters.outputs_dir else None
     own = two_way_table(table, rows, outputs)
-    parts = [own]
-    if len(own):
-        cells = own[own["model"].eq("all-MiniLM-L6-v2") & own["duplication"].eq("copy first 3")]
-        parts.append(later_two_way(cells.set_index("task")["se_example"].to_dict(), tests, growth))
-    frame = pd.concat([p for p in parts if len(p)], ignore_index=True) if len(own) else own
+    later = later_two_way(evaluation_errors(own), tests, growth) if len(own) else own
+    frame = pd.concat([p for p in (own, later) if len(p)], ignore_index=True) if len(own) else own
     return frame[~frame["verdict"].isin(["control", "baseline variant"])].reset_index(drop=True) \
         if len(frame) else frame

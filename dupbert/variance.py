@@ -23,7 +23,6 @@ from scipy import stats
 
 from .errors import ParameterError
 
-Z_95 = float(stats.norm.ppf(0.975))
 
 
 def example_correct(run_keys: list[str], outputs_dir: str | os.PathLike) -> np.ndarray:
@@ -128,26 +127,24 @@ JUDGED = ("reproduced", "refuted", "undecided")
 not learn, not stated) carry over unchanged."""
 
 
-def two_way_table(table: pd.DataFrame, results: pd.DataFrame, outputs_dir: str | os.PathLike | None,
-                  borrowed: dict[str, float] | None = None) -> pd.DataFrame:
+def two_way_table(table: pd.DataFrame, results: pd.DataFrame, outputs_dir: str | os.PathLike | None
+                  ) -> pd.DataFrame:
     """The registered comparisons of ``table`` (``dupbert.comparisons.comparison``) on accuracy,
     each with its two-way interval beside the registered seed-only one, and the verdict under each.
 
-    A cell whose runs stored outputs in ``outputs_dir`` gets :func:`cell_two_way`; one without gets
-    its seed-only interval :func:`widened` by ``borrowed[task]``, the evaluation-set standard error
-    measured on another cell of the same evaluation set (``source`` says which). Two-way p-values
+    Only cells whose runs stored outputs in ``outputs_dir`` are given (:func:`cell_two_way`); cells
+    without borrow another cell's error through :func:`with_borrowed`. Two-way p-values
     of secondary comparisons are Holm-adjusted within their model, task and metric, as the
     registered ones are; the verdict rule is ``dupbert.significance.verdict``, unchanged.
 
     Columns: ``model``, ``task``, ``duplication``, ``reference``, ``role``, ``n_pairs``, ``gain``,
     ``seed_low``, ``seed_high``, ``two_way_low``, ``two_way_high``, ``se_example``,
-    ``decidable_margin``, ``source`` (``"own outputs"`` or ``"borrowed"``), ``verdict`` (the
+    ``decidable_margin``, ``verdict`` (the
     registered one), ``verdict_two_way``, ``verdict_symmetric`` (:func:`symmetric_verdict` on the
     seed-only interval; None where the paper claims no gain or nothing).
     """
     from .significance import holm, verdict
 
-    borrowed = borrowed or {}
     rows = []
     compared = table[table["metric"].eq("accuracy") & table["role"].notna()
                      & table["n_pairs"].fillna(0).ge(2)]
@@ -156,24 +153,16 @@ def two_way_table(table: pd.DataFrame, results: pd.DataFrame, outputs_dir: str |
                    reference=row.reference, role=row.role, n_pairs=int(row.n_pairs), gain=row.gain,
                    seed_low=row.gain_ci_low, seed_high=row.gain_ci_high, verdict=row.verdict,
                    claimed_gain=row.claimed_gain)
+        if outputs_dir is None:
+            continue
         try:
-            if outputs_dir is None:
-                raise FileNotFoundError
             cell = cell_two_way(results, outputs_dir, row.model, row.task, row.duplication,
                                 row.reference)
-            out.update(two_way_low=cell["two_way_low"], two_way_high=cell["two_way_high"],
-                       se_example=cell["se_example"], source="own outputs",
-                       p_two_way=2 * stats.t.sf(abs(cell["gain"]) / cell["se_two_way"], cell["df"]))
-        except FileNotFoundError:
-            if row.task not in borrowed:
-                continue
-            low, high = widened(row.gain, row.gain_ci_low, row.gain_ci_high, int(row.n_pairs),
-                                borrowed[row.task])
-            t = stats.t.ppf(0.975, int(row.n_pairs) - 1)
-            out.update(two_way_low=low, two_way_high=high, se_example=borrowed[row.task],
-                       source="borrowed",
-                       p_two_way=2 * stats.t.sf(abs(row.gain) / ((high - low) / (2 * t)),
-                                                int(row.n_pairs) - 1))
+        except FileNotFoundError:  # this cell's runs stored no outputs
+            continue
+        out.update(two_way_low=cell["two_way_low"], two_way_high=cell["two_way_high"],
+                   se_example=cell["se_example"],
+                   p_two_way=2 * stats.t.sf(abs(cell["gain"]) / cell["se_two_way"], cell["df"]))
         rows.append(out)
     frame = pd.DataFrame(rows)
     if frame.empty:
@@ -184,7 +173,7 @@ def two_way_table(table: pd.DataFrame, results: pd.DataFrame, outputs_dir: str |
         frame.loc[part.index, "p_two_way_adjusted"] = holm(part["p_two_way"].to_numpy())
     frame["decidable_margin"] = frame["se_example"].map(decidable_margin)
     frame["verdict_two_way"] = [
-        _undecidable(verdict(r.gain, r.two_way_low, r.two_way_high, r.p_two_way_adjusted,
+        undecidable(verdict(r.gain, r.two_way_low, r.two_way_high, r.p_two_way_adjusted,
                              r.claimed_gain), r.claimed_gain, r.decidable_margin)
         if r.verdict in JUDGED else r.verdict for r in frame.itertuples()]
     frame["verdict_symmetric"] = [symmetric_verdict(r.seed_low, r.seed_high, r.claimed_gain)
@@ -195,7 +184,7 @@ def two_way_table(table: pd.DataFrame, results: pd.DataFrame, outputs_dir: str |
 UNDECIDABLE = "undecidable on this evaluation set"
 
 
-def _undecidable(judged: str, claimed_gain, margin: float) -> str:
+def undecidable(judged: str, claimed_gain, margin: float) -> str:
     """``"undecided"`` on a claim of no gain becomes :data:`UNDECIDABLE` where the evaluation set
     alone keeps the interval wider than the equivalence margin: no number of seeds can show it."""
     from .significance import EQUIVALENCE_MARGIN
@@ -208,7 +197,7 @@ def _undecidable(judged: str, claimed_gain, margin: float) -> str:
 def with_borrowed(frame: pd.DataFrame, se_example: float) -> pd.DataFrame:
     """Rows with a paired ``gain``, its seed-only 95% ``gain_ci_low``/``gain_ci_high`` and
     ``n_pairs`` (a confirmatory test, the growth arm), with ``two_way_low``/``two_way_high``
-    (:func:`widened` by a borrowed ``se_example``), ``p_two_way`` (normal) and
+    (:func:`widened` by a borrowed ``se_example``), ``p_two_way`` and
     ``decidable_margin`` added; NaN where fewer than 2 pairs landed. The p-value uses the
     seeds' degrees of freedom, as :func:`widened` does."""
     out = frame.copy()
@@ -256,3 +245,13 @@ def interval_table(frame: pd.DataFrame) -> pd.DataFrame:
     shown.index = pd.MultiIndex.from_arrays([frame["model"], frame["task"], frame["duplication"]],
                                             names=["model", "task", "configuration"])
     return shown
+
+
+def evaluation_errors(frame: pd.DataFrame, model: str = "all-MiniLM-L6-v2",
+                      duplication: str = "copy first 3") -> dict[str, float]:
+    """Per task, the evaluation-set standard error (``se_example``) of one model's comparison in a
+    :func:`two_way_table`: what cells on the same evaluation sets without outputs borrow."""
+    if frame.empty:
+        return {}
+    cells = frame[frame["model"].eq(model) & frame["duplication"].eq(duplication)]
+    return cells.set_index("task")["se_example"].to_dict()
