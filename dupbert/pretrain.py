@@ -29,7 +29,7 @@ from .pretrain_config import ARCHITECTURES, CORPORA, MODELS, RXN_SEEDS, Pretrain
 from .pretrain_corpus import (CorpusError, pack, pretraining_documents,
                               train_tokenizer)
 from .pretrain_publish import STAGE_FILE, publish, write_json
-from .results import append_rows, drop_rows_after
+from .results import append_rows, atomic_folder, atomic_save_npy, drop_rows_after
 from .zoo import BUNDLED as WEIGHTS, cache_dir, weights_dir
 
 LOSS_COLUMNS = ["model", "step", "tokens_seen", "loss", "lr", "elapsed_s"]
@@ -223,18 +223,16 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
         print(f"corpus: {report} ({time.time() - t0:.0f} s)", flush=True)
     published = WEIGHTS / config.name / "tokenizer.json"
     if not tok_dir.is_dir():
-        tmp = tok_dir.with_name(tok_dir.name + ".tmp")
-        if config.init is not None:
-            from .zoo import zoo_folder
+        with atomic_folder(tok_dir) as tmp:
+            if config.init is not None:
+                from .zoo import zoo_folder
 
-            AutoTokenizer.from_pretrained(zoo_folder(config.init)).save_pretrained(tmp)
-        elif published.is_file():  # WordPiece training breaks ties in no fixed order: reuse it
-            tmp.mkdir(parents=True, exist_ok=True)
-            for name in ("tokenizer.json", "tokenizer_config.json"):
-                shutil.copy(published.with_name(name), tmp / name)
-        else:
-            train_tokenizer(documents, config.vocab_size, tmp)
-        os.replace(tmp, tok_dir)
+                AutoTokenizer.from_pretrained(zoo_folder(config.init)).save_pretrained(tmp)
+            elif published.is_file():  # WordPiece training breaks ties in no fixed order: reuse it
+                for name in ("tokenizer.json", "tokenizer_config.json"):
+                    shutil.copy(published.with_name(name), tmp / name)
+            else:
+                train_tokenizer(documents, config.vocab_size, tmp)
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
     rows = pack(tokenizer, documents, config.seq_length)
     if rows.shape[0] < config.batch_size:
@@ -242,9 +240,7 @@ def prepare(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.
                           f"tokens, fewer than one batch ({config.batch_size}): it needs more text")
     report.update(tokens=int(rows.size), sequences=int(rows.shape[0]))
     write_json(report_path, report)
-    tmp = rows_path.with_name(rows_path.name + ".tmp.npy")
-    np.save(tmp, rows)
-    os.replace(tmp, rows_path)
+    atomic_save_npy(rows_path, rows)
     if progress:
         print(f"packed {rows.shape[0]} sequences of {config.seq_length} tokens "
               f"({time.time() - t0:.0f} s)", flush=True)

@@ -64,14 +64,14 @@ def prepare_reactions(seq_length: int, data_dir: str | os.PathLike, work: str | 
     (reactions, dropped, tokens without padding, longest, cut)."""
     from transformers import AutoTokenizer
 
+    from .results import atomic_folder, atomic_save_npy
     from .zoo import zoo_folder
 
     work = Path(work)
     tok_dir, rows_path = work / f"tokenizer-{TOKENIZER_MODEL}", work / f"train-reactions-{seq_length}.npy"
     if not tok_dir.is_dir():
-        tmp = tok_dir.with_name(tok_dir.name + ".tmp")
-        AutoTokenizer.from_pretrained(zoo_folder(TOKENIZER_MODEL)).save_pretrained(tmp)
-        os.replace(tmp, tok_dir)
+        with atomic_folder(tok_dir) as tmp:
+            AutoTokenizer.from_pretrained(zoo_folder(TOKENIZER_MODEL)).save_pretrained(tmp)
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
     reactions, report = training_reactions(data_dir)
     lengths = [len(ids) for ids in tokenizer(reactions)["input_ids"]]
@@ -79,9 +79,6 @@ def prepare_reactions(seq_length: int, data_dir: str | os.PathLike, work: str | 
                   cut=sum(n > seq_length for n in lengths))
     if rows_path.is_file():
         return tokenizer, np.load(rows_path), report
-    work.mkdir(parents=True, exist_ok=True)
     rows = reaction_rows(tokenizer, reactions, seq_length)
-    tmp = rows_path.with_name(rows_path.name + ".tmp.npy")
-    np.save(tmp, rows)
-    os.replace(tmp, rows_path)
+    atomic_save_npy(rows_path, rows)
     return tokenizer, rows, report

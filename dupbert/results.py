@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -32,6 +33,42 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 would hide results from other users
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike):
+    """Yield a private empty folder beside ``path``; on a clean exit move it to ``path``. Where
+    another process put ``path`` in place first (two workers preparing the same data), theirs is
+    kept and ours removed, so readers never see a half-written folder and writers never collide."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        yield temporary
+        try:
+            os.replace(temporary, path)
+        except OSError:
+            if not path.is_dir():
+                raise
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def atomic_save_npy(path: str | os.PathLike, array) -> Path:
+    """``numpy.save`` via a private temporary file and ``os.replace`` (never half-written)."""
+    import numpy as np
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            np.save(stream, array)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -3,6 +3,9 @@ inputs (the probe's cache key once omitted the model weights and the data folder
 
 import os
 
+import numpy as np
+import pytest
+
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
@@ -60,3 +63,29 @@ def test_a_table_and_results_files_read_back(tmp_path):
     both = read_results([tmp_path / "one.jsonl", tmp_path / "missing.jsonl", tmp_path / "two.jsonl"])
     assert both["run_key"].tolist() == ["k0", "k1", "k2"] and both.index.tolist() == [0, 1, 2]
     assert read_results([tmp_path / "missing.jsonl"]) is None
+
+
+def test_atomic_folder_keeps_the_first_of_two_writers(tmp_path):
+    """Two workers preparing one folder: the first in place wins, the second leaves no debris,
+    and a failed writer leaves nothing behind."""
+    from dupbert.results import atomic_folder
+
+    target = tmp_path / "tokenizer"
+    with atomic_folder(target) as first, atomic_folder(target) as second:
+        (first / "vocab.txt").write_text("first")
+        (second / "vocab.txt").write_text("second")
+    assert (target / "vocab.txt").read_text() in {"first", "second"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer"]
+    with pytest.raises(RuntimeError), atomic_folder(tmp_path / "broken") as tmp:
+        (tmp / "half").write_text("x")
+        raise RuntimeError("writer failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer"]
+
+
+def test_atomic_save_npy_round_trips(tmp_path):
+    from dupbert.results import atomic_save_npy
+
+    rows = np.arange(12, dtype=np.int32).reshape(3, 4)
+    path = atomic_save_npy(tmp_path / "rows.npy", rows)
+    assert np.array_equal(np.load(path), rows) and np.load(path).dtype == np.int32
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.npy"]
