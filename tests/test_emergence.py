@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dupbert import emergence, text_emergence
+from dupbert import emergence
+from dupbert.book import emergence as book_emergence
 from dupbert.pretrain import MODELS
 from dupbert.plots import plot_emergence, plot_pretraining_loss
 
@@ -78,13 +79,15 @@ def test_the_threshold_is_inclusive_and_moves_the_answer():
     assert emergence.emergence_summary(r, threshold=0.65).iloc[0].s_all == 25
 
 
-def test_answer_names_the_steps_and_verdicts():
+def test_the_summary_table_names_the_steps_and_verdicts():
     r = record({0: [0] * 5, 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
-    text = text_emergence.answer(emergence.emergence_summary(r))
-    assert "first decodable (top-1 >= 0.5) at step 16, every block output at once at step 25 " \
-        "and stays so to the last evaluated step" in text
-    assert "**emerges with the last layer**" in text
-    assert "embedding output is first decodable at no evaluated step" in text
+    shown = book_emergence.summary_table(emergence.emergence_summary(r)).loc["m"]
+    assert shown.to_dict() == {
+        "evaluated to": "40", "hidden state 0": "never", "last hidden state": "16",
+        "every block output": "25", "stays decodable": "yes", "last to get there": 1,
+        "lowest block output at the end": "0.900", "last hidden state at the end": "0.900",
+        "duplicated: every block output": "25", "verdict": "emerges with the last layer",
+        "by construction": "no", "duplication": "appears with decodability"}
 
 
 def test_grid_puts_the_last_hidden_state_on_top():
@@ -131,12 +134,12 @@ def test_beside_rq1_pairs_the_last_step_with_rq1s_baseline():
 
 def test_the_chapter_tables_of_the_committed_record():
     record_, _ = emergence.read_record(REPO / "results/cpu", ["albert-en-small", "bert-en-small"])
-    shown = text_emergence.summary_table(emergence.emergence_summary(record_))
-    assert list(shown.columns) == list(text_emergence.SUMMARY_HEADINGS.values())
+    shown = book_emergence.summary_table(emergence.emergence_summary(record_))
+    assert list(shown.columns) == list(book_emergence.SUMMARY_HEADINGS.values())
     bert = shown.loc["bert-en-small"]
     assert (bert["last hidden state"], bert["every block output"]) == ("631", "631")
     assert bert["verdict"] == "emerges with the last layer"
-    final = text_emergence.final_table(record_)
+    final = book_emergence.final_table(record_)
     # hidden states 0-6 of the models, 0-9 of their duplicated variants (blocks 0-2 copied)
     assert final.index.tolist() == list(range(10))
     assert final.loc[6, ("bert-en-small", "masked")] == "0.049"  # the unigram plateau
@@ -146,21 +149,18 @@ def test_the_chapter_tables_of_the_committed_record():
 
 def test_the_summary_table_writes_never_and_whole_steps():
     r = record({0: [0] * 5, 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
-    shown = text_emergence.summary_table(emergence.emergence_summary(r)).loc["m"]
+    shown = book_emergence.summary_table(emergence.emergence_summary(r)).loc["m"]
     assert (shown["hidden state 0"], shown["last hidden state"], shown["every block output"],
             shown["last to get there"]) == ("never", "16", "25", 1)
 
 
-def test_the_answer_says_when_the_trained_on_layer_is_decoded_last():
+def test_the_summary_table_says_when_the_trained_on_layer_is_decoded_last():
     record_, _ = emergence.read_record(REPO / "results/cpu", ["albert-en-small", "bert-en-small"])
-    text = text_emergence.answer(emergence.emergence_summary(record_))
-    bert = text.split("\n")[1]
-    assert "**emerges with the last layer**. The last hidden state, the one the head is trained " \
-           "on, is itself the last to get there, so this verdict holds by construction" in bert
-    assert "by construction" not in text.split("\n")[0]  # albert-en-small: never decodable
+    shown = book_emergence.summary_table(emergence.emergence_summary(record_))
+    assert shown["by construction"].to_dict() == {"albert-en-small": "no", "bert-en-small": "yes"}
+    assert shown.loc["albert-en-small", "stays decodable"] == "-"  # never decodable
     r = record({0: [0] * 5, 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
-    assert "by construction" not in text_emergence.answer(emergence.emergence_summary(r))  # block 1 last
-
+    assert book_emergence.summary_table(emergence.emergence_summary(r)).loc["m", "by construction"] == "no"
 
 
 def plateau_record(masked: list[float], middle: dict[int, list[float]]) -> pd.DataFrame:
@@ -208,10 +208,10 @@ def test_the_committed_record_past_the_plateau():
     assert (minilm.P, minilm.F, minilm.verdict) == (100, 1200, "stay decodable")
     assert round(minilm.masked_P, 3) == 0.190 and round(minilm.lowest_F, 3) == 0.941
     assert minilm.lowest_layer == 3 and minilm.largest_fall < -0.4
-    text = text_emergence.past_plateau_answer(table.reset_index())
-    assert "- **minilm-mlm-en** (evaluated to step 1,200): it predicts from step 100 on" in text
-    assert "**stay decodable**" in text and "**not reached**" in text
-    shown = text_emergence.past_plateau_table(table.reset_index())
+    shown = book_emergence.past_plateau_table(table.reset_index())
+    assert shown.loc["minilm-mlm-en", "first predicting step P"] == "100"
+    assert shown.loc["minilm-mlm-en", "verdict"] == "stay decodable"
+    assert shown.loc["bert-en-small", "verdict"] == "not reached"
     assert shown.loc["minilm-mlm-en", "lowest at F"] == "0.941 (hidden state 3)"
     assert shown.loc["bert-en-small", "first predicting step P"] == "-"
 
@@ -230,14 +230,14 @@ def test_stage_costs_and_inherited_tokens_follow_the_loss_rows():
     shifted, shifted_record = emergence.inherited_tokens(loss, record_, {"b": "a", "a": "x"})
     assert shifted["tokens_seen"].tolist() == [10, 20, 30, 40, 50, 60]
     assert shifted_record["tokens_seen"].tolist() == [20, 40, 60]
-    shown = text_emergence.stage_cost_table(costs)
+    shown = book_emergence.stage_cost_table(costs)
     assert shown.loc[("a", 2), "steps"] == "3-4" and shown.loc[("b", 1), "hours"] == "0.20"
 
 
 def test_the_sharing_table_compares_at_steps_both_evaluated():
     top1 = pd.DataFrame({"body": [0.1, 0.2, 0.3], "shared": [0.05, np.nan, 0.31]},
                         index=[10, 16, 1000])
-    shown = text_emergence.sharing_table(top1, "shared", "body")
+    shown = book_emergence.sharing_table(top1, "shared", "body")
     assert shown.index.tolist() == ["10", "1,000"]
     assert shown["shared - unshared"].tolist() == ["-0.050", "+0.010"]
 
@@ -295,3 +295,24 @@ def test_the_seeds_figure_draws_every_hidden_state_and_marks_where_each_seed_pre
     assert ax.lines[5].get_xdata()[0] == 25
     with pytest.raises(ValueError, match="no rows of any model"):
         plot_seeds(frame, {"ALBERT": ["x"]}, {})
+
+
+def test_the_seed_tables_of_the_committed_reaction_bert():
+    """bert-rxn (seed 0) as published: predicting from step 750 (0.503), 0.713 at step 1,500,
+    every block output decodable from step 63; a run short of its registered steps says how far
+    it got and waits in the across-seed answer."""
+    record_, _ = emergence.read_record(REPO / "results/cpu", ["bert-rxn"])
+    levels = emergence.predicting_levels(record_, 2.0)
+    per_seed, across = book_emergence.seed_tables(record_, {"BERT": ["bert-rxn"]}, levels,
+                                                  {"bert-rxn": 1500}, 0.5)
+    assert per_seed.loc["bert-rxn"].to_dict() == {
+        "baseline": "0.247", "P (predicting)": "750", "masked top-1 at P": "0.503",
+        "last step F": "1,500", "masked top-1 at F": "0.713", "every block output decodable from": "63",
+        "first question": "emerges with the last layer", "largest fall, P to F": "-0.001",
+        "second question": "stay decodable"}
+    assert across.to_dict("index") == {"BERT": {"first question": "emerges with the last layer",
+                                                "second question": "stay decodable"}}
+    per_seed, across = book_emergence.seed_tables(record_, {"BERT": ["bert-rxn"]}, levels,
+                                                  {"bert-rxn": 2000}, 0.5)
+    assert per_seed.loc["bert-rxn", "second question"] == "running (step 1,500 of 2,000)"
+    assert across.loc["BERT", "first question"] == "pending (0 of 1 seeds)"

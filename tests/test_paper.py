@@ -1,5 +1,5 @@
 """dupbert.paper (the paper's claims as data), dupbert.comparisons (our results set beside them) and
-the RQ3/RQ4 chapters' text (dupbert.text, dupbert.text_rq3, dupbert.text_rq4)."""
+the RQ3/RQ4 chapters' text and tables (dupbert.text, dupbert.text_rq3, dupbert.book.rq4)."""
 
 import math
 import re
@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dupbert import comparisons, paper, text_rq3, text_rq4
+from dupbert import comparisons, paper, text_rq3
+from dupbert.book import rq4 as book_rq4
 from dupbert.text import interval_text, p_text
 from dupbert.tasks import TASKS, empty_subset, task_metrics
 
@@ -946,48 +947,46 @@ def test_the_rq4_grid_beside_table_and_text_read_the_comparison():
     results, table = _clear_snli_gain()
     main = comparisons.primary_rows(table)
     status = comparisons.learning_status(results)
-    grid = text_rq4.gain_grid(main, status)
+    grid = book_rq4.gain_grid(main, status)
     assert grid.to_dict() == {"m": {("snli", "copy first 3", "baseline"): "+1.10 [+1.00, +1.20] * (primary)",
                                     ("snli", "copy last", "baseline"): "+0.00 [+0.00, +0.00] (95%)"}}
     summary = comparisons.overall(main)
-    beside = text_rq4.beside_table(summary, status).reset_index().to_dict("records")
+    beside = book_rq4.beside_table(summary, status).reset_index().to_dict("records")
     assert beside == [{"task": "snli", "metric": "accuracy", "paper": "up to +0.6 accuracy", "model": "m",
                        "baseline learned the task": "yes", "primary configuration": "copy first 3",
                        "its gain [95% CI]": "+1.10 [+1.00, +1.20]", "secondary gains / losses": "0 / 0 of 1",
                        "verdict": "reproduced"}]
-    claims = {"rq4-consistent-across-models": {"verdict": "V"}, "rq3-method": {"ours": "O"}}
-    lines = text_rq4.consistency_text(summary, main, status, claims).split("\n")
-    assert lines == [
-        "- Of the 1 cells whose baseline learned, 1 have all their planned primary runs: the paper's "
-        "configuration is significantly better in 1 and significantly worse in 0.",
-        "- *copy first 3* (primary): gain positive in 1 of 1 cells, significantly in 1, significantly "
-        "negative in 0 (comparisons with all their planned seeds).",
-        "- *copy last* (secondary): gain positive in 0 of 1 cells, significantly in 0, significantly "
-        "negative in 0 (comparisons with all their planned seeds).",
-        "- m on snli: the paper claims up to +0.6 accuracy; verdict **reproduced**.",
-        "- Consistency across models and tasks (the paper's RQ4 claim, which states no number): **V** "
-        "(the rule: Methods, Results at a glance; per claim: O)."]
-    # a confirmatory test that decides the cell: shown after the study's verdict
-    decided = text_rq4.consistency_text(summary, main, status, claims,
-                                        {("m", "snli"): ("decided by T", "refuted")})
-    assert "- m on snli: the paper claims up to +0.6 accuracy; verdict **reproduced** on the " \
-           "study's seeds; decided by T." in decided.split("\n")
-    pending_test = text_rq4.consistency_text(summary, main, status, claims,
-                                             {("m", "snli"): ("pending", None)})
-    assert "- m on snli: the paper claims up to +0.6 accuracy; verdict **reproduced**." in \
-        pending_test.split("\n")
+    assert book_rq4.cell_counts(summary, status) == {
+        "cells": 1, "learned": 1, "not_learned": 0, "not_learned_cells": "none", "decided": 1,
+        "pending": 0, "better": 1, "worse": 0}
+    assert book_rq4.configuration_table(summary, main, status).reset_index().to_dict("records") == [
+        {"duplication": "copy first 3", "role": "primary", "cells": 1, "gain > 0": 1,
+         "significantly > 0": 1, "significantly < 0": 0},
+        {"duplication": "copy last", "role": "secondary", "cells": 1, "gain > 0": 0,
+         "significantly > 0": 0, "significantly < 0": 0}]
+    claimed = book_rq4.claimed_table(summary, status).reset_index().to_dict("records")
+    assert claimed == [{"model": "m", "task": "snli", "the paper claims": "up to +0.6 accuracy",
+                        "verdict on the study's seeds": "reproduced", "confirmatory test": ""}]
+    # a confirmatory test that decides the cell: shown beside the study's verdict; a pending one is not
+    decided = book_rq4.claimed_table(summary, status, {("m", "snli"): ("decided by T", "refuted")})
+    assert decided["confirmatory test"].tolist() == ["decided by T"]
+    pending_test = book_rq4.claimed_table(summary, status, {("m", "snli"): ("pending", None)})
+    assert pending_test["confirmatory test"].tolist() == [""]
     # below the floor: every cell says so, and the text counts it as skipped
     low = _results("snli", "accuracy", {"baseline": [0.50, 0.51, 0.49, 0.50],
                                          "copy first 3": [0.53, 0.54, 0.52, 0.53]}, trivial=0.34)
     main = comparisons.primary_rows(comparisons.comparison(low))
     status = comparisons.learning_status(low)
-    assert text_rq4.gain_grid(main, status).iloc[0, 0] == "did not learn"
-    text = text_rq4.consistency_text(comparisons.overall(main), main, status, claims)
-    assert text.startswith("- In 1 of 1 model × task cells the baseline misses its pre-registered floor "
-                           "(m on snli)") and "- No cell's baseline learned its task" in text
+    assert book_rq4.gain_grid(main, status).iloc[0, 0] == "did not learn"
+    low_summary = comparisons.overall(main)
+    assert book_rq4.cell_counts(low_summary, status) == {
+        "cells": 1, "learned": 0, "not_learned": 1, "not_learned_cells": "m on snli", "decided": 0,
+        "pending": 0, "better": 0, "worse": 0}
+    assert book_rq4.configuration_table(low_summary, main, status).empty
+    assert book_rq4.claimed_table(low_summary, status).empty
     # short of its planned seeds: the gain with its pending verdict
     pending = comparisons.comparison(results, planned_seeds={("m", "snli"): 8})
-    cell = text_rq4.gain_grid(comparisons.primary_rows(pending), comparisons.learning_status(results)).iloc[0, 0]
+    cell = book_rq4.gain_grid(comparisons.primary_rows(pending), comparisons.learning_status(results)).iloc[0, 0]
     assert cell == "+1.10 [+1.00, +1.20] (pending (5/8 seeds))"
 
 
@@ -1099,21 +1098,19 @@ def test_rq3_findings_judge_each_model_on_its_own_baseline_and_floor():
     assert len(lines) == 2
 
 
-def test_rq4_text_counts_a_non_significant_primary_as_neither_and_keeps_the_configurations_order():
-    """consistency_text: p 0.391 is not significant; configurations in the table's order (copy first 3, copy 2)."""
+def test_rq4_counts_a_non_significant_primary_as_neither_and_keeps_the_configurations_order():
+    """cell_counts, configuration_table: p 0.391 is not significant; the cell whose baseline missed
+    its floor (a on snli) is named and left out; configurations in the table's order."""
     results, table = _two_models_on_snli()
     main = comparisons.primary_rows(table)
-    claims = {"rq4-consistent-across-models": {"verdict": "V"}, "rq3-method": {"ours": "O"}}
-    lines = text_rq4.consistency_text(comparisons.overall(main), main, comparisons.learning_status(results), claims).split("\n")
-    assert lines[:4] == [
-        "- In 1 of 2 model × task cells the baseline misses its pre-registered floor (a on snli): it did not "
-        "learn the task, and those runs say nothing about duplication.",
-        "- Of the 1 cells whose baseline learned, 1 have all their planned primary runs: the paper's "
-        "configuration is significantly better in 0 and significantly worse in 0.",
-        "- *copy first 3* (primary): gain positive in 1 of 1 cells, significantly in 0, significantly "
-        "negative in 0 (comparisons with all their planned seeds).",
-        "- *copy 2* (secondary): gain positive in 0 of 1 cells, significantly in 0, significantly "
-        "negative in 0 (comparisons with all their planned seeds)."]
+    summary, status = comparisons.overall(main), comparisons.learning_status(results)
+    assert book_rq4.cell_counts(summary, status) == {
+        "cells": 2, "learned": 1, "not_learned": 1, "not_learned_cells": "a on snli", "decided": 1,
+        "pending": 0, "better": 0, "worse": 0}
+    shown = book_rq4.configuration_table(summary, main, status)
+    assert shown.index.tolist() == ["copy first 3", "copy 2"]
+    assert shown.to_dict("list") == {"role": ["primary", "secondary"], "cells": [1, 1], "gain > 0": [1, 0],
+                                     "significantly > 0": [0, 0], "significantly < 0": [0, 0]}
 
 
 def test_stalled_text_lists_several_seeds_of_one_configuration():
