@@ -51,8 +51,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT = REPO / "benchmarks" / "results" / "mutation.json"
-MODULES = ("significance", "results", "sweeps", "paper", "comparisons", "text", "text_rq3",
-           "book.rq4", "glance", "ensemble", "rq5", "text_rq5", "duplicate", "probe",
+MODULES = ("significance", "results", "sweeps", "paper", "comparisons", "text", "book.rq3",
+           "book.rq4", "glance", "ensemble", "rq5", "book.rq5", "duplicate", "probe",
            "text_rq1")
 # mutmut's names of the functions counted in modules mutated only in part: the results file
 # (dupbert/results.py), and the sweep and RQ5's smoke sweeps (dupbert/sweeps.py)

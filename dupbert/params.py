@@ -447,8 +447,42 @@ def _check_training(used: Mapping[str, Any]) -> None:
                 raise ParameterError(f"{model} on {task}: {error}") from None
 
 
+def _compact(value: Any, nested: bool = False) -> str:
+    """A parameter value as the parameters table writes it: a run of three or more consecutive
+    integers as ``first-last``, lists comma-separated, a mapping as ``key: value; ...`` (nested:
+    ``{key: value, ...}``), anything else as ``str``."""
+    if isinstance(value, Mapping):
+        items = [f"{key}: {_compact(item, nested=True)}" for key, item in value.items()]
+        return "{" + ", ".join(items) + "}" if nested else "; ".join(items)
+    if isinstance(value, (list, tuple)):
+        whole = [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
+        if len(value) > 2 and len(whole) == len(value) and list(value) == list(range(value[0], value[-1] + 1)):
+            return f"{value[0]}-{value[-1]}"
+        return ", ".join(_compact(item, nested=True) for item in value)
+    return str(value)
+
+
+def parameters_table(used: Mapping[str, Any]):
+    """``{name: value}`` as a one-column ``pandas.DataFrame`` (index ``parameter``, column
+    ``value``, each value written by :func:`_compact`): the compact table a chapter opens with."""
+    import pandas as pd
+
+    return pd.DataFrame({"value": [_compact(value) for value in used.values()]},
+                        index=pd.Index(list(used), name="parameter"))
+
+
 def _show(used: Mapping[str, Any]) -> None:
-    print("parameters used:\n" + "\n".join(f"  {name} = {value!r}" for name, value in used.items()))
+    """The parameters used: a table in a notebook, ``name = value`` lines elsewhere."""
+    table = parameters_table(used)
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - IPython comes with the book extra
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(table)
+    else:
+        print("parameters used:\n" + "\n".join(f"  {name} = {value}" for name, value in table["value"].items()))
 
 
 def chapter_parameters(notebook: str, values: Mapping[str, Any], *,
@@ -459,7 +493,7 @@ def chapter_parameters(notebook: str, values: Mapping[str, Any], *,
         notebook: a key of :data:`CHAPTERS` (``"rq1"`` ... ``"rq5"``, ``"emergence"``,
             ``"glance"``).
         values: the notebook's variables (``globals()``); only the chapter's fields are read.
-        show: print the parameters used, one per line.
+        show: show the parameters used (:func:`parameters_table`; one per line outside a notebook).
 
     Raises:
         ParameterError: a field the notebook does not define; every bad value in one message,
@@ -495,7 +529,7 @@ def notebook_parameters(notebook: str | Mapping[str, Parameter], values: Mapping
         notebook: a key of :data:`CHAPTERS`, or a ``{name: Parameter}`` mapping (read each value on
             its own, nothing checked together).
         values: the notebook's variables (``globals()``).
-        show: print the parameters used, one per line.
+        show: show the parameters used (:func:`parameters_table`; one per line outside a notebook).
 
     Returns:
         ``{name: value}`` for every parameter, normalised (lists are lists, ``""`` is ``None``).

@@ -14,7 +14,7 @@ difference isolates what diverse configurations add beyond ensembling seeds
 but means and tests use one unit per *disjoint seed block* (offsets ``0, k, 2k, ...`` with
 ``j + k <= n``).
 
-:mod:`dupbert.text_rq5` formats these frames for ``notebooks/rq5.ipynb``; scores are in points
+:mod:`dupbert.book.rq5` formats these frames for ``notebooks/rq5.ipynb``; scores are in points
 (accuracy x 100, SQuAD EM/F1 as they are).
 """
 

@@ -376,3 +376,23 @@ def test_the_glance_table_is_short_and_the_forest_plot_is_on_it(browser, book_ur
     assert cells and max(map(len, cells)) <= HEADLINE_CHARS, \
         [c for c in cells if len(c) > HEADLINE_CHARS]
     assert browser.execute_script('return document.querySelector("#fig-glance-forest img") !== null')
+
+
+@pytest.mark.parametrize("chapter, figure", [
+    ("rq2", "fig-rq2-scatter"), ("rq3", "fig-rq3-seeds"), ("rq4", "fig-rq4-gains"),
+    ("rq5", "fig-rq5-ensembles"), ("emergence", "fig-emergence-reactions")])
+def test_each_chapter_opens_with_its_answer_and_its_main_figure(browser, book_url, built_book, chapter,
+                                                                 figure):
+    """Before the chapter's first section: a paragraph that starts "The answer", its glued numbers
+    pasted (no role left as text), and the main figure."""
+    base, _ = book_url
+    _open(browser, base + f"book/{chapter}.html")
+    opening = browser.execute_script("""
+        const main = document.querySelector("main section") || document.querySelector("main");
+        const first = main.querySelector("h2");
+        const before = [...main.querySelectorAll("p, figure")].filter(
+            e => !first || (e.compareDocumentPosition(first) & Node.DOCUMENT_POSITION_FOLLOWING));
+        return {text: before.map(e => e.innerText).join("\\n"),
+                figures: before.filter(e => e.tagName === "FIGURE").map(e => e.id)};""")
+    assert "The answer" in opening["text"] and "{glue" not in opening["text"], opening["text"][:500]
+    assert figure in opening["figures"], opening

@@ -189,8 +189,20 @@ def test_a_json_list_in_p_is_read_as_the_notebook_reads_it(zoo_env, capsys):
     assert used["tasks"] == ["uspto50k"] and used["seeds"] == [0, 1]
     assert used["max_train_samples"] == {"uspto50k": 32}
     out = capsys.readouterr().out
-    assert out.startswith("parameters used:\n  models = ['rxnmapper-albert']\n")
-    assert "  tasks = ['uspto50k']\n" in out
+    assert out.startswith("parameters used:\n  models = rxnmapper-albert\n")
+    assert "  tasks = uspto50k\n  duplications = baseline, repeat shared +3, copy last\n" in out
+    assert "  max_train_samples = uspto50k: 32\n" in out
+
+
+def test_the_parameters_table_writes_values_compactly():
+    table = params.parameters_table({
+        "seeds": {"snli": list(range(8)), "uspto50k": {"a": [0, 1, 2, 3], "b": [0, 2]}},
+        "models": ["m"], "max_eval_samples": {"sst2": None}, "flag": True, "two": [0, 1],
+        "bools": [True, False, True]})
+    assert table.index.name == "parameter" and list(table.columns) == ["value"]
+    assert table["value"].to_dict() == {
+        "seeds": "snli: 0-7; uspto50k: {a: 0-3, b: 0, 2}", "models": "m", "max_eval_samples": "sst2: None",
+        "flag": "True", "two": "0, 1", "bools": "True, False, True"}
 
 
 def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():

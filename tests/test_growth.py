@@ -92,16 +92,16 @@ def test_the_arms_are_one_panel_of_the_paired_seeds_figure():
 
 
 def test_the_chapter_table_of_the_growth_arm():
-    from dupbert import text_rq3
+    from dupbert.book import rq3 as book_rq3
 
-    table = text_rq3.growth_table(growth.growth_tests(_points()))
+    table = book_rq3.growth_table(growth.growth_tests(_points()))
     primary = table.iloc[0]
     assert primary["against"] == "continued" and primary["pairs"] == 8
     assert primary["arm mean"] == "71.94" and primary["reference mean"] == "71.00"
     assert primary["gain [95% CI]"].startswith("+0.94 [+0.")
     assert primary["smallest detectable gain"] == "0.48"
     assert primary["verdict"] == "growth helps"
-    pending = text_rq3.growth_table(growth.growth_tests(_points().iloc[:0]))
+    pending = book_rq3.growth_table(growth.growth_tests(_points().iloc[:0]))
     assert pending["arm mean"].tolist() == ["", ""] and pending["gain [95% CI]"].tolist() == ["", ""]
     assert pending["smallest detectable gain"].tolist() == ["", ""]
 

@@ -1,5 +1,5 @@
 """dupbert.paper (the paper's claims as data), dupbert.comparisons (our results set beside them) and
-the RQ3/RQ4 chapters' text and tables (dupbert.text, dupbert.text_rq3, dupbert.book.rq4)."""
+the RQ3/RQ4 chapters' tables (dupbert.text, dupbert.book.rq3, dupbert.book.rq4)."""
 
 import math
 import re
@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dupbert import comparisons, paper, text_rq3
+from dupbert import comparisons, paper
+from dupbert.book import rq3 as book_rq3
 from dupbert.book import rq4 as book_rq4
 from dupbert.text import interval_text, p_text
 from dupbert.tasks import TASKS, empty_subset, task_metrics
@@ -893,7 +894,7 @@ def _clear_snli_gain():
 
 def test_the_rq3_task_table_shows_the_trivial_row_then_each_configuration():
     results, table = _clear_snli_gain()
-    shown = text_rq3.task_table(table, "snli", "accuracy")
+    shown = book_rq3.task_table(table, "snli", "accuracy")
     assert list(shown.index) == [("m", "trivial: majority class (positive)"), ("m", "baseline"),
                                  ("m", "copy first 3"), ("m", "copy last")]
     rows = shown.to_dict("records")
@@ -908,30 +909,30 @@ def test_the_rq3_task_table_shows_the_trivial_row_then_each_configuration():
 
 def test_rq3_findings_say_what_the_primary_decides_or_that_nothing_is_decided():
     results, table = _clear_snli_gain()
-    text = text_rq3.findings_text(comparisons.overall(table), table, results)
-    assert text.startswith("- **m on snli** (accuracy): the baseline scores 80.04 [79.90, 80.18] over 5 "
-                           "seeds (trivial baseline 50.00). The primary comparison, *copy first 3*, changes "
-                           "it by +1.10 [+1.00, +1.20] points over 5 paired seeds (p <0.001; smallest "
-                           "detectable gain 0.13). Secondary: 0 of 1 configurations")
-    assert text.endswith("(largest gain: *copy last*, +0.00). The paper: up to +0.6 accuracy; verdict: "
-                         "**reproduced**.")
+    shown = book_rq3.findings_table(comparisons.overall(table), table, results)
+    assert shown.reset_index().to_dict("records") == [{
+        "model": "m", "task": "snli", "metric": "accuracy", "baseline [95% CI]": "80.04 [79.90, 80.18]",
+        "seeds": 5, "trivial": "50.00", "floor": "accuracy >= 55", "primary": "copy first 3",
+        "gain [95% CI]": "+1.10 [+1.00, +1.20] (5 pairs)", "p": "<0.001", "the seeds can decide": "a gain of 0.13",
+        "secondary (Holm)": "0 better, 0 worse of 1 (largest gain: copy last, +0.00)",
+        "paper": "up to +0.6 accuracy", "verdict": "reproduced"}]
     low = _results("snli", "accuracy", {"baseline": [0.50, 0.51, 0.49, 0.50],
                                          "copy first 3": [0.53, 0.54, 0.52, 0.53]}, trivial=0.34)
     table = comparisons.comparison(low)
-    assert text_rq3.findings_text(comparisons.overall(table), table, low).endswith(
-        "Its accuracy (50.00) misses the pre-registered floor of 55: **did not learn**, so nothing is decided.")
-    assert text_rq3.findings_text(pd.DataFrame(), pd.DataFrame(), pd.DataFrame()) == "No runs yet."
+    row = book_rq3.findings_table(comparisons.overall(table), table, low).iloc[0]
+    assert (row["baseline [95% CI]"], row["floor"], row["primary"], row["verdict"]) == (
+        "50.00 [48.70, 51.30]", "accuracy >= 55", "", "did not learn")
 
 
 def test_stalled_runs_are_listed_by_model_task_and_configuration():
     results = _results("uspto50k", "accuracy", {"baseline": [0.80, 0.81], "copy last": [0.82, 0.31]},
                        trivial=0.30)
-    points = comparisons.points_frame(results)
-    text = text_rq3.stalled_text(points, 4)
-    assert text.endswith("They stay in every comparison above.\n\n"
-                         "- m on uspto50k (accuracy; trivial 30.00, cutoff 55.00): *copy last* at seed 1 (31.00)")
+    shown = book_rq3.stalled_table(comparisons.points_frame(results))
+    assert shown.reset_index().to_dict("records") == [{
+        "model": "m", "task": "uspto50k", "metric": "accuracy", "trivial": "30.00", "cutoff": "55.00",
+        "stalled runs": "copy last at seed 1 (31.00)"}]
     fine = comparisons.points_frame(_results("uspto50k", "accuracy", {"baseline": [0.80, 0.81]}, trivial=0.30))
-    assert text_rq3.stalled_text(fine, 2).endswith("None of the 2 runs did.")
+    assert book_rq3.stalled_table(fine).empty
 
 
 def test_our_seed_spread_is_the_baselines_and_the_primary_differences_sd():
@@ -999,7 +1000,7 @@ def test_the_rq3_design_table_reads_the_plan():
                             duplications=["baseline", "copy first 3", "copy last"], seeds=[0, 1, 2, 3, 4],
                             max_train_samples=3000, max_eval_samples=None,
                             hyperparameters=SimpleNamespace(learning_rate=1e-4, epochs=3.0, batch_size=32))
-    row = text_rq3.study_design([entry]).reset_index().to_dict("records")[0]
+    row = book_rq3.study_design([entry]).reset_index().to_dict("records")[0]
     assert row == {"model": "m", "task": "snli", "primary": "copy first 3 vs baseline",
                    "secondary": "copy last", "train": 3000, "eval": "all",
                    "lr": "0.0001", "epochs": "3", "batch": 32, "seeds": 5,
@@ -1007,9 +1008,6 @@ def test_the_rq3_design_table_reads_the_plan():
     assert 1.0 < row["detectable (x sd)"] < 2.0
     assert paper.rq3_claims(["snli"]).index.tolist() == ["rq3-snli-accuracy"]
     assert paper.rq3_claims(["uspto50k"]).empty
-    text = text_rq3.verdict_rule_text()
-    assert text.startswith("The verdict rule, fixed before any run") and "\n    " not in text
-    assert "alpha = 0.05 detects with 80% power" in text
 
 
 def test_pilot_tables_read_their_files_and_are_empty_without_one(tmp_path):
@@ -1020,7 +1018,7 @@ def test_pilot_tables_read_their_files_and_are_empty_without_one(tmp_path):
                                  "learning_rate": 1e-4, "epochs": 2, "batch_size": 32, "wall_s": 100.0,
                                  "curve": [[32, 0.5, 0.7], [64, 0.612, 0.6],
                                            [96, 0.60449, 0.6]]}) + "\n")
-    row = text_rq3.pilot_table(pilot).reset_index().to_dict("records")[0]
+    row = book_rq3.pilot_table(pilot).reset_index().to_dict("records")[0]
     assert row["accuracy along the way"] == "50.0, 61.2, 60.4" and row["final"] == 60.4
     assert row["steps"] == 96 and row["minutes"] == 1.7  # 100 s
     squad = tmp_path / "squad.jsonl"
@@ -1029,10 +1027,10 @@ def test_pilot_tables_read_their_files_and_are_empty_without_one(tmp_path):
                                  "hyperparameters": {"learning_rate": 3e-4, "epochs": 2.0},
                                  "metrics": {"HasAns_f1": 23.44, "NoAns_f1": 65.1, "f1": 44.44, "best_f1": 49.06},
                                  "baselines": {"f1": 48.61}}) + "\n")
-    row = text_rq3.squad_pilot_table(squad).reset_index().to_dict("records")[0]
+    row = book_rq3.squad_pilot_table(squad).reset_index().to_dict("records")[0]
     assert row["HasAns F1"] == 23.4 and row["F1"] == 44.4 and row["all-empty F1"] == 48.6
     assert row["learned (HasAns_f1 >= 25)"] == False and row["train minutes"] == 41  # noqa: E712
-    assert text_rq3.pilot_table(tmp_path / "none.jsonl").empty and text_rq3.squad_pilot_table(tmp_path / "no").empty
+    assert book_rq3.pilot_table(tmp_path / "none.jsonl").empty and book_rq3.squad_pilot_table(tmp_path / "no").empty
 
 
 def test_run_counts_and_the_replication_text():
@@ -1041,8 +1039,10 @@ def test_run_counts_and_the_replication_text():
     counts = comparisons.run_counts(results).reset_index().to_dict("records")
     assert counts == [{"model": "m", "task": "snli", "runs": 4, "seeds": 2, "configurations": 2,
                        "train_examples": 32, "eval_examples": 64, "steps_per_run": 2}]
-    text = text_rq3.replication_text()
-    assert text.startswith("Same replication: ") and text.endswith("SQuAD 2.0 F1 80.7 / 81.8 / 81.8.")
+    shown = book_rq3.replication_table()
+    assert shown["F1"].tolist() == ["74.17-76.12", "82.94", "80.7", "81.8", "81.8"]
+    assert shown["baseline F1"].tolist() == ["76.04", "82.67", "", "", ""]
+    assert shown.index[2][2] == "12 applications of its shared layer"
 
 
 # ----------------------------------------------------------------------------- pinned by mutation testing
@@ -1063,12 +1063,12 @@ def test_overall_gives_none_for_a_claimed_gain_read_back_as_nan():
 def test_the_rq3_task_table_trivial_row_in_full_and_a_baseline_alone():
     """task_table: every cell of the trivial row; a baseline without other configurations has one too."""
     _, table = _clear_snli_gain()
-    trivial = text_rq3.task_table(table, "snli", "accuracy").reset_index().to_dict("records")[0]
+    trivial = book_rq3.task_table(table, "snli", "accuracy").reset_index().to_dict("records")[0]
     assert trivial == {"model": "m", "configuration": "trivial: majority class (positive)", "role": "", "seeds": "",
                        "accuracy [95% CI]": "50.00", "gain [95% CI]": "", "Bonferroni CI": "", "vs": "", "p": "",
                        "deciding p": "", "smallest detectable gain": "", "paper": "", "verdict": ""}
     alone = comparisons.comparison(_results("snli", "accuracy", {"baseline": [0.80, 0.81]}, trivial=0.34))
-    shown = text_rq3.task_table(alone, "snli", "accuracy")
+    shown = book_rq3.task_table(alone, "snli", "accuracy")
     assert list(shown.index) == [("m", "trivial: majority class (positive)"), ("m", "baseline")]
     assert shown["accuracy [95% CI]"].tolist()[0] == "34.00"
 
@@ -1086,16 +1086,14 @@ def _two_models_on_snli():
 
 
 def test_rq3_findings_judge_each_model_on_its_own_baseline_and_floor():
-    """findings_text: model b's line reads b's baseline and b's floor, not those of model a listed before it."""
+    """findings_table: model b's row reads b's baseline and b's floor, not those of model a listed before it."""
     results, table = _two_models_on_snli()
-    lines = text_rq3.findings_text(comparisons.overall(table), table, results).split("\n")
-    assert lines[0] == ("- **a on snli** (accuracy): the baseline scores 50.00 [48.70, 51.30] over 4 seeds (trivial "
-                        "baseline 34.00). Its accuracy (50.00) misses the pre-registered floor of 55: **did not "
-                        "learn**, so nothing is decided.")
-    assert lines[1].startswith("- **b on snli** (accuracy): the baseline scores 80.00 [78.70, 81.30] over 4 seeds "
-                               "(trivial baseline 34.00). The primary comparison, *copy first 3*, changes it by "
-                               "+0.50 [-1.09, +2.09] points over 4 paired seeds (p 0.391; ")
-    assert len(lines) == 2
+    shown = book_rq3.findings_table(comparisons.overall(table), table, results)
+    assert shown.index.tolist() == [("a", "snli"), ("b", "snli")]
+    assert shown["baseline [95% CI]"].tolist() == ["50.00 [48.70, 51.30]", "80.00 [78.70, 81.30]"]
+    assert shown["verdict"].tolist()[0] == "did not learn"
+    assert (shown.loc[("b", "snli"), "gain [95% CI]"], shown.loc[("b", "snli"), "p"]) == (
+        "+0.50 [-1.09, +2.09] (4 pairs)", "0.391")
 
 
 def test_rq4_counts_a_non_significant_primary_as_neither_and_keeps_the_configurations_order():
@@ -1113,12 +1111,12 @@ def test_rq4_counts_a_non_significant_primary_as_neither_and_keeps_the_configura
                                      "significantly > 0": [0, 0], "significantly < 0": [0, 0]}
 
 
-def test_stalled_text_lists_several_seeds_of_one_configuration():
-    """stalled_text: two stalled seeds of one configuration, "seeds 0 (31.00), 1 (32.00)"."""
+def test_stalled_table_lists_several_seeds_of_one_configuration():
+    """stalled_table: two stalled seeds of one configuration, "seeds 0 (31.00), 1 (32.00)"."""
     results = _results("uspto50k", "accuracy", {"baseline": [0.80, 0.81], "copy last": [0.31, 0.32]},
                        trivial=0.30)
-    assert text_rq3.stalled_text(comparisons.points_frame(results), 4).endswith(
-        "- m on uspto50k (accuracy; trivial 30.00, cutoff 55.00): *copy last* at seeds 0 (31.00), 1 (32.00)")
+    assert book_rq3.stalled_table(comparisons.points_frame(results))["stalled runs"].tolist() == [
+        "copy last at seeds 0 (31.00), 1 (32.00)"]
 
 
 def test_the_rq3_design_table_says_none_without_a_primary():
@@ -1128,7 +1126,7 @@ def test_the_rq3_design_table_says_none_without_a_primary():
     entry = SimpleNamespace(model="m", task="snli", primary=(), duplications=["baseline", "copy last"],
                             seeds=[0, 1], max_train_samples=None, max_eval_samples=500,
                             hyperparameters=SimpleNamespace(learning_rate=2e-5, epochs=1.0, batch_size=16))
-    row = text_rq3.study_design([entry]).iloc[0]
+    row = book_rq3.study_design([entry]).iloc[0]
     assert (row["primary"], row["secondary"], row["train"], row["eval"]) == ("none", "baseline, copy last",
                                                                              "all", 500)
 
@@ -1146,7 +1144,7 @@ def test_the_rq3_study_table_writes_each_cell():
          "trivial": np.nan, "train_min": np.nan, "eval_min": np.nan, "primary": None, "gain": np.nan,
          "gain_ci_low": np.nan, "gain_ci_high": np.nan, "p_value": np.nan, "n_pairs": np.nan,
          "min_detectable_gain": np.nan, "verdict": "pending (0/5 seeds)"}])
-    rows = text_rq3.study_table(study).reset_index().to_dict("records")
+    rows = book_rq3.study_table(study).reset_index().to_dict("records")
     assert rows == [
         {"model": "m", "task": "snli", "metric": "accuracy", "seeds": 5, "runs (primary; secondary)": "10/10; 5/5",
          "baseline [95% CI]": "80.04 [79.90, 80.18]", "trivial": "34.00", "minutes per run (train + eval)": "12 + 0.5",
@@ -1155,7 +1153,7 @@ def test_the_rq3_study_table_writes_each_cell():
         {"model": "m", "task": "sst2", "metric": "accuracy", "seeds": 5, "runs (primary; secondary)": "0/10; 0/5",
          "baseline [95% CI]": "", "trivial": "", "minutes per run (train + eval)": "", "primary": "",
          "gain [95% CI]": "", "p": "", "smallest detectable gain": "", "verdict": "pending (0/5 seeds)"}]
-    assert "minutes per run (train + eval)" not in text_rq3.study_table(study, timed=False).columns
+    assert "minutes per run (train + eval)" not in book_rq3.study_table(study, timed=False).columns
 
 
 @pytest.mark.parametrize("shift, verdict", [(0.010, "confirmed"), (-0.010, "refuted"),
@@ -1208,18 +1206,17 @@ def test_the_confirmatory_tests_origin_is_the_studys_exploratory_secondary():
         == pytest.approx((0.545, 0.137121, 0.952879, 0.015938), abs=5e-6)
 
 
-def test_confirmatory_text_says_the_verdict_the_interval_and_the_floor():
+def test_confirmatory_table_says_the_verdict_the_interval_and_the_floor():
     base = [0.800, 0.802, 0.799, 0.801, 0.800]
     better = [b + 0.010 + 0.001 * i for i, b in enumerate(base)]
     full = _results("snli", "accuracy", {"baseline": base, "copy last": better})
-    assert text_rq3.confirmatory_text(comparisons.confirmatory_test(full, {("m", "snli"): 5})) == (
-        "- m x snli, copy last - baseline (accuracy): **confirmed**: +1.20 [+1.00, +1.40] points "
-        "(p <0.001, seeds 0, 1, 2, 3, 4); baseline 80.04 [79.90, 80.18] against a floor of 55.")
-    partial = comparisons.confirmatory_test(full.iloc[:7], {("m", "snli"): 5})
-    assert text_rq3.confirmatory_text(partial) == (
-        "- m x snli, copy last - baseline (accuracy): **pending (2/5 seeds)**; nothing is judged "
-        "before every planned pair has landed.")
-
+    shown = book_rq3.confirmatory_table(comparisons.confirmatory_test(full, {("m", "snli"): 5}))
+    assert shown.reset_index().to_dict("records") == [{
+        "model": "m", "task": "snli", "comparison": "copy last - baseline", "metric": "accuracy",
+        "verdict": "confirmed", "gain [95% CI]": "+1.20 [+1.00, +1.40]", "p": "<0.001",
+        "seeds": "0, 1, 2, 3, 4", "baseline [95% CI]": "80.04 [79.90, 80.18]", "floor": "55"}]
+    partial = book_rq3.confirmatory_table(comparisons.confirmatory_test(full.iloc[:7], {("m", "snli"): 5}))
+    assert partial.iloc[0].tolist() == ["accuracy", "pending (2/5 seeds)", "", "", "", "", ""]
 
 
 def test_confirmatory_test_is_against_the_baseline_whatever_reference_the_runs_record():
@@ -1265,8 +1262,22 @@ def test_confirmatory_test_keeps_models_apart_and_reads_the_baseline_it_is_given
     assert tests["verdict"].tolist() == ["pending (4/5 seeds)", "confirmed"]
     assert tests["gain"].tolist() == pytest.approx([0.0, 1.2], abs=1e-9)  # a partial gain, pending
     assert tests["seeds"].tolist() == ["0, 1, 2, 3", "0, 1, 2, 3, 4"]
-    assert text_rq3.confirmatory_text(tests).splitlines() == [
-        "- n x snli, copy last - control (accuracy): **pending (4/5 seeds)**; nothing is judged "
-        "before every planned pair has landed.",
-        "- m x snli, copy last - control (accuracy): **confirmed**: +1.20 [+1.00, +1.40] points "
-        "(p <0.001, seeds 0, 1, 2, 3, 4); baseline 80.04 [79.90, 80.18] against a floor of 55."]
+    shown = book_rq3.confirmatory_table(tests)
+    assert shown.index.tolist() == [("n", "snli", "copy last - control"), ("m", "snli", "copy last - control")]
+    assert shown["verdict"].tolist() == ["pending (4/5 seeds)", "confirmed"]
+    assert shown["gain [95% CI]"].tolist() == ["", "+1.20 [+1.00, +1.40]"]
+
+
+def test_the_rq3_answer_shows_both_verdicts_only_where_they_differ():
+    results, table = _clear_snli_gain()
+    findings = book_rq3.findings_table(comparisons.overall(table), table, results)
+    alone = book_rq3.answer_table(findings, pd.DataFrame())
+    assert alone.reset_index().to_dict("records") == [{
+        "model": "m", "task": "snli", "primary": "copy first 3", "gain [95% CI over seeds]": "+1.10 [+1.00, +1.20]",
+        "95% CI over seeds and examples": "-", "verdict": "reproduced"}]
+    intervals = pd.DataFrame({"seeds and examples": ["[-0.10, +2.30]"], "verdict, both errors": ["undecided"]},
+                             index=pd.MultiIndex.from_tuples([("m", "snli", "copy first 3")]))
+    row = book_rq3.answer_table(findings, intervals).iloc[0]
+    assert (row["95% CI over seeds and examples"], row["verdict"]) == ("[-0.10, +2.30]", "reproduced / undecided")
+    same = intervals.assign(**{"verdict, both errors": ["reproduced"]})
+    assert book_rq3.answer_table(findings, same).iloc[0]["verdict"] == "reproduced"

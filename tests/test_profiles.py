@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dupbert import comparisons, params, profiles, studies, sweeps, text_rq3
+from dupbert import comparisons, params, profiles, studies, sweeps
+from dupbert.book import rq3 as book_rq3
 from dupbert.cli import main
 from dupbert.errors import DupbertError, ParameterError
 from dupbert.results import ResultsFile
@@ -419,9 +420,8 @@ def test_a_confirmatory_study_tests_one_configuration(tmp_path):
                   "verdict"]].values.tolist() == [["rxnmapper-albert", "uspto50k", "accuracy",
                                                    "repeat shared +3", "none", 0, 80.0,
                                                    "pending (0/1 seeds)"]]
-    assert text_rq3.confirmatory_text(tests) == (
-        "- rxnmapper-albert x uspto50k, repeat shared +3 - baseline (accuracy): **pending (0/1 "
-        "seeds)**; nothing is judged before every planned pair has landed.")
+    assert book_rq3.confirmatory_table(tests).reset_index()[["comparison", "verdict", "gain [95% CI]"]].values.tolist() == [
+        ["repeat shared +3 - baseline", "pending (0/1 seeds)", ""]]
     profile.write_text(profile.read_text().replace("repeat shared +3", "copy last"))
     profile.write_text(profile.read_text().replace("[baseline, copy last]", "[copy last]"))
     with pytest.raises(ParameterError, match=r"must plan the baseline .* it plans copy last "):
@@ -525,17 +525,15 @@ def test_configurations_may_be_given_per_model(zoo_env):
                                    "duplications": {"rxnfp-bert": ["baseline", "repeat shared +3"]}})
 
 
-def test_the_landed_runs_sentence():
+def test_the_landed_runs_numbers():
     import pandas as pd
 
     progress = pd.DataFrame({"planned": [16, 16]})
     results = pd.DataFrame({"train_steps": [282, 282, 282], "train_time_s": [600.0, 660.0, 540.0]})
-    assert text_rq3.landed_text(progress, results, timed=True) == (
-        "3 of 32 planned runs have landed (846 optimisation steps, 0.5 CPU-hours of training)")
-    assert text_rq3.landed_text(progress, results, timed=False) == (
-        "3 of 32 planned runs have landed (846 optimisation steps)")
-    assert text_rq3.landed_text(progress, results.iloc[:0], timed=True) == (
-        "0 of 32 planned runs have landed")
+    assert book_rq3.landed_numbers(progress, results) == {"landed": 3, "planned": 32, "steps": 846,
+                                                          "cpu_hours": "0.5"}
+    assert book_rq3.landed_numbers(progress, results.iloc[:0]) == {"landed": 0, "planned": 32, "steps": 0,
+                                                                   "cpu_hours": "0.0"}
 
 
 def test_rq1_beside_rq3_pairs_the_probe_with_the_fine_tuning_cells(zoo_env):
@@ -561,7 +559,7 @@ def test_rq1_beside_rq3_pairs_the_probe_with_the_fine_tuning_cells(zoo_env):
                          ["m", "snli", "accuracy", "copy first 3", "baseline", "0", 1, 70.0,
                           69.0, 71.0, 70.0, 0.0, -1.0, 1.0, 0.9, 55.0, "pending (1/8 seeds)"]],
                         columns=CONFIRMATORY_COLUMNS)
-    shown = text_rq3.rq1_beside_rq3_table(rq1, done, {("m", "sst2"): ("...", "undecided")})
+    shown = book_rq3.rq1_beside_rq3_table(rq1, done, {("m", "sst2"): ("...", "undecided")})
     assert shown.loc["copy first 3 - baseline", "RQ3: sst2 accuracy"] == \
         "+0.50 [-0.10, +1.10] (p 0.200; 2 seeds): undecided"
     assert shown.loc["baseline", "RQ3: sst2 accuracy"] == "85.00 [84.00, 86.00]"

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from dupbert import plots, rq5, sweeps, text_rq5
+from dupbert import plots, rq5, sweeps
+from dupbert.book import rq5 as rq5_book
 from dupbert.text import interval_text
 from test_ensemble import _toy_grid  # classifiers with stored outputs, by RQ3's row fields
 
@@ -17,15 +18,15 @@ STATUS = pd.DataFrame([
 
 
 def test_floor_and_waiting_texts():
-    assert text_rq5.floor_text(STATUS, "a", "sst2") == "accuracy 88.50 vs floor 80"
-    assert text_rq5.floor_text(STATUS, "b", "uspto50k") == "accuracy 28.91 vs floor 80: did not learn"
-    assert text_rq5.floor_text(STATUS, "c", "sst2") == "no baseline runs"
+    assert rq5_book.floor_text(STATUS, "a", "sst2") == "accuracy 88.50 vs floor 80"
+    assert rq5_book.floor_text(STATUS, "b", "uspto50k") == "accuracy 28.91 vs floor 80: did not learn"
+    assert rq5_book.floor_text(STATUS, "c", "sst2") == "no baseline runs"
     waiting = pd.DataFrame([{"model": "a", "task": "sst2", "configuration": "copy last", "seeds": 3, "planned": 8},
                             {"model": "b", "task": "snli", "configuration": "copy last", "seeds": 1, "planned": 4}],
                            columns=rq5.WAITING_COLUMNS)
-    assert text_rq5.waiting_text(waiting) == "a on sst2: copy last (3/8 seeds); b on snli: copy last (1/4 seeds)"
-    assert text_rq5.waiting_text(waiting, "a", "sst2") == "copy last 3/8 seeds"
-    assert text_rq5.waiting_text(waiting, "c", "sst2") == ""
+    assert rq5_book.waiting_text(waiting) == "a on sst2: copy last (3/8 seeds); b on snli: copy last (1/4 seeds)"
+    assert rq5_book.waiting_text(waiting, "a", "sst2") == "copy last 3/8 seeds"
+    assert rq5_book.waiting_text(waiting, "c", "sst2") == ""
 
 
 def test_trivial_scores_are_in_points_per_metric():
@@ -47,7 +48,7 @@ def toy(tmp_path_factory):
 
 def test_ensemble_counts_give_each_kind_once_and_the_disjoint_blocks(toy):
     runs, ensembles, _, _ = toy
-    counts = text_rq5.ensemble_counts(runs, ensembles).reset_index().to_dict("records")
+    counts = rq5_book.ensemble_counts(runs, ensembles).reset_index().to_dict("records")
     # 4 offsets x 3 subsets x 2 rotations; controls: 4 offsets x 3 configurations; blocks {0,1}, {2,3}
     assert counts == [{"model": "toy", "task": "sst2", "k": 2, "seeds": 4, "configurations": 3,
                        "eval examples": 4, "single (count)": 12, "cross-configuration (count)": 24,
@@ -57,7 +58,7 @@ def test_ensemble_counts_give_each_kind_once_and_the_disjoint_blocks(toy):
 def test_summary_and_difference_tables_show_the_frames(toy):
     _, _, summary, differences = toy
     status = STATUS.assign(model="toy")
-    table = text_rq5.summary_table(summary, {("toy", "sst2", "accuracy"): 50.0}, status)
+    table = rq5_book.summary_table(summary, {("toy", "sst2", "accuracy"): 50.0}, status)
     row = table.loc[("sst2", "toy", "accuracy")]
     assert row["trivial"] == "50.00" and row["baseline vs floor"] == "accuracy 88.50 vs floor 80"
     cross = summary[(summary["kind"] == "cross-configuration") & (summary["metric"] == "accuracy")].iloc[0]
@@ -66,7 +67,7 @@ def test_summary_and_difference_tables_show_the_frames(toy):
     best = summary[(summary["kind"] == "best single") & (summary["metric"] == "accuracy")].iloc[0]
     assert row["best single configuration"].endswith(f" ({best['configuration']})")
     assert table.loc[("sst2", "toy", "macro_f1"), "trivial"] == "nan"
-    shown = text_rq5.difference_table(differences, status)
+    shown = rq5_book.difference_table(differences, status)
     matched = differences[(differences["metric"] == "accuracy")
                           & (differences["comparison"] == "cross-configuration − same-configuration")].iloc[0]
     row = shown.loc[("sst2", "toy", "accuracy")]
@@ -78,7 +79,7 @@ def test_summary_and_difference_tables_show_the_frames(toy):
 
 def test_cyclic_partitions_test_each_partition_with_every_rotation_and_rotation_0(toy):
     _, ensembles, _, differences = toy
-    partitions = text_rq5.cyclic_partitions(ensembles, {"sst2": "accuracy"})
+    partitions = rq5_book.cyclic_partitions(ensembles, {"sst2": "accuracy"})
     assert list(zip(partitions["assignment"], partitions["blocks from"])) == [
         ("every rotation (tested above)", "s0"), ("every rotation", "s1"),
         ("rotation 0 only", "s0"), ("rotation 0 only", "s1")]
@@ -89,40 +90,41 @@ def test_cyclic_partitions_test_each_partition_with_every_rotation_and_rotation_
         matched["difference"], matched["ci_low"], matched["ci_high"], signed=True)
     assert first["p"].endswith(" (1 df: descriptive)") and first["blocks"] == 2
     assert partitions["all pairs"].str.split(":").str[0].tolist() == ["24", "24", "12", "12"]
-    table = text_rq5.partition_table(partitions)
+    table = rq5_book.partition_table(partitions)
     assert table.index.names == ["task", "model", "assignment", "blocks from"]
-    assert text_rq5.cyclic_partitions(ensembles[ensembles["kind"] == "single"], {"sst2": "accuracy"}).empty
+    assert rq5_book.cyclic_partitions(ensembles[ensembles["kind"] == "single"], {"sst2": "accuracy"}).empty
 
 
-def test_robustness_text_says_whether_the_sign_holds():
+def test_robustness_table_says_whether_the_sign_holds():
     partitions = pd.DataFrame({
         "task": "sst2", "model": "a", "assignment": ["every rotation (tested above)", "every rotation",
                                                      "rotation 0 only"],
         "blocks from": ["s0", "s1", "s0"], "blocks": [4, 4, 4],
         "difference [95% CI]": ["+1.47 [+0.60, +2.33]", "-0.63 [-4.33, +3.07]", "+9.00 [+8.00, +10.00]"],
         "p": ["0.020", "0.400", "0.001"], "all pairs": ["120: +0.42"] * 3})
-    assert text_rq5.robustness_text(partitions) == (
-        "- *a on sst2*: from -0.63 to +1.47 points over the 2 partitions: **the sign changes**, so the "
-        "difference is not one to rely on (nominally significant in 1 of 2).")
+    assert rq5_book.robustness_table(partitions).reset_index().to_dict("records") == [
+        {"task": "sst2", "model": "a", "partitions": 2, "range": "-0.63 to +1.47",
+         "sign": "changes: not one to rely on", "nominally significant": "1 of 2"}]
     same = partitions.assign(**{"difference [95% CI]": ["+1.47 [+0.60, +2.33]", "+0.63 [-4.33, +3.07]", ""],
                                 "blocks": [2, 2, 2]})
-    assert text_rq5.robustness_text(same) == ("- *a on sst2*: from +0.63 to +1.47 points over the 2 partitions: "
-                                              "the sign holds (too few blocks to test).")
+    assert rq5_book.robustness_table(same).reset_index().to_dict("records") == [
+        {"task": "sst2", "model": "a", "partitions": 2, "range": "+0.63 to +1.47", "sign": "holds",
+         "nominally significant": "too few blocks to test"}]
+    assert rq5_book.robustness_table(partitions[:1]).empty  # one partition: nothing to compare
 
 
 def test_every_partition_table_and_what_was_not_partitioned():
     found = pd.DataFrame({"model": "a", "task": "sst2", "metric": "accuracy", "partition": [0, 1, 2],
                           "blocks": "", "n_units": 4, "difference": [0.5, -0.25, 1.0],
                           "ci_low": np.nan, "ci_high": np.nan, "p_value": [0.04, 0.5, 0.01]})
-    row = text_rq5.every_partition_table(found, STATUS).reset_index().to_dict("records")[0]
+    row = rq5_book.every_partition_table(found, STATUS).reset_index().to_dict("records")[0]
     assert row == {"task": "sst2", "model": "a", "baseline vs floor": "accuracy 88.50 vs floor 80",
                    "partitions": 3, "blocks each": 4, "planned (tested above)": "+0.50",
                    "range": "-0.25 to +1.00", "median": "+0.50", "positive": "2 of 3",
                    "nominal p < 0.05": "2 of 3"}
     differences = pd.DataFrame({"model": ["a", "a", "b"], "task": ["sst2", "sst2", "snli"]})
-    assert text_rq5.unpartitioned_text(found, differences) == (
-        "Not partitioned (seeds not a multiple of k, or one partition only): b on snli.")
-    assert text_rq5.unpartitioned_text(found, differences[:2]) == ""
+    assert rq5_book.unpartitioned(found, differences) == "b on snli"
+    assert rq5_book.unpartitioned(found, differences[:2]) == "none"
 
 
 def _squad_summary():
@@ -135,7 +137,7 @@ def test_the_paper_beside_ours_on_squad():
     ensembles = pd.DataFrame({"model": "s", "task": "squad2", "kind": "cross-configuration",
                               "members": ["x (seed 0) + y (seed 1)", "x (seed 1) + y (seed 0)"],
                               "metrics.exact": [40.5, 41.5], "metrics.f1": [46.0, 47.0]})
-    table = text_rq5.paper_beside_table(_squad_summary(), ensembles, {("s", "squad2", "exact"): 48.6,
+    table = rq5_book.paper_beside_table(_squad_summary(), ensembles, {("s", "squad2", "exact"): 48.6,
                                                                       ("s", "squad2", "f1"): 48.6})
     assert table.reset_index()[["source", "EM", "F1"]].values.tolist() == [
         ["paper", "85.50", "88.59"], ["paper", "not stated", "not stated"], ["ours", "40.00", "45.00"],
@@ -154,19 +156,19 @@ def test_findings_read_the_differences_or_say_the_baseline_did_not_learn():
     found = pd.DataFrame({"model": "a", "task": "sst2", "difference": [0.5, -0.1, 0.2], "n_units": 4,
                           "p_value": [0.03, 0.7, 0.2]})
     waiting = pd.DataFrame(columns=rq5.WAITING_COLUMNS)
-    text = text_rq5.findings_text(summary, differences, found, waiting, STATUS, {"sst2": "accuracy", "uspto50k": "accuracy"})
-    assert text.split("\n") == [
-        "- *a on sst2* (accuracy): cross-configuration ensembles against same-configuration ensembles of the "
-        "same seeds: +0.50 [-0.50, +1.50] points over 4 disjoint seed blocks (p = 0.030, nominally significant, "
-        "uncorrected); over all 3 partitions of the seeds into blocks it is positive in 2 and nominally "
-        "significant in 1; against the best single configuration: -0.25 [-1.25, +0.75] points over 4 disjoint "
-        "seed blocks (p = 0.600, not significant).",
-        "- *b on uspto50k* (accuracy): accuracy 28.91 vs floor 80: did not learn; its ensembles say nothing "
-        "about RQ5."]
-    only_low = text_rq5.findings_text(summary[1:], differences, found, waiting, STATUS, {"uspto50k": "accuracy"})
-    assert only_low.split("\n")[1].startswith("- No cell is informative")
-    assert text_rq5.comparability_text(_squad_summary()).endswith("see the SQuAD 2.0 rows above.")
-    assert text_rq5.comparability_text(summary).endswith("this profile has no SQuAD 2.0 runs.")
+    table = rq5_book.findings_table(summary, differences, found, waiting, STATUS,
+                                    {"sst2": "accuracy", "uspto50k": "accuracy"})
+    assert table.reset_index().to_dict("records") == [
+        {"model": "a", "task": "sst2", "metric": "accuracy", "baseline vs floor": "accuracy 88.50 vs floor 80",
+         "against same-configuration ensembles": "+0.50 [-0.50, +1.50] over 4 blocks (p 0.030, nominally "
+                                                 "significant, uncorrected)",
+         "over every partition of the seeds": "positive in 2 of 3, nominally significant in 1",
+         "against the best single configuration": "-0.25 [-1.25, +0.75] over 4 blocks (p 0.600, not significant)",
+         "pending": ""},
+        {"model": "b", "task": "uspto50k", "metric": "accuracy",
+         "baseline vs floor": "accuracy 28.91 vs floor 80: did not learn",
+         "against same-configuration ensembles": "says nothing about RQ5", "over every partition of the seeds": "",
+         "against the best single configuration": "", "pending": ""}]
 
 
 def test_study_files_default_to_the_outputs_folder_beside_each_results_file():
@@ -213,7 +215,7 @@ def test_smoke_sweeps_pass_each_sweeps_arguments_and_write_rq3_outputs_beside_rq
 def test_summary_table_columns_are_trivial_floor_then_each_kind_in_order(toy):
     """summary_table's column order and labels: trivial, baseline vs floor, then the kinds as a reader sees them."""
     _, _, summary, _ = toy
-    table = text_rq5.summary_table(summary, {("toy", "sst2", "accuracy"): 50.0}, STATUS.assign(model="toy"))
+    table = rq5_book.summary_table(summary, {("toy", "sst2", "accuracy"): 50.0}, STATUS.assign(model="toy"))
     assert list(table.columns) == ["trivial", "baseline vs floor", "every single run", "best single configuration",
                                    "cross-configuration ensembles, k = 2",
                                    "same-configuration ensembles (control), k = 2"]
@@ -224,12 +226,12 @@ def test_every_partition_table_says_too_few_blocks_without_a_partition_of_3():
     found = pd.DataFrame({"model": "a", "task": "sst2", "metric": "accuracy", "partition": [0, 1],
                           "blocks": "", "n_units": 2, "difference": [0.5, 0.25],
                           "ci_low": np.nan, "ci_high": np.nan, "p_value": [0.01, 0.02]})
-    row = text_rq5.every_partition_table(found, STATUS).iloc[0]
+    row = rq5_book.every_partition_table(found, STATUS).iloc[0]
     assert (row["blocks each"], row["positive"], row["nominal p < 0.05"]) == (2, "2 of 2", "too few blocks")
 
 
-def test_robustness_text_keeps_the_order_of_first_appearance():
-    """robustness_text: one bullet per task and model, in the partitions' order (sst2 before snli)."""
+def test_robustness_table_keeps_the_order_of_first_appearance():
+    """robustness_table: one row per task and model, in the partitions' order (sst2 before snli)."""
     partitions = pd.DataFrame({
         "task": ["sst2", "sst2", "snli", "snli"], "model": "a",
         "assignment": ["every rotation (tested above)", "every rotation"] * 2,
@@ -237,9 +239,10 @@ def test_robustness_text_keeps_the_order_of_first_appearance():
         "difference [95% CI]": ["+1.00 [+0.50, +1.50]", "+2.00 [+1.50, +2.50]",
                                 "-1.00 [-1.50, -0.50]", "-3.00 [-3.50, -2.50]"],
         "p": ["0.020", "0.030", "0.040", "0.010"], "all pairs": "12: +0.42"})
-    assert text_rq5.robustness_text(partitions).split("\n") == [
-        "- *a on sst2*: from +1.00 to +2.00 points over the 2 partitions: the sign holds (too few blocks to test).",
-        "- *a on snli*: from -3.00 to -1.00 points over the 2 partitions: the sign holds (too few blocks to test)."]
+    shown = rq5_book.robustness_table(partitions)
+    assert shown.index.tolist() == [("sst2", "a"), ("snli", "a")]
+    assert shown["range"].tolist() == ["+1.00 to +2.00", "-3.00 to -1.00"]
+    assert shown["sign"].tolist() == ["holds", "holds"]
 
 
 def test_the_paper_beside_ours_names_every_row_and_a_missing_trivial_is_nan():
@@ -248,7 +251,7 @@ def test_the_paper_beside_ours_names_every_row_and_a_missing_trivial_is_nan():
                          for m, v in (("exact", 39.0), ("f1", 44.25))])
     ensembles = pd.DataFrame({"model": "s", "task": "squad2", "kind": "cross-configuration",
                               "members": ["x (seed 0) + y (seed 1)"], "metrics.exact": [40.5], "metrics.f1": [46.0]})
-    table = text_rq5.paper_beside_table(pd.concat([_squad_summary(), same], ignore_index=True), ensembles,
+    table = rq5_book.paper_beside_table(pd.concat([_squad_summary(), same], ignore_index=True), ensembles,
                                         {("s", "squad2", "exact"): 48.6})
     assert table.reset_index().values.tolist() == [
         ["paper", "ALBERT-based", "best ensemble of duplication configurations", "85.50", "88.59"],
@@ -261,15 +264,6 @@ def test_the_paper_beside_ours_names_every_row_and_a_missing_trivial_is_nan():
         ["ours", "s", "no answer to every question (trivial)", "48.60", "nan"]]
 
 
-def test_comparability_text_in_full():
-    """comparability_text: the whole sentence a reader sees, with and without SQuAD 2.0 runs."""
-    start = ("The paper's RQ5 number (85.50 EM / 88.59 F1) is an absolute score of full-scale ALBERT runs; it is "
-             "**not comparable** with runs of this profile. What can be checked here is the direction of its "
-             "claim, that summing the probabilities of differently duplicated models helps: ")
-    assert text_rq5.comparability_text(_squad_summary()) == start + "see the SQuAD 2.0 rows above."
-    assert text_rq5.comparability_text(pd.DataFrame({"task": ["sst2"]})) == start + "this profile has no SQuAD 2.0 runs."
-
-
 def _difference(model, task, comparison, mean_all, n_units, difference, p_value):
     return {"model": model, "task": task, "metric": "accuracy", "comparison": comparison, "n_pairs": 24,
             "mean_all": mean_all, "n_units": n_units, "difference": difference, "ci_low": difference - 1,
@@ -277,22 +271,22 @@ def _difference(model, task, comparison, mean_all, n_units, difference, p_value)
 
 
 def test_findings_keep_the_summary_order_and_say_what_is_missing_or_pending():
-    """findings_text: cells in the summary's order (b before a); no differences; one block (no test); pending."""
+    """findings_table: cells in the summary's order (b before a); no differences; one block (no test); pending."""
     status = pd.concat([STATUS, STATUS.assign(model="c"),
                         STATUS[:1].assign(model="b", task="snli")], ignore_index=True)
     summary = pd.DataFrame({"model": ["b", "a", "c"], "task": ["snli", "sst2", "sst2"]})
     differences = pd.DataFrame([
-        _difference("b", "snli", text_rq5._CROSS_VS_SAME, 0.4, 1, 0.5, np.nan),
+        _difference("b", "snli", rq5_book._CROSS_VS_SAME, 0.4, 1, 0.5, np.nan),
         _difference("a", "sst2", "cross-configuration − best single", -0.2, 4, -0.25, 0.6)])
     waiting = pd.DataFrame([{"model": "a", "task": "sst2", "configuration": "copy last", "seeds": 3, "planned": 8}],
                            columns=rq5.WAITING_COLUMNS)
     found = pd.DataFrame(columns=["model", "task", "difference", "n_units", "p_value"])
-    text = text_rq5.findings_text(summary, differences, found, waiting, status, {"sst2": "accuracy", "snli": "accuracy"})
-    assert text.split("\n") == [
-        "- *b on snli* (accuracy): cross-configuration ensembles against same-configuration ensembles of the "
-        "same seeds: +0.50 [-0.50, +1.50] points on 1 disjoint seed block (no test: fewer than 2 blocks; all "
-        "24 pairs: +0.40).",
-        "- *a on sst2* (accuracy): cross-configuration ensembles against the best single configuration: "
-        "-0.25 [-1.25, +0.75] points over 4 disjoint seed blocks (p = 0.600, so far: more configurations are "
-        "planned). Pending: copy last 3/8 seeds (not yet combined).",
-        "- *c on sst2* (accuracy): too few seeds or configurations for ensembles."]
+    table = rq5_book.findings_table(summary, differences, found, waiting, status,
+                                    {"sst2": "accuracy", "snli": "accuracy"})
+    assert table.index.tolist() == [("b", "snli"), ("a", "sst2"), ("c", "sst2")]
+    assert table["against same-configuration ensembles"].tolist() == [
+        "+0.50 [-0.50, +1.50] on 1 block (no test: fewer than 2 blocks; all 24 pairs: +0.40)", "",
+        "too few seeds or configurations for ensembles"]
+    assert table.loc[("a", "sst2"), "against the best single configuration"] == (
+        "-0.25 [-1.25, +0.75] over 4 blocks (p 0.600, so far: more configurations are planned)")
+    assert table["pending"].tolist() == ["", "copy last 3/8 seeds", ""]

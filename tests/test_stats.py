@@ -540,7 +540,7 @@ def test_spearman_table_per_model_and_similarity():
 
 def test_format_correlations_rounds_rho_and_p():
     from dupbert.stats import spearman_table
-    from dupbert.text_rq2 import format_correlations
+    from dupbert.book.rq2 import format_correlations
 
     shown = format_correlations(spearman_table(_chapter_layers())).loc["m"]
     assert shown["rho"].tolist() == ["0.700", "0.900", "0.500", "0.900"]
@@ -550,52 +550,41 @@ def test_format_correlations_rounds_rho_and_p():
     assert shown["n_layers"].tolist() == [5, 5, 5, 5]
 
 
-def test_describe_similarity_in_words():
+def test_the_rq2_reading_tables():
+    """model_table, summary_numbers, duplicate_table on the chapter's hand-made frames."""
+    from dupbert.book.rq2 import duplicate_table, model_table, summary_numbers
     from dupbert.stats import spearman_table
-    from dupbert.text_rq2 import describe_similarity
 
     layers = _chapter_layers()
     correlations = spearman_table(layers)
     partial = -0.11 / 0.19
     p_partial = 2 * scipy.stats.t.sf(abs(partial * np.sqrt(2 / (1 - partial ** 2))), 2)
-    m = ("- **m** (500 tokens): the debiased linear CKA of a hidden state with the last one ranges "
-         "from 0.400 (hidden state 0) to 0.920 (biased: 0.450 to 0.930); 1 of the 5 earlier "
-         "hidden states are within 0.1 of the last one's value 1 (CKA ≥ 0.9: 4). The same "
-         "token's cosine with its last-layer vector ranges from 0.10 to 0.80. The mean token norm "
-         "varies by a factor 2.00 across layers (10 to 20), the std of the values by a factor "
-         "1.60; after standardising, the distance of the value distributions to the last layer's "
-         "is at most 0.50 std. Top-1 accuracy and debiased CKA to the last layer have Spearman "
-         "rho = 0.70 (p = 0.19, 5 hidden states); for the cosine rho = 0.50, and for the depth "
-         f"itself 0.90. Controlling for depth, the partial rho is -0.58 (p = {p_partial:.2g}).")
-    n = ("- **n** (300 tokens): the debiased linear CKA of a hidden state with the last one ranges "
-         "from 0.300 (hidden state 0) to 0.950 (biased: 0.350 to 0.960); 1 of the 2 earlier "
-         "hidden states are within 0.1 of the last one's value 1 (CKA ≥ 0.9: 1). The same "
-         "token's cosine with its last-layer vector ranges from 0.20 to 0.90. The mean token norm "
-         "varies by a factor 1.10 across layers (8 to 8.8), the std of the values by a factor "
-         "1.00; after standardising, the distance of the value distributions to the last layer's "
-         "is at most 0.60 std. No rank correlation with top-1 accuracy is computed (2 hidden "
-         "states before the last, or a constant column).")
-    summary = ("**In short.** Within each model the mean token norm changes by a factor of at most "
-               "2.00 across hidden states (m), so the layers share their scale; their geometry is "
-               "another matter: debiased linear CKA with the last hidden state falls to 0.30 at "
-               "the lowest. Over the 1 model(s) with enough hidden states, Spearman's rho between "
-               "debiased CKA to the last layer and top-1 accuracy ranges from 0.70 to 0.70; "
-               "controlling for depth it stays positive with p < 0.05 for 0 of them.")
-    duplicated = ("- **n, first 1 copied**: the head decodes 98.50% of the tokens from the last "
-                  "hidden state (as loaded: 99.00%). A copied block applied to its original's "
-                  "output (hidden states 2) keeps the token cloud at CKA 0.970 to 0.970 with its "
-                  "input; one block of the model as loaded does 0.500 to 0.900.")
-    assert describe_similarity(layers, _chapter_pairs(), correlations) == (
-        f"{m}\n{n}\n\n{summary}\n\nWith the duplicated variants:\n\n{duplicated}")
-    wider = describe_similarity(layers, _chapter_pairs(), correlations, ["m"], within=0.5)
-    assert wider == (m.replace("1 of the 5 earlier hidden states are within 0.1",
-                               "4 of the 5 earlier hidden states are within 0.5")
-                     .replace("(CKA ≥ 0.9: 4)", "(CKA ≥ 0.5: 1, 2, 3, 4)")
-                     + f"\n\n{summary}\n\nWith the duplicated variants:\n\n{duplicated}")
+    table = model_table(layers, correlations)
+    assert table.index.tolist() == ["m", "n"]
+    assert table.loc["m"].to_dict() == {
+        "tokens": 500, "CKA (debiased), lowest": "0.400 (hidden state 0)",
+        "CKA (debiased), highest": "0.920", "CKA (biased)": "0.450 to 0.930",
+        "within 0.1 of the last": "1 of 5 (4)", "cosine": "0.10 to 0.80", "norm factor": "2.00",
+        "std factor": "1.60", "largest W1 (std.)": "0.50", "rho, CKA": "0.70", "p": "0.19",
+        "rho, cosine": "0.50", "rho, depth": "0.90", "rho given depth": "-0.58",
+        "p given depth": f"{p_partial:.2g}"}
+    n = table.loc["n"]
+    assert (n["tokens"], n["CKA (debiased), lowest"], n["within 0.1 of the last"], n["norm factor"],
+            n["rho, CKA"], n["rho given depth"]) == (300, "0.300 (hidden state 0)", "1 of 2 (1)", "1.10", "-", "-")
+    wider = model_table(layers, correlations, ["m"], within=0.5)
+    assert wider.index.tolist() == ["m"] and wider.loc["m", "within 0.5 of the last"] == "4 of 5 (1, 2, 3, 4)"
+    assert summary_numbers(layers, correlations) == {
+        "norm_factor": "2.00", "norm_factor_model": "m", "lowest_cka": "0.30", "usable": 1,
+        "rho_low": "0.70", "rho_high": "0.70", "beyond_depth": 0, "beyond_depth_models": "none"}
+    assert duplicate_table(layers, _chapter_pairs()).reset_index().to_dict("records") == [{
+        "model": "n", "duplication": "first 1 copied", "top-1 at the last hidden state": "0.985",
+        "as loaded": "0.990", "copies write hidden states": "2", "CKA of a copy with its input": "0.970 to 0.970",
+        "CKA of a block as loaded with its input": "0.500 to 0.900"}]
+    assert duplicate_table(layers[layers["duplication"] == "baseline"], _chapter_pairs()).empty
 
 
-def test_describe_similarity_counts_a_model_whose_partial_rho_is_significant():
-    from dupbert.text_rq2 import _summarise_similarity
+def test_summary_numbers_count_a_model_whose_partial_rho_is_significant():
+    from dupbert.book.rq2 import summary_numbers
 
     layers = _chapter_layers()
     correlations = pd.DataFrame(
@@ -604,14 +593,13 @@ def test_describe_similarity_counts_a_model_whose_partial_rho_is_significant():
          for model, rho, p in (("m", 0.8, 0.01), ("n", 0.4, 0.2))
          for similarity in ("cka_debiased_to_last", "cka_to_last", "cosine_to_last", "depth")]
     ).set_index(["model", "similarity"])
-    assert _summarise_similarity(layers, correlations).endswith(
-        "Over the 2 model(s) with enough hidden states, Spearman's rho between debiased CKA to the "
-        "last layer and top-1 accuracy ranges from 0.40 to 0.80; controlling for depth it stays "
-        "positive with p < 0.05 for 1 of them (m).")
+    shown = summary_numbers(layers, correlations)
+    assert (shown["usable"], shown["rho_low"], shown["rho_high"], shown["beyond_depth"],
+            shown["beyond_depth_models"]) == (2, "0.40", "0.80", 1, "m")
 
 
 def test_statistics_table_shows_the_models_as_loaded():
-    from dupbert.text_rq2 import statistics_table
+    from dupbert.book.rq2 import statistics_table
 
     table = statistics_table(_chapter_layers())
     assert table.index.names == ["model", "hidden state"] and len(table) == 6 + 3
@@ -623,7 +611,7 @@ def test_statistics_table_shows_the_models_as_loaded():
 
 
 def test_similarity_to_last_table_per_model_and_variant():
-    from dupbert.text_rq2 import similarity_to_last_table
+    from dupbert.book.rq2 import similarity_to_last_table
 
     table = similarity_to_last_table(_chapter_layers())
     assert table.columns.names == ["model", "duplication", "measure"]
@@ -638,7 +626,7 @@ def test_similarity_to_last_table_per_model_and_variant():
 
 
 def test_translator_gap_tables_per_model_and_per_hidden_state():
-    from dupbert.text_rq2 import translator_gap_tables
+    from dupbert.book.rq2 import translator_gap_tables
 
     gaps = pd.DataFrame([dict(model="m", layer=layer, identity=0.1, linear=0.1 + gap, gap=gap,
                               similarity=0.5 + layer / 10, rho=-0.87654, p_value=0.012345)

@@ -1,7 +1,8 @@
-"""The RQ3 chapter's tables and prose (``notebooks/rq3.ipynb``): the study's design, its pilots,
-per task every configuration against its reference, the study in one row per model and task, what
-the numbers say, and the confirmatory test; from the frames of :mod:`dupbert.comparisons`, scores
-in points.
+"""The RQ3 chapter's tables and glued numbers (``notebooks/rq3.ipynb``): the study's design, its
+pilots, per task every configuration against its reference, the study in one row per model and
+task, the findings and stalled runs its "What the numbers say" section shows, the confirmatory test
+and the growth arm; from the frames of :mod:`dupbert.comparisons`, scores in points. The prose is
+in the notebook's Markdown.
 """
 
 from __future__ import annotations
@@ -9,22 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .comparisons import CONTROLS, LEARNING_FLOORS, learning_floor, learning_status, stalled_runs
-from .paper import ALBERT_DEPTH, ALBERT_PAPER, REPLICATION_ROBERTA, REPLICATION_SINGLE_LAYERS
-from .tasks import task_metrics
-from .text import interval_text, p_text
-
-
-def verdict_rule_text() -> str:
-    """The pre-registered verdict rule (:func:`dupbert.significance.verdict`'s docstring, as
-    printed in RQ3) and what the design table's ``detectable (x sd)`` column means."""
-    from .significance import ALPHA, verdict
-
-    return (verdict.__doc__.strip().replace("\n    ", "\n")
-            + "\n\nThe column 'detectable (x sd)' below: the smallest true gain the primary paired t-test "
-            f"at alpha = {ALPHA} detects with 80% power, in standard deviations of the per-seed "
-            "differences (exact, noncentral t); a secondary comparison in a Holm family of m needs "
-            "more (alpha / m).")
+from ..comparisons import CONTROLS, LEARNING_FLOORS, learning_floor, learning_status, stalled_runs
+from ..paper import ALBERT_DEPTH, ALBERT_PAPER, REPLICATION_ROBERTA, REPLICATION_SINGLE_LAYERS
+from ..tasks import task_metrics
+from ..text import interval_text, p_text
 
 
 def study_design(plan) -> pd.DataFrame:
@@ -36,7 +25,7 @@ def study_design(plan) -> pd.DataFrame:
     Args:
         plan: ``dupbert.profiles.PlannedSweep`` entries (``plan_sweep``).
     """
-    from .significance import minimum_detectable_gain
+    from ..significance import minimum_detectable_gain
 
     return pd.DataFrame([{
         "model": entry.model, "task": entry.task,
@@ -158,38 +147,37 @@ def study_table(study: pd.DataFrame, timed: bool = True) -> pd.DataFrame:
     return shown if timed else shown.drop(columns="minutes per run (train + eval)")
 
 
-def _power_text(row, pairs: int) -> str:
-    """What the seeds can decide: the detectable gain, or for "no gain" the equivalence limit."""
-    from .significance import ALPHA, EQUIVALENCE_MARGIN, equivalence_sd_limit
+def _decidable(row, pairs: int) -> str:
+    """What the seeds can decide: the detectable gain, or for "no gain" the largest standard
+    deviation of the paired differences at which the 95% interval fits within the margin."""
+    from ..significance import EQUIVALENCE_MARGIN, equivalence_sd_limit
 
     if row.claimed_gain != 0:
-        return f"smallest detectable gain {row.min_detectable_gain:.2f}"
-    limit = equivalence_sd_limit(pairs)
-    return (f"\"no gain\" needs the whole 95% CI within ±{EQUIVALENCE_MARGIN:g}: its "
-            f"half-width is {row.gain_ci_high - row.gain:.2f}, and at {pairs} seeds it fits only when the "
-            f"paired differences' standard deviation is at most {limit:.2f}; by the pre-registered rule a "
-            "significant difference refutes \"no gain\" before equivalence is checked, even one inside "
-            f"±{EQUIVALENCE_MARGIN:g}" + (" (not the case here)" if row.p_value >= ALPHA else ""))
+        return f"a gain of {row.min_detectable_gain:.2f}"
+    return (f"within ±{EQUIVALENCE_MARGIN:g} if sd <= {equivalence_sd_limit(pairs):.2f} "
+            f"(half-width now {row.gain_ci_high - row.gain:.2f})")
 
 
-def _secondary_text(row) -> str:
-    if row.n_secondary:
-        return (f"Secondary: {row.n_secondary_gains} of {row.n_secondary} configurations significantly better and "
-                f"{row.n_secondary_losses} significantly worse after Holm correction"
-                + (f" (largest gain: *{row.best_secondary}*, {row.best_secondary_gain:+.2f})" if row.best_secondary else "")
-                + (f"; {row.n_secondary_pending} more still short of {'their' if row.n_secondary_pending > 1 else 'its'} "
-                   "planned seeds" if row.n_secondary_pending else "")
-                + ". ")
-    if row.n_secondary_pending:
-        return (f"Secondary: {row.n_secondary_pending} configuration{'s' if row.n_secondary_pending > 1 else ''}, "
-                "still short of the planned seeds. ")
-    return ""
+def _secondary(row) -> str:
+    if not row.n_secondary:
+        return f"{row.n_secondary_pending} pending" if row.n_secondary_pending else "none"
+    return (f"{row.n_secondary_gains} better, {row.n_secondary_losses} worse of {row.n_secondary}"
+            + (f" (largest gain: {row.best_secondary}, {row.best_secondary_gain:+.2f})" if row.best_secondary else "")
+            + (f"; {row.n_secondary_pending} pending" if row.n_secondary_pending else ""))
 
 
-def findings_text(summary: pd.DataFrame, table: pd.DataFrame, results: pd.DataFrame) -> str:
-    """RQ3's "what the numbers say", one Markdown bullet per model and task on its primary metric
-    (baseline against floor, primary gain, p and power, secondary counts, claim and verdict);
-    ``"No runs yet."`` without rows.
+FINDINGS_COLUMNS = ["metric", "baseline [95% CI]", "seeds", "trivial", "floor", "primary",
+                    "gain [95% CI]", "p", "the seeds can decide", "secondary (Holm)", "paper", "verdict"]
+"""The columns of :func:`findings_table`."""
+
+
+def findings_table(summary: pd.DataFrame, table: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
+    """RQ3's findings, one row per model and task on its primary metric (index ``model, task``):
+    the baseline [95% CI] over its seeds beside the trivial baseline and the floor, the primary
+    comparison's gain [95% CI] over its paired seeds with p, what those seeds can decide, the
+    secondary configurations significantly better and worse after Holm, the paper's claim and the
+    verdict. A model whose baseline missed its floor reads ``did not learn``; one without a
+    baseline or primary run says so in ``verdict``. Empty without rows.
 
     Args:
         summary: :func:`dupbert.comparisons.overall` of ``table``.
@@ -197,88 +185,95 @@ def findings_text(summary: pd.DataFrame, table: pd.DataFrame, results: pd.DataFr
         results: ``ResultsFile.frame()`` rows (for
             :func:`dupbert.comparisons.learning_status`).
     """
-    lines = []
+    rows = []
     status = learning_status(results) if len(results) else pd.DataFrame()
     for row in summary.itertuples():
         if row.metric != task_metrics(row.task)[0]:
             continue
+        shown = dict.fromkeys(FINDINGS_COLUMNS, "")
+        shown.update(model=row.model, task=row.task, metric=row.metric)
         base = table[(table["model"] == row.model) & (table["task"] == row.task)
                      & (table["metric"] == row.metric) & (table["duplication"] == "baseline")]
-        text = f"- **{row.model} on {row.task}** ({row.metric}): "
         if base.empty:
-            lines.append(text + "no baseline run yet, nothing to compare.")
+            rows.append({**shown, "verdict": "no baseline run yet"})
             continue
         base = base.iloc[0]
-        seeds_text = f"{base['n']} seed{'s' if base['n'] != 1 else ''}"
-        text += (f"the baseline scores {interval_text(base['mean'], base['ci_low'], base['ci_high'])} over "
-                 f"{seeds_text} (trivial baseline {base['trivial']:.2f}). ")
         floor = status[(status["model"] == row.model) & (status["task"] == row.task)].iloc[0]
+        shown.update({"baseline [95% CI]": interval_text(base["mean"], base["ci_low"], base["ci_high"]),
+                      "seeds": int(base["n"]), "trivial": f"{base['trivial']:.2f}",
+                      "floor": f"{floor['floor_metric']} >= {floor['floor']:g}"})
         if not floor["learned"]:
-            lines.append(text + f"Its {floor['floor_metric']} ({floor['baseline_mean']:.2f}) misses the "
-                         f"pre-registered floor of {floor['floor']:g}: **did not learn**, so nothing is decided.")
+            rows.append({**shown, "verdict": "did not learn"})
             continue
         if row.primary is None:
-            lines.append(text + "The primary configuration has no run yet: nothing is decided.")
+            rows.append({**shown, "verdict": "no primary run yet"})
             continue
         pairs = int(row.n_pairs)
-        text += (f"The primary comparison, *{row.primary}*, changes it by "
-                 f"{interval_text(row.gain, row.gain_ci_low, row.gain_ci_high, signed=True)} points over {pairs} "
-                 f"paired seed{'s' if pairs != 1 else ''}"
-                 + (f" (p {p_text(row.p_value)}; {_power_text(row, pairs)}). "
-                    if pairs >= 2 else " so far: no test is possible before a second seed has landed. "))
-        text += _secondary_text(row)
-        text += (f"The paper: {row.paper_value}; verdict: **{row.verdict}**." if row.claimed_gain is not None
-                 else "The paper states nothing for this task: no verdict.")
-        lines.append(text)
-    return "\n".join(lines) if lines else "No runs yet."
+        shown.update({"primary": row.primary,
+                      "gain [95% CI]": interval_text(row.gain, row.gain_ci_low, row.gain_ci_high, signed=True)
+                                       + f" ({pairs} pair{'s' if pairs != 1 else ''})",
+                      "p": p_text(row.p_value) if pairs >= 2 else "no test before a second seed",
+                      "the seeds can decide": _decidable(row, pairs) if pairs >= 2 else "",
+                      "secondary (Holm)": _secondary(row),
+                      "paper": row.paper_value if row.claimed_gain is not None else "states nothing",
+                      "verdict": row.verdict if row.claimed_gain is not None else "no verdict"})
+        rows.append(shown)
+    return pd.DataFrame(rows, columns=["model", "task", *FINDINGS_COLUMNS]).set_index(["model", "task"])
 
 
-def stalled_text(points: pd.DataFrame, n_runs: int) -> str:
-    """RQ3's exploratory list of :func:`dupbert.comparisons.stalled_runs`, as Markdown."""
+def stalled_table(points: pd.DataFrame) -> pd.DataFrame:
+    """:func:`dupbert.comparisons.stalled_runs` per model and task (index ``model, task``): the
+    floor's metric, the trivial baseline and the cutoff (points), and the stalled runs
+    (``"copy last at seeds 0 (31.00), 1 (32.00)"``, configurations joined by ``"; "``)."""
     stalled = stalled_runs(points)
-    lines = []
+    rows = []
     for (name, task), runs in stalled.groupby(["model", "task"], sort=False):
         listed = "; ".join(
-            f"*{duplication}* at seed{'s' if len(group) > 1 else ''} "
+            f"{duplication} at seed{'s' if len(group) > 1 else ''} "
             + ", ".join(f"{int(r.seed)} ({r.value:.2f})" for r in group.itertuples())
             for duplication, group in runs.groupby("duplication", sort=False))
-        lines.append(f"- {name} on {task} ({runs['metric'].iloc[0]}; trivial "
-                     f"{runs['trivial'].iloc[0]:.2f}, cutoff {runs['cutoff'].iloc[0]:.2f}): {listed}")
-    return ("**Stalled runs** (exploratory, not part of the rule): single runs that ended below the midpoint "
-            "of their trivial baseline and their task's floor (the cutoff), on the floor's metric. "
-            + ("They stay in every comparison above.\n\n" + "\n".join(lines)
-               if lines else f"None of the {n_runs} runs did."))
+        rows.append({"model": name, "task": task, "metric": runs["metric"].iloc[0],
+                     "trivial": f"{runs['trivial'].iloc[0]:.2f}", "cutoff": f"{runs['cutoff'].iloc[0]:.2f}",
+                     "stalled runs": listed})
+    return pd.DataFrame(rows, columns=["model", "task", "metric", "trivial", "cutoff", "stalled runs"]
+                        ).set_index(["model", "task"])
 
 
-def replication_text() -> str:
+def replication_table() -> pd.DataFrame:
     """:data:`dupbert.paper.REPLICATION_SINGLE_LAYERS`, :data:`dupbert.paper.REPLICATION_ROBERTA`
-    and :data:`dupbert.paper.ALBERT_DEPTH` in two sentences (SQuAD 2.0 F1)."""
+    and :data:`dupbert.paper.ALBERT_DEPTH` as one table of SQuAD 2.0 F1 (index ``source, model,
+    what``; columns ``F1`` and ``baseline F1``, as the sources print them)."""
     single, roberta = REPLICATION_SINGLE_LAYERS, REPLICATION_ROBERTA
-    return (f"Same replication: {single['configurations']} of {single['model']} gave F1 {single['f1_low']}-"
-            f"{single['f1_high']} against {single['baseline_f1']}; {roberta['model']}, {roberta['configuration']}: "
-            f"{roberta['f1']} against {roberta['baseline_f1']}.\n"
-            f"{ALBERT_PAPER}, ALBERT-large pretrained (not duplicated) with 12 / 24 / 48 applications of its "
-            f"shared layer: SQuAD 2.0 F1 " + " / ".join(str(r["squad2_f1"]) for r in ALBERT_DEPTH) + ".")
+    rows = [{"source": "replication", "model": single["model"], "what": single["configurations"],
+             "F1": f"{single['f1_low']}-{single['f1_high']}", "baseline F1": str(single["baseline_f1"])},
+            {"source": "replication", "model": roberta["model"], "what": roberta["configuration"],
+             "F1": str(roberta["f1"]), "baseline F1": str(roberta["baseline_f1"])}]
+    rows += [{"source": ALBERT_PAPER, "model": f"{r['model']} (pretrained, not duplicated)",
+              "what": f"{r['applications']} applications of its shared layer",
+              "F1": str(r["squad2_f1"]), "baseline F1": ""} for r in ALBERT_DEPTH]
+    return pd.DataFrame(rows).set_index(["source", "model", "what"])
 
 
-def confirmatory_text(tests: pd.DataFrame) -> str:
-    """One Markdown line per row of :func:`dupbert.comparisons.confirmatory_test`: the verdict,
-    the paired gain with its 95% interval and p-value, and the baseline's mean beside its floor
-    (points)."""
-    lines = []
+def confirmatory_table(tests: pd.DataFrame) -> pd.DataFrame:
+    """:func:`dupbert.comparisons.confirmatory_test` as the chapter shows it (index ``model, task,
+    comparison``): metric, verdict, the paired gain [95% CI], p and seeds, and the baseline [95%
+    CI] beside its floor (points); a pending test shows its verdict only (nothing is judged before
+    every planned pair has landed)."""
+    rows = []
     for row in tests.itertuples():
-        head = f"- {row.model} x {row.task}, {row.configuration} - {row.reference} ({row.metric}): "
-        if str(row.verdict).startswith("pending"):
-            lines.append(f"{head}**{row.verdict}**; nothing is judged before every planned pair "
-                         f"has landed.")
-            continue
-        lines.append(
-            f"{head}**{row.verdict}**: "
-            f"{interval_text(row.gain, row.gain_ci_low, row.gain_ci_high, signed=True)} points "
-            f"(p {p_text(row.p_value)}, seeds {row.seeds}); baseline "
-            f"{interval_text(row.baseline_mean, row.baseline_ci_low, row.baseline_ci_high)} "
-            f"against a floor of {row.floor:g}.")
-    return "\n".join(lines)
+        shown = {"model": row.model, "task": row.task, "comparison": f"{row.configuration} - {row.reference}",
+                 "metric": row.metric, "verdict": row.verdict, "gain [95% CI]": "", "p": "", "seeds": "",
+                 "baseline [95% CI]": "", "floor": ""}
+        if not str(row.verdict).startswith("pending"):
+            shown.update({"gain [95% CI]": interval_text(row.gain, row.gain_ci_low, row.gain_ci_high, signed=True),
+                          "p": p_text(row.p_value), "seeds": str(row.seeds),
+                          "baseline [95% CI]": interval_text(row.baseline_mean, row.baseline_ci_low,
+                                                             row.baseline_ci_high),
+                          "floor": f"{row.floor:g}"})
+        rows.append(shown)
+    return pd.DataFrame(rows, columns=["model", "task", "comparison", "metric", "verdict", "gain [95% CI]", "p",
+                                       "seeds", "baseline [95% CI]", "floor"]
+                        ).set_index(["model", "task", "comparison"])
 
 
 def growth_table(tests: pd.DataFrame) -> pd.DataFrame:
@@ -298,15 +293,14 @@ def growth_table(tests: pd.DataFrame) -> pd.DataFrame:
     return shown.set_index("arm")
 
 
-def landed_text(progress: pd.DataFrame, results: pd.DataFrame, timed: bool) -> str:
-    """How many of a plan's runs have landed (``dupbert.studies.plan_progress``, the plan's
-    ``results``), their optimisation steps and, if ``timed``, their CPU-hours of training (wall
-    times differ between executions: not in outputs that ``pytest --nbval`` compares)."""
-    text = f"{len(results)} of {int(progress['planned'].sum())} planned runs have landed"
-    if not len(results):
-        return text
-    cost = f", {results['train_time_s'].sum() / 3600:.1f} CPU-hours of training" if timed else ""
-    return f"{text} ({int(results['train_steps'].sum())} optimisation steps{cost})"
+def landed_numbers(progress: pd.DataFrame, results: pd.DataFrame) -> dict[str, int | str]:
+    """How far a plan got (``dupbert.studies.plan_progress``, the plan's ``results``): ``landed``
+    and ``planned`` runs, their optimisation ``steps``, and their ``cpu_hours`` of training (one
+    decimal; wall times differ between executions, so not for outputs ``pytest --nbval``
+    compares)."""
+    return {"landed": len(results), "planned": int(progress["planned"].sum()),
+            "steps": int(results["train_steps"].sum()) if len(results) else 0,
+            "cpu_hours": f"{results['train_time_s'].sum() / 3600:.1f}" if len(results) else "0.0"}
 
 
 def rq1_beside_rq3_table(rq1: pd.DataFrame, cells: pd.DataFrame,
@@ -337,3 +331,28 @@ def rq1_beside_rq3_table(rq1: pd.DataFrame, cells: pd.DataFrame,
             f"(p {p_text(cell.p_value)}; {cell.n_pairs} seeds): {verdict}"]
     return pd.DataFrame(shown, index=pd.Index(
         [baseline, configuration, f"{configuration} - {baseline}"], name="configuration"))
+
+
+def answer_table(findings: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFrame:
+    """The chapter's opening answer, one row per model and task with a primary comparison (index
+    ``model, task``): the primary configuration, its gain [95% CI over seeds] (the registered
+    interval), the 95% interval over seeds and evaluation examples, and the verdict under each
+    (``"registered / both errors"``; one verdict where they agree). Without ``intervals`` (no
+    stored per-example outputs) the registered columns alone.
+
+    Args:
+        findings: :func:`findings_table`.
+        intervals: ``dupbert.variance.interval_table`` of the study's two-way table (may be empty).
+    """
+    rows = []
+    for (model, task), row in findings[findings["primary"] != ""].iterrows():
+        key = (model, task, row["primary"])
+        both = intervals.loc[key] if len(intervals) and key in intervals.index else None
+        registered = row["verdict"]
+        rows.append({"model": model, "task": task, "primary": row["primary"],
+                     "gain [95% CI over seeds]": row["gain [95% CI]"].split(" (")[0],
+                     "95% CI over seeds and examples": "-" if both is None else both["seeds and examples"],
+                     "verdict": registered if both is None or both["verdict, both errors"] == registered
+                     else f"{registered} / {both['verdict, both errors']}"})
+    return pd.DataFrame(rows, columns=["model", "task", "primary", "gain [95% CI over seeds]",
+                                       "95% CI over seeds and examples", "verdict"]).set_index(["model", "task"])

@@ -1,7 +1,8 @@
-"""The RQ5 chapter's tables and prose (``notebooks/rq5.ipynb``): the ensembles counted, single
-models and ensembles against their trivial baseline and floor, the comparisons, their robustness
-over partitions of the seeds, the paper beside ours, and what the numbers say; from the frames of
-:mod:`dupbert.rq5`, scores in points (accuracy x 100, SQuAD EM/F1 as they are).
+"""The RQ5 chapter's tables and glued numbers (``notebooks/rq5.ipynb``): the ensembles counted,
+single models and ensembles against their trivial baseline and floor, the comparisons, their
+robustness over partitions of the seeds, the paper beside ours, and the per-cell findings its "What
+the numbers say" section shows; from the frames of :mod:`dupbert.rq5`, scores in points (accuracy
+x 100, SQuAD EM/F1 as they are). The prose is in the notebook's Markdown.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .comparisons import DID_NOT_LEARN, learned
-from .paper import NOT_STATED, PAPER_SCORES
-from .rq5 import KINDS, distinct_ensembles, rq5_differences
-from .text import interval_text
+from ..comparisons import DID_NOT_LEARN, learned
+from ..paper import NOT_STATED, PAPER_SCORES
+from ..rq5 import KINDS, distinct_ensembles, rq5_differences
+from ..text import interval_text
 
 
 def waiting_text(waiting: pd.DataFrame, model: str | None = None, task: str | None = None) -> str:
@@ -161,10 +162,12 @@ def partition_table(partitions: pd.DataFrame) -> pd.DataFrame:
         ["task", "model", "assignment", "blocks from"])
 
 
-def robustness_text(partitions: pd.DataFrame) -> str:
-    """Per model and task of :func:`cyclic_partitions` (every rotation), a Markdown bullet: the
-    difference's range, whether its sign holds, and how often it is nominally significant."""
-    lines = []
+def robustness_table(partitions: pd.DataFrame) -> pd.DataFrame:
+    """Per task and model of :func:`cyclic_partitions` (every rotation; index ``task, model``, in
+    order of first appearance; cells with fewer than 2 partitions left out): the partitions, the
+    difference's range (points), whether its sign holds (``"changes: not one to rely on"``
+    otherwise), and in how many of those with at least 3 blocks it is nominally significant."""
+    rows = []
     balanced = partitions[partitions["assignment"].str.startswith("every rotation")]
     for (task, model), group in balanced.groupby(["task", "model"], sort=False):
         group = group[group["difference [95% CI]"] != ""]
@@ -173,13 +176,13 @@ def robustness_text(partitions: pd.DataFrame) -> str:
             continue
         holds = all(v > 0 for v in values) or all(v < 0 for v in values)
         tested = [float(p) for p, blocks in zip(group["p"], group["blocks"]) if p and blocks >= 3]
-        significant = (f" (nominally significant in {sum(p < 0.05 for p in tested)} of {len(tested)})"
-                       if tested else " (too few blocks to test)")
-        lines.append(f"- *{model} on {task}*: from {min(values):+.2f} to {max(values):+.2f} points over the "
-                     f"{len(values)} partitions: " + ("the sign holds" if holds else "**the sign changes**, "
-                                                      "so the difference is not one to rely on")
-                     + significant + ".")
-    return "\n".join(lines)
+        rows.append({"task": task, "model": model, "partitions": len(values),
+                     "range": f"{min(values):+.2f} to {max(values):+.2f}",
+                     "sign": "holds" if holds else "changes: not one to rely on",
+                     "nominally significant": (f"{sum(p < 0.05 for p in tested)} of {len(tested)}"
+                                               if tested else "too few blocks to test")})
+    return pd.DataFrame(rows, columns=["task", "model", "partitions", "range", "sign",
+                                       "nominally significant"]).set_index(["task", "model"])
 
 
 def every_partition_table(found: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
@@ -204,15 +207,13 @@ def every_partition_table(found: pd.DataFrame, status: pd.DataFrame) -> pd.DataF
     return pd.DataFrame(rows).set_index(["task", "model"])
 
 
-def unpartitioned_text(found: pd.DataFrame, differences: pd.DataFrame) -> str:
-    """The models and tasks of :func:`dupbert.rq5.rq5_differences` without partitions, as a
-    Markdown sentence; ``""`` when none."""
+def unpartitioned(found: pd.DataFrame, differences: pd.DataFrame) -> str:
+    """The cells (``"m on t, ..."``) of :func:`dupbert.rq5.rq5_differences` without partitions
+    in ``found`` (:func:`dupbert.rq5.rq5_partition_differences`): their seeds do not cut into
+    blocks of k, or they make one partition only; ``"none"`` when every cell has them."""
     shown = set(zip(found["model"], found["task"]))
-    left = [f"{m} on {t}" for m, t in dict.fromkeys(zip(differences["model"], differences["task"]))
-            if (m, t) not in shown]
-    if not left:
-        return ""
-    return "Not partitioned (seeds not a multiple of k, or one partition only): " + ", ".join(left) + "."
+    return ", ".join(f"{m} on {t}" for m, t in dict.fromkeys(zip(differences["model"], differences["task"]))
+                     if (m, t) not in shown) or "none"
 
 
 def paper_beside_table(summary: pd.DataFrame, ensembles: pd.DataFrame, trivial: Mapping) -> pd.DataFrame:
@@ -254,33 +255,41 @@ def paper_beside_table(summary: pd.DataFrame, ensembles: pd.DataFrame, trivial: 
     return pd.DataFrame(rows).set_index(["source", "model", "what"])
 
 
-def _comparison_text(row: Mapping, name: str, pending: str) -> str:
+def _comparison_cell(row: Mapping, pending: str) -> str:
     found = interval_text(row["difference"], row["ci_low"], row["ci_high"], signed=True)
-    blocks = f"{row['n_units']} disjoint seed block{'s' if row['n_units'] != 1 else ''}"
+    blocks = f"{row['n_units']} block{'s' if row['n_units'] != 1 else ''}"
     if pd.isna(row["p_value"]):
-        return (f"against {name}: {found} points on {blocks} (no test: fewer than 2 blocks; all "
-                f"{row['n_pairs']} pairs: {row['mean_all']:+.2f})")
+        return f"{found} on {blocks} (no test: fewer than 2 blocks; all {row['n_pairs']} pairs: {row['mean_all']:+.2f})"
     verdict = ("so far: more configurations are planned" if pending
                else "1 degree of freedom: descriptive only" if row["n_units"] < 3
                else "nominally significant, uncorrected" if row["p_value"] < 0.05 else "not significant")
-    return f"against {name}: {found} points over {blocks} (p = {row['p_value']:.3f}, {verdict})"
+    return f"{found} over {blocks} (p {row['p_value']:.3f}, {verdict})"
 
 
-def _partitions_text(found: pd.DataFrame, model: str, task: str) -> str:
+def _partitions_cell(found: pd.DataFrame, model: str, task: str) -> str:
     """The first comparison over every partition of the seeds (exploratory)."""
     cell = found[(found["model"] == model) & (found["task"] == task)]
     if len(cell) < 2:
         return ""
     tested = cell[cell["n_units"] >= 3]
-    text = (f"; over all {len(cell)} partitions of the seeds into blocks it is positive in "
-            f"{(cell['difference'] > 0).sum()}")
-    return text + (f" and nominally significant in {(tested['p_value'] < 0.05).sum()}"
-                   if len(tested) else "")
+    return (f"positive in {(cell['difference'] > 0).sum()} of {len(cell)}"
+            + (f", nominally significant in {(tested['p_value'] < 0.05).sum()}" if len(tested) else ""))
 
 
-def findings_text(summary: pd.DataFrame, differences: pd.DataFrame, partitions: pd.DataFrame,
-                  waiting: pd.DataFrame, status: pd.DataFrame, metrics: Mapping[str, str]) -> str:
-    """RQ5's "what the numbers say", one Markdown bullet per model and task on ``metrics[task]``.
+FINDINGS_COLUMNS = ["metric", "baseline vs floor", "against same-configuration ensembles",
+                    "over every partition of the seeds", "against the best single configuration",
+                    "pending"]
+"""The columns of :func:`findings_table`."""
+
+
+def findings_table(summary: pd.DataFrame, differences: pd.DataFrame, partitions: pd.DataFrame,
+                   waiting: pd.DataFrame, status: pd.DataFrame, metrics: Mapping[str, str]) -> pd.DataFrame:
+    """RQ5's findings, one row per model and task (index ``model, task``, in the summary's order)
+    on ``metrics[task]``: the cross-configuration ensembles' difference [95% CI] (points) over
+    disjoint seed blocks against same-configuration ensembles of the same seeds and against the
+    best single configuration, with p and its reading; the first over every partition of the
+    seeds; the configurations still waiting for seeds. A cell whose baseline missed its floor says
+    so and nothing else; one without ensembles says "too few seeds or configurations".
 
     Args:
         summary: :func:`dupbert.rq5.rq5_summary`; differences:
@@ -289,38 +298,25 @@ def findings_text(summary: pd.DataFrame, differences: pd.DataFrame, partitions: 
             :func:`dupbert.rq5.complete_configurations`' second frame; status:
             ``dupbert.comparisons.learning_status``.
     """
-    lines = []
-    for (model, task), group in summary.groupby(["model", "task"], sort=False):
+    rows = []
+    for (model, task), _ in summary.groupby(["model", "task"], sort=False):
         metric = metrics[task]
-        head = f"- *{model} on {task}* ({metric}): "
-        if not learned(status, model, task):
-            lines.append(head + f"{floor_text(status, model, task)}; its ensembles say nothing about RQ5.")
-            continue
+        row = dict.fromkeys(FINDINGS_COLUMNS, "")
+        row.update(model=model, task=task, metric=metric, **{"baseline vs floor": floor_text(status, model, task)})
         found = differences[(differences["model"] == model) & (differences["task"] == task)
                             & (differences["metric"] == metric)].set_index("comparison")
-        if found.empty:
-            lines.append(head + "too few seeds or configurations for ensembles.")
-            continue
-        pending = waiting_text(waiting, model, task)
-        parts = [_comparison_text(found.loc[comparison], name, pending) for comparison, name in
-                 ((_CROSS_VS_SAME, "same-configuration ensembles of the same seeds"),
-                  ("cross-configuration − best single", "the best single configuration"))
-                 if comparison in found.index]
-        if parts and _CROSS_VS_SAME in found.index:
-            parts[0] += _partitions_text(partitions, model, task)
-        lines.append(head + "cross-configuration ensembles " + "; ".join(parts) + "."
-                     + (f" Pending: {pending} (not yet combined)." if pending else ""))
-    if all(DID_NOT_LEARN in line for line in lines):
-        lines.append("- No cell is informative: RQ5 can be neither supported nor refuted with these runs. "
-                     "The tables above check the pipeline (every run, ensemble and control is scored from "
-                     "the stored outputs), not the claim.")
-    return "\n".join(lines)
-
-
-def comparability_text(summary: pd.DataFrame) -> str:
-    """Why the paper's RQ5 score is not comparable with ours, and where its direction is checked."""
-    squad = (summary["task"] == "squad2").any()
-    return ("The paper's RQ5 number (85.50 EM / 88.59 F1) is an absolute score of full-scale ALBERT runs; it is "
-            "**not comparable** with runs of this profile. What can be checked here is the direction of its claim, "
-            "that summing the probabilities of differently duplicated models helps: "
-            + ("see the SQuAD 2.0 rows above." if squad else "this profile has no SQuAD 2.0 runs."))
+        if not learned(status, model, task):
+            row["against same-configuration ensembles"] = "says nothing about RQ5"
+        elif found.empty:
+            row["against same-configuration ensembles"] = "too few seeds or configurations for ensembles"
+        else:
+            pending = waiting_text(waiting, model, task)
+            row["pending"] = pending
+            if _CROSS_VS_SAME in found.index:
+                row["against same-configuration ensembles"] = _comparison_cell(found.loc[_CROSS_VS_SAME], pending)
+                row["over every partition of the seeds"] = _partitions_cell(partitions, model, task)
+            if "cross-configuration − best single" in found.index:
+                row["against the best single configuration"] = _comparison_cell(
+                    found.loc["cross-configuration − best single"], pending)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["model", "task", *FINDINGS_COLUMNS]).set_index(["model", "task"])
