@@ -30,7 +30,7 @@ from transformers.utils import logging as hf_logging
 
 from .checks import check_number
 from .errors import ParameterError
-from .hyperparameters import TASK_KINDS, HyperParameters
+from .hyperparameters import SEED_MAXIMUM, TASK_KINDS, HyperParameters
 from .results import (environment_fields, is_main_process, model_provenance, run_key,
                       sha256_files, world_size)
 
@@ -275,17 +275,17 @@ def _question_answering(model, tokenizer, spec, train, evaluation, hp, seed, dev
 
 
 def check_seed(seed, name: str = "seed") -> int:
-    """``seed`` if it is an integer from 0 to 2**32 - 1 (``transformers.set_seed``); else
-    ParameterError.
+    """``seed`` if it is an integer from 0 to :data:`dupbert.hyperparameters.SEED_MAXIMUM`
+    (``transformers.set_seed``); else ParameterError.
     """
-    allowed = f"{name} must be an integer from 0 to 2**32 - 1"
+    allowed = f"{name} must be an integer from 0 to 2**32 - 1"  # SEED_MAXIMUM as people write it
     try:
         value = check_number(name, seed, integer=True)
     except ParameterError:
         number = isinstance(seed, numbers.Real) and not isinstance(seed, bool)
         raise ParameterError(f"{allowed}, got {seed!r}"
                              + ("" if number else f" ({type(seed).__name__})")) from None
-    if not 0 <= value < 2**32:
+    if not 0 <= value <= SEED_MAXIMUM:
         raise ParameterError(f"{allowed}, got {seed!r}")
     return value
 

@@ -15,6 +15,8 @@ from .errors import ParameterError
 __all__ = ["TASK_KINDS", "HyperParameters", "MIN_MAX_LENGTH", "check_fields"]
 
 TASK_KINDS = ("classification", "qa")
+SEED_MAXIMUM = 2**32 - 1
+"""The largest seed of a run: ``transformers.set_seed`` takes 0 .. 2**32 - 1."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from .errors import DeviceNotAvailable, DupbertError, ParameterError
 from .forms import TASK_NAMES, FormError, Parameter, forms, option_keywords, read
+from .hyperparameters import SEED_MAXIMUM
 from .zoo import ZOO, check_model
 
 __all__ = ["notebook_parameters", "chapter_parameters", "profile_parameters", "option_parameters",
@@ -88,7 +89,6 @@ def _declare(kind: str, default: Any = dataclasses.MISSING, **spec) -> Any:
     return dataclasses.field(default=default, metadata=metadata)
 
 
-SEED_MAXIMUM = 2**32 - 1  # transformers.set_seed takes 0 .. 2**32 - 1
 
 # Shared forms, completed per chapter by _declare's keywords
 _POSITIVE = dict(kind="int", minimum=1)

@@ -541,12 +541,9 @@ def test_plain_values_name_seeds_and_models_as_they_were_written():
 
 def test_a_seed_too_large_for_set_seed_fails_in_the_parameters_cell():
     """5000000000 once passed the parameters cell and failed a cell later, in the sweep."""
-    import nbformat
-
     from dupbert.params import notebook_parameters
 
-    values = {}
-    exec(nbformat.read(REPO / "notebooks/rq3.ipynb", 4).cells[1].source, values)
+    values = _parameters_cell("rq3")
     with pytest.raises(ParameterError, match=r"seeds = \[5000000000\]: 5000000000 is above the "
                                              r"largest allowed value, 4294967295\. Forms that work"):
         notebook_parameters("rq3", dict(values, seeds=[5000000000]))
