@@ -18,6 +18,7 @@ import pandas as pd
 from .checks import check_columns, plain_value as _plain
 from .errors import ParameterError
 from .paper import NOT_STATED, Claim, gain_claim
+from .task_specs import LEARNING_FLOORS
 from .tasks import TASKS, UnknownTask, empty_subset, in_points, task_metrics
 
 
@@ -53,18 +54,6 @@ def _refuse_nan(points: pd.DataFrame, why: str) -> None:
         f"{first['metric']} (metrics.{first['metric']} is NaN){more}: {why}; re-run it or drop "
         f"its row")
 
-
-# Pre-registered floors (RQ3 chapter, fixed before the runs): a comparison is judged only when
-# its baseline's mean beats the trivial baseline clearly. Task -> (metric, floor in points).
-# Trivial baselines: SNLI majority 34, SST-2 majority 51, USPTO-50k majority 30.5, SQuAD 2.0
-# all-empty HasAns F1 0 (its overall F1 is the unanswerable share, ~50, whatever the model knows).
-LEARNING_FLOORS: dict[str, tuple[str, float]] = {
-    "snli": ("accuracy", 55.0),
-    "sst2": ("accuracy", 80.0),
-    "uspto50k": ("accuracy", 80.0),
-    "squad2": ("HasAns_f1", 25.0),
-    "squad2-split": ("HasAns_f1", 25.0),
-}
 
 DID_NOT_LEARN = "did not learn"
 

@@ -14,11 +14,10 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from .checks import check_device
+from .task_specs import TASK_NAMES
 
 __all__ = ["Parameter", "FormError", "KINDS", "TASK_NAMES", "read", "forms", "option_keywords"]
 
-# The names of dupbert.tasks.TASKS (importing it imports `datasets`, ~2 s); tests keep them equal.
-TASK_NAMES = ("sst2", "snli", "squad2", "uspto50k")
 
 _TRUE = ("1", "true", "yes", "on")
 

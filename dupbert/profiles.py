@@ -24,6 +24,7 @@ from .errors import DupbertError
 from .hyperparameters import HyperParameters
 from .params import (RQ3Parameters, declared, model_duplications, model_tasks, per_model_task,
                      profile_parameters, training_overrides)
+from .task_specs import TASK_PRIORITY
 from .tasks import TASKS
 
 SWEEP_PARAMETERS = tuple(declared(RQ3Parameters))
@@ -134,13 +135,6 @@ def _only_models(value: Any, models: Sequence[str]) -> Any:
         return value
     return {task: ({m: v for m, v in inner.items() if m in models}
                    if isinstance(inner, Mapping) else inner) for task, inner in value.items()}
-
-
-# Run order when `tasks` is not given: the paper's claims ordered by what a CPU-hour decides. SNLI
-# (claimed +0.6) first; SST-2 (claimed no gain; short sentences, cheap); USPTO-50k (the method on
-# the real pretrained reaction MLMs, the ALBERT form among them); SQuAD 2.0 (claimed +1.5 F1, but
-# 384-token windows make it the dearest) last. A study cut short has the cheap decisions.
-TASK_PRIORITY = ("snli", "sst2", "uspto50k", "squad2")
 
 
 def plan_sweep(parameters: RQ3Parameters) -> tuple[list[PlannedSweep], list[str]]:

@@ -340,3 +340,14 @@ def test_the_data_note_says_what_the_runs_used_not_only_the_file_sizes():
     assert data_note("snli") == data_note("snli", runs.iloc[2:]) == note  # no runs of the task
     with pytest.raises(UnknownTask, match="unknown task 'nli'"):
         data_note("nli", runs)
+
+
+def test_each_task_is_registered_once_with_its_floor_and_place_in_the_run_order():
+    """The forms, the planner and the comparisons read dupbert.task_specs; nothing keeps a copy."""
+    from dupbert import comparisons, forms, profiles, task_specs, tasks
+
+    assert task_specs.TASK_NAMES == ("sst2", "snli", "squad2", "uspto50k") == tuple(tasks.TASKS)
+    assert forms.TASK_NAMES is task_specs.TASK_NAMES
+    assert profiles.TASK_PRIORITY == ("snli", "sst2", "uspto50k", "squad2")
+    assert comparisons.LEARNING_FLOORS == {"sst2": ("accuracy", 80.0), "snli": ("accuracy", 55.0),
+                                           "squad2": ("HasAns_f1", 25.0), "uspto50k": ("accuracy", 80.0)}
