@@ -194,9 +194,14 @@ MODELS["albert-rxn-pilot"] = PretrainConfig(
     name="albert-rxn-pilot", architecture="albert", embedding_size=256, learning_rate=5e-4,
     warmup_steps=100, total_steps=3000, dense_evals=(200, 1500, 100), seed=100, **_REACTIONS)
 # The ALBERT, registered 2026-12-06 after its pilot predicted from step 1,100 and before any of
-# these seeds' first step: the pilot's recipe, evaluated densely to step 2,000.
+# these seeds' first step: the pilot's recipe, evaluated densely to step 2,000. Changed on
+# 2026-12-06, before any seed had finished a stage: a seed takes about 3.3 hours on one core
+# (3.9 s a step), longer than a working session, and a checkpoint does not reach the next
+# machine; so each seed runs in 3 stages of 1,000 steps, each published and resumed from its
+# weights with a fresh AdamW, 100 warm-up steps and decay to 0 at the stage's end.
 for _seed in RXN_SEEDS:
     _name = "albert-rxn" + (f"-seed{_seed}" if _seed else "")
     MODELS[_name] = PretrainConfig(name=_name, architecture="albert", embedding_size=256,
                                    learning_rate=5e-4, warmup_steps=100, total_steps=3000,
-                                   dense_evals=(200, 2000, 100), seed=_seed, **_REACTIONS)
+                                   stage_steps=1000, dense_evals=(200, 2000, 100), seed=_seed,
+                                   **_REACTIONS)
