@@ -72,10 +72,16 @@ def module_patterns(module: str) -> list[str]:
             for f in SELECTED[module]]
 
 
+def meta_path(module: str, mutants: Path = REPO / "mutants") -> Path:
+    """mutmut's record of ``module``'s mutants: ``mutants/dupbert/<module>.py.meta``, a
+    subpackage's module in its folder (``book.rq3``: ``book/rq3.py.meta``)."""
+    return mutants / "dupbert" / f"{module.replace('.', '/')}.py.meta"
+
+
 def exit_codes(module: str, mutants: Path = REPO / "mutants") -> dict[str, int | None] | None:
     """mutmut's exit code of every counted mutant of ``module`` (``None``: not run yet), read
-    from ``mutants/dupbert/<module>.py.meta``; ``None`` before mutmut has generated them."""
-    meta = mutants / "dupbert" / f"{module}.py.meta"
+    from :func:`meta_path`; ``None`` before mutmut has generated them."""
+    meta = meta_path(module, mutants)
     if not meta.is_file():
         return None
     codes = json.loads(meta.read_text())["exit_code_by_key"]
@@ -276,7 +282,7 @@ def recheck_timeouts(module: str, mutants: Path = REPO / "mutants", run_tests=_p
         SystemExit: no mutants of ``module``, or its tests fail on the original code (nothing
             can be judged then).
     """
-    meta_path = mutants / "dupbert" / f"{module}.py.meta"
+    meta_file = meta_path(module, mutants)
     codes = _generated_codes(module, mutants)
     tests_by_function = json.loads((mutants / "mutmut-stats.json").read_text())[
         "tests_by_mangled_function_name"]
@@ -294,11 +300,11 @@ def recheck_timeouts(module: str, mutants: Path = REPO / "mutants", run_tests=_p
         code = run_tests(list(tests), name, factor * clean_seconds[tests])
         outcomes[name] = "timeout" if code is None else "survived" if code == 0 else "killed"
         if code is not None:
-            meta = json.loads(meta_path.read_text())
+            meta = json.loads(meta_file.read_text())
             meta["exit_code_by_key"][name] = 0 if code == 0 else 1
-            partial = meta_path.with_suffix(".meta.partial")
+            partial = meta_file.with_suffix(".meta.partial")
             partial.write_text(json.dumps(meta))
-            os.replace(partial, meta_path)  # atomic: an interrupted recheck loses nothing
+            os.replace(partial, meta_file)  # atomic: an interrupted recheck loses nothing
         print(f"{name}: {outcomes[name]}", flush=True)
     return outcomes
 

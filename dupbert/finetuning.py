@@ -278,7 +278,7 @@ def check_seed(seed, name: str = "seed") -> int:
     """``seed`` if it is an integer from 0 to :data:`dupbert.hyperparameters.SEED_MAXIMUM`
     (``transformers.set_seed``); else ParameterError.
     """
-    allowed = f"{name} must be an integer from 0 to 2**32 - 1"  # SEED_MAXIMUM as people write it
+    allowed = f"{name} must be an integer from 0 to 2**{SEED_MAXIMUM.bit_length()} - 1"
     try:
         value = check_number(name, seed, integer=True)
     except ParameterError:

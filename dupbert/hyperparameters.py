@@ -12,7 +12,7 @@ import numpy as np
 from .checks import check_number, number_from_text
 from .errors import ParameterError
 
-__all__ = ["TASK_KINDS", "HyperParameters", "MIN_MAX_LENGTH", "check_fields"]
+__all__ = ["TASK_KINDS", "SEED_MAXIMUM", "HyperParameters", "MIN_MAX_LENGTH", "check_fields"]
 
 TASK_KINDS = ("classification", "qa")
 SEED_MAXIMUM = 2**32 - 1

@@ -449,8 +449,8 @@ def _check_training(used: Mapping[str, Any]) -> None:
 
 def _compact(value: Any, nested: bool = False) -> str:
     """A parameter value as the parameters table writes it: a run of three or more consecutive
-    integers as ``first-last``, lists comma-separated, a mapping as ``key: value; ...`` (nested:
-    ``{key: value, ...}``), anything else as ``str``."""
+    integers as ``first-last``; a list comma-separated (nested: in brackets; empty: ``[]``); a
+    mapping as ``key: value; ...`` (nested: ``{key: value, ...}``); anything else as ``str``."""
     if isinstance(value, Mapping):
         items = [f"{key}: {_compact(item, nested=True)}" for key, item in value.items()]
         return "{" + ", ".join(items) + "}" if nested else "; ".join(items)
@@ -458,7 +458,8 @@ def _compact(value: Any, nested: bool = False) -> str:
         whole = [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
         if len(value) > 2 and len(whole) == len(value) and list(value) == list(range(value[0], value[-1] + 1)):
             return f"{value[0]}-{value[-1]}"
-        return ", ".join(_compact(item, nested=True) for item in value)
+        listed = ", ".join(_compact(item, nested=True) for item in value)
+        return f"[{listed}]" if nested or not value else listed
     return str(value)
 
 

@@ -22,6 +22,14 @@ from .errors import DupbertError, ParameterError
 from .zoo import ZOO, cache_dir, sha256_of, weights_sha256
 
 
+def _readable(path: str | os.PathLike, mode: int) -> None:
+    """``mode`` less the umask on ``path``: mkstemp's 0600 and mkdtemp's 0700 would hide results
+    from other users."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & ~umask)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
     path = Path(path)
@@ -30,9 +38,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     try:
         with os.fdopen(handle, "w") as stream:
             stream.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 would hide results from other users
+        _readable(temporary, 0o666)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -50,6 +56,7 @@ def atomic_folder(path: str | os.PathLike):
     temporary = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
         yield temporary
+        _readable(temporary, 0o777)
         try:
             os.replace(temporary, path)
         except OSError:
@@ -69,6 +76,7 @@ def atomic_save_npy(path: str | os.PathLike, array) -> Path:
     try:
         with os.fdopen(handle, "wb") as stream:
             np.save(stream, array)
+        _readable(temporary, 0o666)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

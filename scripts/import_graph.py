@@ -4,9 +4,10 @@ and lines of code and of docstrings per module.
     python scripts/import_graph.py            # a table, the cycles and the levels
     python scripts/import_graph.py --json     # the same as JSON
 
-A cycle is a strongly connected component of more than one module; a module's level is 0 for a
-module that imports no other dupbert module, else 1 + the highest level it imports (modules of
-one cycle share a level). Exits 1 when there is a cycle.
+A subpackage (``dupbert/book/``) is one node, as in the import contract. A cycle is a strongly
+connected component of more than one module; a module's level is 0 for a module that imports no
+other dupbert module, else 1 + the highest level it imports (modules of one cycle share a level).
+Exits 1 when there is a cycle.
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ def package() -> Path:
     return PACKAGE[0]
 
 
-def imports(path: Path) -> set[str]:
-    """The dupbert modules ``path`` imports, anywhere in the file."""
+def imports(path: Path, depth: int = 0) -> set[str]:
+    """The top-level dupbert modules and subpackages ``path`` imports, anywhere in the file;
+    ``depth`` 1 for a module of a subpackage (its ``from ..x`` imports reach the top level)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1 and node.module:
+            if node.level == depth + 1 and node.module:
                 found.add(node.module.split(".")[0])
-            elif node.level == 1:
+            elif node.level == depth + 1:
                 found.update(alias.name for alias in node.names)
-            elif node.module and node.module.split(".")[0] == "dupbert":
+            elif node.level == 0 and node.module and node.module.split(".")[0] == "dupbert":
                 parts = node.module.split(".")
                 found.update([parts[1]] if len(parts) > 1 else [a.name for a in node.names])
         elif isinstance(node, ast.Import):
@@ -42,9 +44,18 @@ def imports(path: Path) -> set[str]:
     return found
 
 
+def units() -> dict[str, list[Path]]:
+    """Each top-level module (its file) and subpackage (its files) of the package, by name."""
+    found = {p.stem: [p] for p in package().glob("*.py") if p.stem != "__init__"}
+    found.update({d.name: sorted(d.glob("*.py")) for d in package().iterdir()
+                  if d.is_dir() and (d / "__init__.py").is_file()})
+    return found
+
+
 def graph() -> dict[str, set[str]]:
-    modules = {p.stem: p for p in package().glob("*.py") if p.stem != "__init__"}
-    return {name: imports(path) & set(modules) - {name} for name, path in sorted(modules.items())}
+    modules = units()
+    return {name: set().union(*(imports(p, depth=int(p.parent != package())) for p in paths))
+            & set(modules) - {name} for name, paths in sorted(modules.items())}
 
 
 def components(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -128,8 +139,9 @@ def main(argv=None) -> int:
     level = levels(edges)
     rows = []
     for name in sorted(edges, key=lambda n: (level[n], n)):
-        code, docs = line_counts(package() / f"{name}.py")
-        function, size = longest_function(package() / f"{name}.py")
+        paths = units()[name]
+        code, docs = map(sum, zip(*(line_counts(p) for p in paths)))
+        function, size = max((longest_function(p) for p in paths), key=lambda found: found[1])
         rows.append(dict(module=name, level=level[name], code_lines=code, docstring_lines=docs,
                          longest_function=f"{function} ({size})", imports=sorted(edges[name])))
     report = dict(modules=len(edges), levels=1 + max(level.values()), cycles=cycles, rows=rows,

@@ -198,11 +198,13 @@ def test_the_parameters_table_writes_values_compactly():
     table = params.parameters_table({
         "seeds": {"snli": list(range(8)), "uspto50k": {"a": [0, 1, 2, 3], "b": [0, 2]}},
         "models": ["m"], "max_eval_samples": {"sst2": None}, "flag": True, "two": [0, 1],
-        "bools": [True, False, True]})
+        "bools": [True, False, True], "duplications": {"m": ["baseline", "copy last"], "n": []},
+        "nested": [[0, 1], [2]], "none": []})
     assert table.index.name == "parameter" and list(table.columns) == ["value"]
     assert table["value"].to_dict() == {
-        "seeds": "snli: 0-7; uspto50k: {a: 0-3, b: 0, 2}", "models": "m", "max_eval_samples": "sst2: None",
-        "flag": "True", "two": "0, 1", "bools": "True, False, True"}
+        "seeds": "snli: 0-7; uspto50k: {a: 0-3, b: [0, 2]}", "models": "m", "max_eval_samples": "sst2: None",
+        "flag": "True", "two": "0, 1", "bools": "True, False, True",
+        "duplications": "m: [baseline, copy last]; n: []", "nested": "[0, 1], [2]", "none": "[]"}
 
 
 def test_bad_forms_are_rejected_at_once_with_the_forms_to_use():

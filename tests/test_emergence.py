@@ -147,13 +147,6 @@ def test_the_chapter_tables_of_the_committed_record():
     assert final.loc[9, ("bert-en-small", "reconstruction")] == ""  # not measured there
 
 
-def test_the_summary_table_writes_never_and_whole_steps():
-    r = record({0: [0] * 5, 1: [0, 0, 0.2, 0.6, 0.9], 2: [0, 0, 0.55, 0.7, 0.9]})
-    shown = book_emergence.summary_table(emergence.emergence_summary(r)).loc["m"]
-    assert (shown["hidden state 0"], shown["last hidden state"], shown["every block output"],
-            shown["last to get there"]) == ("never", "16", "25", 1)
-
-
 def test_the_summary_table_says_when_the_trained_on_layer_is_decoded_last():
     record_, _ = emergence.read_record(REPO / "results/cpu", ["albert-en-small", "bert-en-small"])
     shown = book_emergence.summary_table(emergence.emergence_summary(record_))

@@ -17,7 +17,7 @@ _SPEC.loader.exec_module(mutation)
 
 
 def _fake_mutants(folder, module, codes):
-    meta = folder / "dupbert" / f"{module}.py.meta"
+    meta = mutation.meta_path(module, folder)
     meta.parent.mkdir(parents=True, exist_ok=True)
     meta.write_text(json.dumps({"exit_code_by_key": codes}))
     return folder
@@ -137,3 +137,9 @@ def test_a_report_of_some_modules_keeps_every_other_modules_recorded_entry():
                       "probe": recorded["probe"]}
     assert mutation.merge_rates(recorded, {}, ("paper",)) == recorded  # nothing run: unchanged
     assert mutation.merge_rates(recorded, rates, ("paper",))["paper"] == rates["paper"]
+
+
+def test_a_subpackage_modules_mutants_are_read_from_its_folder(tmp_path):
+    """mutmut 3 writes mutants/dupbert/book/rq3.py.meta for dupbert/book/rq3.py."""
+    assert mutation.meta_path("book.rq3", tmp_path) == tmp_path / "dupbert" / "book" / "rq3.py.meta"
+    assert mutation.meta_path("results", tmp_path) == tmp_path / "dupbert" / "results.py.meta"

@@ -1281,3 +1281,20 @@ def test_the_rq3_answer_shows_both_verdicts_only_where_they_differ():
     assert (row["95% CI over seeds and examples"], row["verdict"]) == ("[-0.10, +2.30]", "reproduced / undecided")
     same = intervals.assign(**{"verdict, both errors": ["reproduced"]})
     assert book_rq3.answer_table(findings, same).iloc[0]["verdict"] == "reproduced"
+    # a baseline below its floor: the cell stays in the answer, with its verdict
+    low = _results("snli", "accuracy", {"baseline": [0.50, 0.51, 0.49, 0.50],
+                                         "copy first 3": [0.53, 0.54, 0.52, 0.53]}, trivial=0.34)
+    table = comparisons.comparison(low)
+    shown = book_rq3.answer_table(book_rq3.findings_table(comparisons.overall(table), table, low), intervals)
+    assert shown.reset_index().to_dict("records") == [{
+        "model": "m", "task": "snli", "primary": "-", "gain [95% CI over seeds]": "-",
+        "95% CI over seeds and examples": "-", "verdict": "did not learn"}]
+
+
+def test_rq3_findings_on_a_task_the_paper_says_nothing_about_read_not_stated():
+    """The registered rule's word ("not stated"), the one the two-way table uses too."""
+    results = _results("uspto50k", "accuracy", {"baseline": [0.85, 0.86, 0.84, 0.85],
+                                                 "copy first 3": [0.84, 0.85, 0.83, 0.84]}, trivial=0.30)
+    table = comparisons.comparison(results)
+    row = book_rq3.findings_table(comparisons.overall(table), table, results).iloc[0]
+    assert (row["paper"], row["verdict"]) == ("states nothing", "not stated")

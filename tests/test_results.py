@@ -74,8 +74,11 @@ def test_atomic_folder_keeps_the_first_of_two_writers(tmp_path):
     with atomic_folder(target) as first, atomic_folder(target) as second:
         (first / "vocab.txt").write_text("first")
         (second / "vocab.txt").write_text("second")
-    assert (target / "vocab.txt").read_text() in {"first", "second"}
+    assert (target / "vocab.txt").read_text() == "second"  # the inner writer finished first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's 0700
     with pytest.raises(RuntimeError), atomic_folder(tmp_path / "broken") as tmp:
         (tmp / "half").write_text("x")
         raise RuntimeError("writer failed")
@@ -88,4 +91,7 @@ def test_atomic_save_npy_round_trips(tmp_path):
     rows = np.arange(12, dtype=np.int32).reshape(3, 4)
     path = atomic_save_npy(tmp_path / "rows.npy", rows)
     assert np.array_equal(np.load(path), rows) and np.load(path).dtype == np.int32
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
     assert [p.name for p in tmp_path.iterdir()] == ["rows.npy"]

@@ -575,7 +575,7 @@ def test_the_rq2_reading_tables():
     assert wider.index.tolist() == ["m"] and wider.loc["m", "within 0.5 of the last"] == "4 of 5 (1, 2, 3, 4)"
     assert summary_numbers(layers, correlations) == {
         "norm_factor": "2.00", "norm_factor_model": "m", "lowest_cka": "0.30", "usable": 1,
-        "rho_low": "0.70", "rho_high": "0.70", "beyond_depth": 0, "beyond_depth_models": "none"}
+        "rho_range": "0.70 to 0.70", "beyond_depth": 0, "beyond_depth_models": "none"}
     assert duplicate_table(layers, _chapter_pairs()).reset_index().to_dict("records") == [{
         "model": "n", "duplication": "first 1 copied", "top-1 at the last hidden state": "0.985",
         "as loaded": "0.990", "copies write hidden states": "2", "CKA of a copy with its input": "0.970 to 0.970",
@@ -594,8 +594,10 @@ def test_summary_numbers_count_a_model_whose_partial_rho_is_significant():
          for similarity in ("cka_debiased_to_last", "cka_to_last", "cosine_to_last", "depth")]
     ).set_index(["model", "similarity"])
     shown = summary_numbers(layers, correlations)
-    assert (shown["usable"], shown["rho_low"], shown["rho_high"], shown["beyond_depth"],
-            shown["beyond_depth_models"]) == (2, "0.40", "0.80", 1, "m")
+    assert (shown["usable"], shown["rho_range"], shown["beyond_depth"],
+            shown["beyond_depth_models"]) == (2, "0.40 to 0.80", 1, "m")
+    none = summary_numbers(layers, correlations.assign(rho=float("nan")))
+    assert (none["usable"], none["rho_range"]) == (0, "none computed")
 
 
 def test_statistics_table_shows_the_models_as_loaded():

@@ -156,8 +156,9 @@ def summary_numbers(layers: pd.DataFrame, correlations: pd.DataFrame) -> dict[st
               if rho["rho_given_depth"] > 0 and rho["p_value_given_depth"] < 0.05]
     return {"norm_factor": f"{scale.max():.2f}", "norm_factor_model": str(scale.idxmax()),
             "lowest_cka": f"{baseline.groupby('model')['cka_debiased_to_last'].min().min():.2f}",
-            "usable": len(usable), "rho_low": f"{min(rhos):.2f}" if rhos else "-",
-            "rho_high": f"{max(rhos):.2f}" if rhos else "-", "beyond_depth": len(beyond),
+            "usable": len(usable),
+            "rho_range": f"{min(rhos):.2f} to {max(rhos):.2f}" if rhos else "none computed",
+            "beyond_depth": len(beyond),
             "beyond_depth_models": ", ".join(beyond) or "none"}
 
 

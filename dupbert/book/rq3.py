@@ -216,7 +216,7 @@ def findings_table(summary: pd.DataFrame, table: pd.DataFrame, results: pd.DataF
                       "the seeds can decide": _decidable(row, pairs) if pairs >= 2 else "",
                       "secondary (Holm)": _secondary(row),
                       "paper": row.paper_value if row.claimed_gain is not None else "states nothing",
-                      "verdict": row.verdict if row.claimed_gain is not None else "no verdict"})
+                      "verdict": row.verdict if row.claimed_gain is not None else "not stated"})
         rows.append(shown)
     return pd.DataFrame(rows, columns=["model", "task", *FINDINGS_COLUMNS]).set_index(["model", "task"])
 
@@ -334,23 +334,24 @@ def rq1_beside_rq3_table(rq1: pd.DataFrame, cells: pd.DataFrame,
 
 
 def answer_table(findings: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFrame:
-    """The chapter's opening answer, one row per model and task with a primary comparison (index
-    ``model, task``): the primary configuration, its gain [95% CI over seeds] (the registered
-    interval), the 95% interval over seeds and evaluation examples, and the verdict under each
-    (``"registered / both errors"``; one verdict where they agree). Without ``intervals`` (no
-    stored per-example outputs) the registered columns alone.
+    """The chapter's opening answer, one row per model and task of ``findings`` (index ``model,
+    task``): the primary configuration, its gain [95% CI over seeds] (the registered interval), the
+    95% interval over seeds and evaluation examples (``"-"`` without stored per-example outputs),
+    and the verdict under each (``"registered / both errors"`` where they differ). A cell without
+    a primary comparison (its baseline did not learn, or no run yet) keeps its verdict with
+    ``"-"`` in the other columns.
 
     Args:
         findings: :func:`findings_table`.
         intervals: ``dupbert.variance.interval_table`` of the study's two-way table (may be empty).
     """
     rows = []
-    for (model, task), row in findings[findings["primary"] != ""].iterrows():
+    for (model, task), row in findings.iterrows():
         key = (model, task, row["primary"])
-        both = intervals.loc[key] if len(intervals) and key in intervals.index else None
+        both = intervals.loc[key] if row["primary"] and len(intervals) and key in intervals.index else None
         registered = row["verdict"]
-        rows.append({"model": model, "task": task, "primary": row["primary"],
-                     "gain [95% CI over seeds]": row["gain [95% CI]"].split(" (")[0],
+        rows.append({"model": model, "task": task, "primary": row["primary"] or "-",
+                     "gain [95% CI over seeds]": row["gain [95% CI]"].split(" (")[0] or "-",
                      "95% CI over seeds and examples": "-" if both is None else both["seeds and examples"],
                      "verdict": registered if both is None or both["verdict, both errors"] == registered
                      else f"{registered} / {both['verdict, both errors']}"})
