@@ -54,7 +54,7 @@ help:
 	@echo "make book       execute changed chapters (papermill, PROFILE=$(PROFILE)) into book/, then build the book"
 	@echo "make render     build the book from the executed chapters in book/, running nothing"
 	@echo "make test       pytest --nbval: unit tests, and notebooks/ re-executed and compared with their stored outputs"
-	@echo "make check      the quick loop: lint-imports and the unit tests, without the notebooks, the book build and the browser"
+	@echo "make check      the quick loop: lint-imports and the unit tests not marked slow, without the notebooks, the book build and the browser"
 	@echo "make notebooks  re-execute notebooks/*.ipynb with their default (smoke) parameters, storing the outputs nbval compares"
 	@echo "make env        create/update the virtual environment $(VENV)"
 	@echo "NOTEBOOKS=notebooks/rq1.ipynb limits book/notebooks to the notebooks named"
@@ -125,7 +125,7 @@ test: | $(ENV_STAMP)
 
 check: | $(ENV_STAMP)
 	$(BIN)lint-imports
-	$(BIN)pytest tests -q --ignore=tests/test_browser.py --ignore=tests/test_book.py
+	$(BIN)pytest tests -q -m "not slow" --ignore=tests/test_browser.py --ignore=tests/test_book.py
 
 # The stored outputs of notebooks/*.ipynb are what `pytest --nbval` compares against: refresh them
 # after changing a notebook or the library (same kernel and working directory as nbval, no timings).

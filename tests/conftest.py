@@ -141,3 +141,13 @@ def built_book(tmp_path_factory) -> Path:
     if not (html / "index.html").is_file():
         pytest.fail(f"jupyter-book build wrote no {html / 'index.html'}", pytrace=False)
     return html
+
+
+# A test that needs the tiny study (fine-tuned once per session, about two minutes) is slow.
+SLOW_FIXTURES = {"tiny_study"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

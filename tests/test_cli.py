@@ -83,6 +83,7 @@ def _tiny_finetune_args(results, *extra):
             "--batch-size", "8", "--results", str(results), *extra]
 
 
+@pytest.mark.slow
 def test_finetune_shards_resume_and_merge(tmp_path, monkeypatch, shared_data_dir, zoo_cache,
                                           capsys):
     from dupbert.results import ResultsFile
@@ -544,6 +545,7 @@ def test_lens_bad_text_file(tmp_path, capsys, nothing_loads, content, message):
     ("albert-en-small", [932, 1123, 1017, 937, 901, 871, 851],
      [1157, 1313, 1166, 1073, 1002, 965, 919]),
 ])
+@pytest.mark.slow
 def test_the_english_models_pretrained_here_load_by_name_and_probe(model, top1, top5, tmp_path,
                                                                    fresh_results_cache, capsys):
     """Offline, from the committed weights: the RQ1 table of the first 16 WikiText-2 test

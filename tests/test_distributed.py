@@ -13,6 +13,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.slow  # two processes fine-tuning together
+
 # Runs dupbert's CLI unchanged, logging which ranks train and which append a result row.
 DRIVER = textwrap.dedent("""
     import os, sys

@@ -16,6 +16,8 @@ from dupbert.sweeps import merge_results, sweep
 from dupbert.errors import ParameterError
 from dupbert.tasks import UnknownTask
 
+pytestmark = pytest.mark.slow  # real fine-tuning runs
+
 FEW_STEPS = {"classification": {"max_steps": 6, "learning_rate": 5e-4, "batch_size": 16}}
 SMALL = dict(max_train_samples=96, max_eval_samples=48, progress=False)
 

@@ -17,6 +17,8 @@ from dupbert.pretrain import MODELS, CheckpointMismatch, PretrainConfig, batch_r
 from dupbert.pretrain_corpus import (CorpusError, evaluation_texts, normalise,
                                      overlapping_paragraphs, pretraining_documents, read_documents)
 
+pytestmark = pytest.mark.slow  # pretraining runs, resumed and reproduced for real
+
 REPO = Path(__file__).resolve().parents[1]
 EVAL_FILES = ("wikitext2/wiki.test.raw", "wikitext2/wiki.valid.tokens", "sst2/dev.tsv",
               "snli/snli_dev.becel.tsv", "squad2/dev-v2.0.reconstructed.json.gz")

@@ -47,6 +47,7 @@ def test_pinned_per_layer_accuracy(pretrained_frame):
     np.testing.assert_allclose(frame["top5"], RXNMAPPER_TOP5, atol=6e-4)
 
 
+@pytest.mark.slow
 def test_control_is_far_below_from_hidden_state_2(rxnmapper, uspto_first_64, pretrained_frame):
     model, tokenizer = rxnmapper
     control = reconstruction_accuracy(random_init_control(model, seed=0), tokenizer,
@@ -76,6 +77,7 @@ def test_batch_equals_one_sequence_at_a_time(rxnmapper, uspto_first_64):
     np.testing.assert_allclose(batched["top1_macro"], macro, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_head_in_small_blocks_gives_the_same_table(rxnmapper, uspto_first_64, pretrained_frame,
                                                   monkeypatch):
     model, tokenizer = rxnmapper
@@ -122,6 +124,7 @@ def test_text_of_only_special_tokens_is_refused(rxnmapper):
         reconstruction_accuracy(model, tokenizer, [""], progress=False)
 
 
+@pytest.mark.slow
 def test_probe_models_caches_and_labels_the_control(tmp_path, monkeypatch, shared_data_dir,
                                                     zoo_cache):
     monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
@@ -336,6 +339,7 @@ def test_masked_probe_keys_its_cache_on_the_mask_rate_and_uses_the_given_seed_an
     assert calls == [(0.15, 3), (0.15, 3), (0.3, 3), (0.3, 3), (0.15, 4), (0.15, 4)]
 
 
+@pytest.mark.slow
 def test_standard_duplications_probed_without_the_cache(tmp_path, monkeypatch, shared_data_dir,
                                                         zoo_cache):
     """``duplications="standard"`` probes every variant of ``standard_duplications`` (for the
@@ -666,6 +670,7 @@ def test_bad_arguments_of_the_probe_are_named(rxnmapper, uspto_first_64, call, e
     assert str(refused.value).startswith(message)
 
 
+@pytest.mark.slow
 def test_texts_may_come_from_a_generator(rxnmapper, uspto_first_64, pretrained_frame):
     model, tokenizer = rxnmapper
     from_generator = reconstruction_accuracy(model, tokenizer, (t for t in uspto_first_64),

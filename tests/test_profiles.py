@@ -150,6 +150,7 @@ def test_tasks_per_model_leave_the_others_their_defaults_and_keep_the_task_prior
         "all-MiniLM-L6-v2": ["snli", "sst2"]}
 
 
+@pytest.mark.slow
 def test_cli_profile_runs_the_notebook_runs_and_resumes(tmp_path, zoo_env, capsys):
     profile = tmp_path / "tiny.yaml"
     profile.write_text(
@@ -170,6 +171,7 @@ def test_cli_profile_runs_the_notebook_runs_and_resumes(tmp_path, zoo_env, capsy
     assert "drop --seed" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_gpu_import_merges_rows_once_and_unpacks_outputs(tmp_path):
     import numpy as np
 

@@ -75,6 +75,7 @@ def _oracle_logits(train_features, width, big=10.0, pad=-100.0):
 # ---------------------------------------------------------------------------------------- features
 
 
+@pytest.mark.slow
 def test_train_features_round_trip_to_the_gold_answer(train_batch, tokenizer):
     train = qa.prepare_train_features(train_batch, tokenizer)  # max_length 384, stride 128
     evaluation = qa.prepare_eval_features(train_batch, tokenizer)

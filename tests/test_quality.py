@@ -14,6 +14,8 @@ from dupbert.hidden import tokenize_for_probe
 from dupbert.quality import QUALITY_COLUMNS, heldout_corpus, masked_top1, quality_table
 from dupbert.significance import ratio_bootstrap
 
+pytestmark = pytest.mark.slow  # masked top-1 of real models on real held-out text
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from dupbert.results import ResultsFile
 
+pytestmark = pytest.mark.slow  # a sweep killed and resumed for real
+
 CLI = "import sys; from dupbert.cli import main; sys.exit(main(sys.argv[1:]))"
 CONFIGURATIONS = ["baseline", "copy last", "depth control"]
 

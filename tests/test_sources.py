@@ -108,6 +108,7 @@ def test_download_from_mirror(tmp_path, mirror, no_rdkit):
 
 @pytest.mark.skipif(not HAVE_RDKIT and not os.environ.get("CI"),
                     reason="rdkit is not installed (pip install 'dupbert[domain]'); under CI it must be")
+@pytest.mark.slow
 def test_download_derives_uspto50k_unmapped_with_rdkit(tmp_path, mirror, shared_data_dir):
     """RDKit reproduces SOURCES-domain.md B3/B4 byte for byte (made with rdkit 2026.09.1)."""
     url, _, requests = mirror

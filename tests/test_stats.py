@@ -228,6 +228,7 @@ def all_states(rxnmapper, uspto_32):
     return collect_hidden_states(model, tokenizer, uspto_32, max_tokens=None, progress=False)
 
 
+@pytest.mark.slow
 def test_pinned_values_on_rxnmapper(all_states):
     assert all_states.shape == (13, RXNMAPPER_N_TOKENS, 256)
     assert all_states.dtype == torch.float32

@@ -94,6 +94,7 @@ def test_a_hub_dataset_with_config_split_and_column(files, reference, results_ca
     assert asked[-1] == ("someone/uspto", None, "test")
 
 
+@pytest.mark.slow
 def test_the_cache_is_keyed_on_the_texts_not_the_path(files, results_cache, monkeypatch,
                                                       tmp_path):
     computed = []
@@ -124,6 +125,7 @@ def test_the_cache_is_keyed_on_the_texts_not_the_path(files, results_cache, monk
     assert len(computed) == 2
 
 
+@pytest.mark.slow
 def test_layer_statistics_read_a_users_file(files, results_cache, shared_data_dir):
     from dupbert.stats import layer_similarity_report
 
@@ -207,6 +209,7 @@ def test_csv_cells_stay_as_written_and_blank_lines_are_skipped(tmp_path):
     assert read_texts(path, n_sequences=2) == ["NA", "007"]
 
 
+@pytest.mark.slow
 def test_over_long_sequences_are_cut_with_a_warning_that_counts_them(rxnmapper, files):
     texts = read_texts(files["txt"][0])
     with pytest.warns(TruncationWarning) as warned:

@@ -18,6 +18,8 @@ from dupbert import (LinearTranslator, fit_translators, masked_prediction_accura
 from dupbert.duplicate import duplicate_layers
 from dupbert.translators import RIDGE_GRID, _Moments, fit_affine, lens_kl
 
+pytestmark = pytest.mark.slow  # translators fitted on real hidden states
+
 N_EVAL, N_FIT = 64, 200
 # Measured once: rxnmapper-albert, evaluated on the first 64 reactions of USPTO-50k test
 # (6,371 tokens), the translator fitted on the next 200; top-1 per hidden state 0..12, rounded.
