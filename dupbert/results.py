@@ -30,20 +30,26 @@ def _readable(path: str | os.PathLike, mode: int) -> None:
     os.chmod(path, mode & ~umask)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
+def _atomic_file(path: str | os.PathLike, mode: str, write) -> Path:
+    """``write(stream)`` into a private temporary file beside ``path`` (opened with ``mode``),
+    then ``os.replace`` it into place: never half-written, readable by other users."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
+        with os.fdopen(handle, mode) as stream:
+            write(stream)
         _readable(temporary, 0o666)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
+    return _atomic_file(path, "w", lambda stream: stream.write(text))
 
 
 @contextlib.contextmanager
@@ -70,18 +76,7 @@ def atomic_save_npy(path: str | os.PathLike, array) -> Path:
     """``numpy.save`` via a private temporary file and ``os.replace`` (never half-written)."""
     import numpy as np
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            np.save(stream, array)
-        _readable(temporary, 0o666)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
+    return _atomic_file(path, "wb", lambda stream: np.save(stream, array))
 
 
 def repository_path(path: str | os.PathLike) -> Path:
