@@ -208,7 +208,9 @@ def test_two_shards_merged_equal_one_run(tmp_path):
     assert (first["duplication"].tolist(), second["duplication"].tolist()) == (
         ["baseline", "depth control"], ["copy last"])  # every other configuration, disjoint
     merged = merge_results([tmp_path / "s0.jsonl", tmp_path / "s1.jsonl"], tmp_path / "m.jsonl")
-    timing = ["train_time_s", "eval_time_s", "finished_at"]
+    # when and at which commit each row was made: a commit landing between the sweeps (a
+    # background queue commits its rows as they land) moves git_commit, not the results
+    timing = ["train_time_s", "eval_time_s", "finished_at", "git_commit"]
     key = "run_key"
     left = whole.drop(columns=timing).sort_values(key).reset_index(drop=True)
     right = merged.drop(columns=timing).sort_values(key).reset_index(drop=True)
