@@ -53,6 +53,7 @@ def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
             shown[heading] = where[column]
     return shown
 
+
 def final_table(record: pd.DataFrame) -> pd.DataFrame:
     """Every measure per hidden state (rows) and (model, measure) (columns) at each model's last
     evaluated step, top-1 to 3 decimals (``""`` where not measured); the MLM loss rows left out."""
@@ -60,7 +61,6 @@ def final_table(record: pd.DataFrame) -> pd.DataFrame:
     table = last[last["measure"] != "mlm"].pivot_table(index="layer", columns=["model", "measure"],
                                                        values="top1")
     return table.map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
-
 
 
 PAST_PLATEAU_HEADINGS = {"P": "first predicting step P", "masked_P": "masked top-1 at P",
