@@ -958,7 +958,7 @@ def test_the_rq4_grid_beside_table_and_text_read_the_comparison():
                        "its gain [95% CI]": "+1.10 [+1.00, +1.20]", "secondary gains / losses": "0 / 0 of 1",
                        "verdict": "reproduced"}]
     assert book_rq4.cell_counts(summary, status) == {
-        "cells": 1, "learned": 1, "not_learned": 0, "not_learned_cells": "none", "decided": 1,
+        "cells": 1, "learned": 1, "not_learned_cells": "none", "decided": 1,
         "pending": 0, "better": 1, "worse": 0}
     assert book_rq4.configuration_table(summary, main, status).reset_index().to_dict("records") == [
         {"duplication": "copy first 3", "role": "primary", "cells": 1, "gain > 0": 1,
@@ -981,7 +981,7 @@ def test_the_rq4_grid_beside_table_and_text_read_the_comparison():
     assert book_rq4.gain_grid(main, status).iloc[0, 0] == "did not learn"
     low_summary = comparisons.overall(main)
     assert book_rq4.cell_counts(low_summary, status) == {
-        "cells": 1, "learned": 0, "not_learned": 1, "not_learned_cells": "m on snli", "decided": 0,
+        "cells": 1, "learned": 0, "not_learned_cells": "m on snli", "decided": 0,
         "pending": 0, "better": 0, "worse": 0}
     assert book_rq4.configuration_table(low_summary, main, status).empty
     assert book_rq4.claimed_table(low_summary, status).empty
@@ -1103,7 +1103,7 @@ def test_rq4_counts_a_non_significant_primary_as_neither_and_keeps_the_configura
     main = comparisons.primary_rows(table)
     summary, status = comparisons.overall(main), comparisons.learning_status(results)
     assert book_rq4.cell_counts(summary, status) == {
-        "cells": 2, "learned": 1, "not_learned": 1, "not_learned_cells": "a on snli", "decided": 1,
+        "cells": 2, "learned": 1, "not_learned_cells": "a on snli", "decided": 1,
         "pending": 0, "better": 0, "worse": 0}
     shown = book_rq4.configuration_table(summary, main, status)
     assert shown.index.tolist() == ["copy first 3", "copy 2"]

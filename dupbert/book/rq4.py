@@ -78,7 +78,7 @@ def _pending(verdicts: pd.Series) -> pd.Series:
 
 def cell_counts(summary: pd.DataFrame, status: pd.DataFrame) -> dict[str, int | str]:
     """The counts that open "What the numbers say": ``cells`` (model × task), ``learned`` (the
-    baseline reached its floor), ``not_learned`` and ``not_learned_cells`` (``"m on t; ..."``,
+    baseline reached its floor), ``not_learned_cells`` (``"m on t; ..."``,
     ``"none"``), ``decided`` (learned, with all planned primary runs), ``pending``, and of the
     decided primaries ``better`` and ``worse`` (p < 0.05). A comparison short of its planned seeds
     is shown in the grid, never counted here.
@@ -93,7 +93,7 @@ def cell_counts(summary: pd.DataFrame, status: pd.DataFrame) -> dict[str, int | 
     waiting = _pending(cells["verdict"])
     decided = cells[cells["primary"].notna() & ~waiting]
     significant = decided["p_value"] < 0.05
-    return {"cells": len(summary), "learned": len(cells), "not_learned": len(skipped),
+    return {"cells": len(summary), "learned": len(cells),
             "not_learned_cells": "; ".join(f"{m} on {t}" for m, t in zip(skipped["model"], skipped["task"]))
             or "none",
             "decided": len(decided), "pending": int(waiting.sum()),
