@@ -143,14 +143,15 @@ A {architecture} with a pretrained MLM head, pretrained here from random init on
   the arrow).
 - **Objective**: BERT's masked language model (15% of tokens, 80/10/10, dynamic masking, decoder
   tied to the input embeddings); no next-sentence prediction.
-- **Training**: {steps:,} steps, AdamW (betas 0.9/0.98, eps 1e-6, {learning_rate}), {warmup}
-  warm-up steps then linear decay, one torch thread. {hours:.2f} hours of wall-clock time on
+- **Training**: {steps:,} steps{stage}, AdamW (betas 0.9/0.98, eps 1e-6, {learning_rate}),
+  {warmup} warm-up steps then linear decay, one torch thread. {hours:.2f} hours of wall-clock time on
   {cpu}, cores shared with other runs.
 - **Masked top-1**: {quality}.
 - **Held-out MLM loss**: {loss:.3f} (300 USPTO-50k test reactions, {n_masked} positions, BERT's
   80/10/10).
 - **Weights**: {storage}.
-- **Rebuild**: `MODELS={name} PUBLISH=1 bash scripts/pretrain.sh`.
+- **Rebuild**: `MODELS={name} PUBLISH=1 bash scripts/pretrain.sh` (one stage per call; it publishes
+  each).
 
 Configuration (`dupbert.pretrain.PretrainConfig`):
 

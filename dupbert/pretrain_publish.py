@@ -100,7 +100,7 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
                else "float32, rebuilt here: too large for the repository, which keeps this card "
                "and the weights' sha256")
     card = _reaction_card(config, model, n_parameters, storage, quality, corpus_report, loss, mlm,
-                          step) if config.corpus == "reactions" else model_card.MODEL_CARD.format(
+                          step, done) if config.corpus == "reactions" else model_card.MODEL_CARD.format(
         name=config.name, architecture=type(model).__name__, parameters=n_parameters,
         origin=model_card.origin(config), storage=storage,
         trained=model_card.trained(config) + model_card.stage_line(config, done),
@@ -138,13 +138,14 @@ def embeddings_source(name: str) -> str:
 
 
 def _reaction_card(config, model, n_parameters: int, storage: str, quality: dict | None,
-                   corpus_report: dict, loss: pd.DataFrame, mlm, step: int) -> str:
+                   corpus_report: dict, loss: pd.DataFrame, mlm, step: int, done: dict) -> str:
     """The model card of a model pretrained here on reaction SMILES (``model_card.REACTION_CARD``)."""
     from .results import cpu_model
 
     return model_card.REACTION_CARD.format(
         name=config.name, architecture=type(model).__name__, parameters=n_parameters,
         tokens=int(loss["tokens_seen"].max()), corpus=corpus_report, steps=step,
+        stage=model_card.stage_line(config, done),
         learning_rate=model_card.rates(config), warmup=config.warmup_steps,
         hours=float(loss["elapsed_s"].max()) / 3600, cpu=cpu_model() or "a CPU",
         quality=model_card.quality_line(quality, "USPTO-50k test reactions"),

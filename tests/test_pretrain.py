@@ -612,3 +612,25 @@ def test_the_committed_first_reaction_steps_reproduce_and_count_real_tokens(shar
     record = pd.read_csv(tmp_path / "results" / "emergence.csv")
     baseline = record.loc[record["measure"] == "most frequent", "top1"]
     assert baseline.round(4).tolist() == [0.2468]
+
+
+def test_a_reaction_card_says_which_stage_its_weights_end():
+    """A staged reaction run's card names the stage and its steps; a run of one stage does not."""
+    from dupbert.pretrain_publish import _reaction_card
+
+    class AlbertForMaskedLM:  # the card reads only the class name
+        pass
+
+    config = PretrainConfig(name="albert-rxn-x", architecture="albert", corpus="reactions",
+                            vocab_size=591, total_steps=3000, stage_steps=1000)
+    loss = pd.DataFrame({"tokens_seen": [10, 5_950_000], "elapsed_s": [1.0, 7200.0]})
+    corpus = {"reactions": 5001, "dropped_in_test": 6}
+    mlm = {"loss": 1.5, "n_tokens": 4040}
+    done = {"step": 2000, "stage": 2, "stages": 3, "finished": False}
+    card = " ".join(_reaction_card(config, AlbertForMaskedLM(), 1_140_303, "float16", None,
+                                   corpus, loss, mlm, 2000, done).split())
+    assert "- **Training**: 2,000 steps; these weights end stage 2 of at most 3 (steps 1,001-2,000;" in card
+    assert "5,950,000 tokens seen" in card and "2.00 hours" in card
+    single = _reaction_card(config, AlbertForMaskedLM(), 1, "float16", None, corpus, loss, mlm,
+                            2000, {**done, "stages": 1})
+    assert "stage" not in single.split("**Training**")[1].split("\n")[0]
