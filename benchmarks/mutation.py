@@ -53,7 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULT = REPO / "benchmarks" / "results" / "mutation.json"
 MODULES = ("significance", "results", "sweeps", "paper", "comparisons", "text", "book.rq3",
            "book.rq4", "glance", "ensemble", "rq5", "book.rq5", "duplicate", "probe",
-           "text_rq1")
+           "book.rq1")
 # mutmut's names of the functions counted in modules mutated only in part: the results file
 # (dupbert/results.py), and the sweep and RQ5's smoke sweeps (dupbert/sweeps.py)
 SELECTED = {"results": ("x_run_key", "xǁResultsFileǁ"),

@@ -244,23 +244,6 @@ def mlm_learned(quality: pd.DataFrame) -> dict[str, bool]:
     return {str(r.model): clears_mlm_floor(r.top1, r.majority_top1) for r in quality.itertuples()}
 
 
-def floor_note(quality: pd.DataFrame) -> str:
-    """One paragraph: each model's masked top-1 against the most-frequent-token baseline, and
-    whether it clears the MLM floor (:func:`mlm_learned`)."""
-    learned = mlm_learned(quality)
-    def status(model: str) -> str:
-        if model in NOT_PRETRAINED_HEADS:
-            return "not judged: not a pretrained head"
-        return "clears" if learned[model] else "below"
-
-    models = "; ".join(f"{r.model} {r.top1:.3f} against {r.majority_top1:.3f} ({status(r.model)})"
-                       for r in quality.itertuples())
-    return (f"**RQ1 and RQ2 with the MLM-quality floor** (added 2026-12-02): a model is judged only "
-            f"if its masked top-1 (every chosen token masked, held-out text) is at least "
-            f"{MLM_FLOOR:.2f} and {MLM_FLOOR_RATIO:g} times the most-frequent-token baseline. "
-            f"Masked top-1 against that baseline: {models}.")
-
-
 def with_mlm_floor(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None,
                    spearman: pd.DataFrame | None, quality: pd.DataFrame) -> pd.DataFrame:
     """RQ1's and RQ2's claims judged twice, side by side: by the registered rule (every model with

@@ -721,7 +721,7 @@ def translator_gap_vs_similarity(translator: pd.DataFrame, layers: pd.DataFrame,
     identity lens there (RQ2 beside RQ1's translator; Din et al. 2023).
 
     Args:
-        translator: ``dupbert.text_rq1.translator_comparison`` rows (RQ1's ``rq1-translator``).
+        translator: ``dupbert.book.rq1.translator_comparison`` rows (RQ1's ``rq1-translator``).
         layers: :func:`layer_similarity_report`'s per-layer frame (``baseline`` rows are used).
         similarity: the column of ``layers`` to relate the gap to.
         lens: the fitted translator whose gain is related (its rows are called ``linear`` below).

@@ -380,7 +380,7 @@ def test_the_glance_table_is_short_and_the_forest_plot_is_on_it(browser, book_ur
 
 @pytest.mark.parametrize("chapter, figure", [
     ("rq2", "fig-rq2-scatter"), ("rq3", "fig-rq3-seeds"), ("rq4", "fig-rq4-gains"),
-    ("rq5", "fig-rq5-ensembles"), ("emergence", "fig-emergence-reactions")])
+    ("rq5", "fig-rq5-ensembles"), ("emergence", "fig-emergence-reactions"), ("rq1", "fig-rq1-top1")])
 def test_each_chapter_opens_with_its_answer_and_its_main_figure(browser, book_url, built_book, chapter,
                                                                  figure):
     """Before the chapter's first section: a paragraph that starts "The answer", its glued numbers

@@ -10,7 +10,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 import dupbert.probe as probe_module
-from dupbert import text_rq1
+from dupbert.book import rq1 as rq1_book
 from dupbert import (masked_prediction_accuracy, probe_models, random_init_control,
                      reconstruction_accuracy)
 from dupbert.errors import DeviceNotAvailable
@@ -705,7 +705,7 @@ def test_probe_models_refuses_bad_arguments_before_loading_or_reading_the_cache(
 
 
 def test_translator_comparison_keeps_the_baseline_of_each_lens():
-    from dupbert.text_rq1 import translator_comparison, translator_curves
+    from dupbert.book.rq1 import translator_comparison, translator_curves
 
     def frame(value, duplications=("baseline", "first 1 copied")):
         return pd.DataFrame([dict(model="m", duplication=d, init="pretrained", layer=l,
@@ -748,7 +748,7 @@ def _reconstruction_frame():
 
 
 def test_reconstruction_table_puts_top1_top5_then_the_controls_per_model():
-    table = text_rq1.reconstruction_table(_reconstruction_frame(), ["n", "m"])
+    table = rq1_book.reconstruction_table(_reconstruction_frame(), ["n", "m"])
     assert list(table.columns) == ["n", "m", "n control", "m control"]
     assert table.index.name == "hidden state" and table.index.tolist() == [0, 1, 2, 3, 4]
     assert table.loc[0, "m"] == "0.100 (0.300)" and table.loc[4, "m"] == "0.970 (0.990)"
@@ -757,30 +757,26 @@ def test_reconstruction_table_puts_top1_top5_then_the_controls_per_model():
     assert table.loc[4, "m control"] == "0.040"
 
 
-M_RECONSTRUCTION = (
-    "- **m** (8 sequences, 120 tokens): the pretrained head decodes 97.0% of the tokens (top-1) "
-    "from the last hidden state, 4, the one it was trained on. From the intermediate hidden "
-    "states 1 to 3 it decodes between 80.0% (hidden state 1) and 95.0% (mean 86.7%; top-5 mean "
-    "94.7%), and 10.0% from the embedding output. From hidden state 4 on, every hidden state is "
-    "decoded at 90% or more. The random-init control decodes 2.0% on average over its hidden "
-    "states (at most 4.0%).")
-N_RECONSTRUCTION = (
-    "- **n** (2 sequences, 30 tokens): the pretrained head decodes 90.0% of the tokens (top-1) "
-    "from the last hidden state, 2, the one it was trained on. From the one intermediate hidden "
-    "state, 1, it decodes 50.0% (top-5 70.0%), and 20.0% from the embedding output. From hidden "
-    "state 2 on, every hidden state is decoded at 90% or more. The random-init control decodes "
-    "0.7% on average over its hidden states (at most 2.0%).")
-
-
-def test_describe_reconstruction_in_words():
+def test_reconstruction_summary_gives_each_model_one_row():
+    """Hand-computed: m's intermediate hidden states 1..3 are 0.80, 0.95, 0.85 (lowest at 1, mean
+    0.867, top-5 mean 0.947); hidden state 3 (0.85) breaks the run above 0.90, so it starts at 4;
+    n has one intermediate hidden state."""
     frame = _reconstruction_frame()
-    text = text_rq1.describe_reconstruction(frame, ["m", "n"])
-    assert text == M_RECONSTRUCTION + "\n" + N_RECONSTRUCTION
-    # hidden state 3 (85%) breaks the run above 90%; at 80% the run starts at hidden state 1
-    lower = text_rq1.describe_reconstruction(frame, ["m"], threshold=0.8)
-    assert "From hidden state 1 on, every hidden state is decoded at 80% or more." in lower
-    higher = text_rq1.describe_reconstruction(frame, ["m"], threshold=0.98)
-    assert "Even the last hidden state is decoded below 98%. The random-init" in higher
+    table = rq1_book.reconstruction_summary(frame, ["m", "n"])
+    assert table.index.tolist() == ["m", "n"] and table.index.name == "model"
+    m = table.loc["m"]
+    assert (m["sequences"], m["tokens"], m["last hidden state"], m["top-1 there"]) == (8, 120, 4,
+                                                                                      "0.970")
+    assert (m["intermediate: lowest"], m["at hidden state"], m["intermediate: mean"],
+            m["top-5 mean"], m["embedding output"]) == ("0.800", 1, "0.867", "0.947", "0.100")
+    assert (m["all >= 0.90 from"], m["control: mean"], m["control: best"]) == (4, "0.020", "0.040")
+    n = table.loc["n"]
+    assert (n["intermediate: lowest"], n["at hidden state"], n["intermediate: mean"],
+            n["all >= 0.90 from"], n["control: mean"]) == ("0.500", 1, "0.500", 2, "0.007")
+    assert rq1_book.reconstruction_summary(frame, ["m"], threshold=0.8).loc[
+        "m", "all >= 0.80 from"] == 1
+    assert rq1_book.reconstruction_summary(frame, ["m"], threshold=0.98).loc[
+        "m", "all >= 0.98 from"] == "none"
 
 
 def _summary():
@@ -793,7 +789,7 @@ def _summary():
 
 
 def test_duplication_table_names_the_columns_and_signs_the_change():
-    table = text_rq1.duplication_table(_summary())
+    table = rq1_book.duplication_table(_summary())
     assert table.index.names == ["model", "duplication"]
     assert list(table.columns) == ["blocks", "copies", "top-1 at copies", "top-1 before 1st copy",
                                    "min top-1 after", "top-1 last", "change of last"]
@@ -804,11 +800,9 @@ def test_duplication_table_names_the_columns_and_signs_the_change():
     assert two["change of last"] == "+0.0300"
 
 
-def test_describe_duplication_gives_ranges_and_the_largest_drop():
-    assert text_rq1.describe_duplication(_summary(), ["m"]) == (
-        "- **m**: over 2 duplicated variants, the hidden states that copies produce are decoded "
-        "at 75.0% to 85.0% top-1; the last hidden state changes by -2.0% to +3.0% against the "
-        "baseline (largest drop: block 1 copied).")
+def test_duplication_overview_gives_ranges_and_the_largest_drop():
+    table = rq1_book.duplication_overview(_summary(), ["m"])
+    assert table.loc["m"].tolist() == [2, "0.750 to 0.850", "-0.0200 to +0.0300", "block 1 copied"]
 
 
 def _masked_frames():
@@ -827,30 +821,23 @@ def _masked_frames():
 
 
 def test_masked_table_shows_the_models_as_loaded():
-    caption, table = text_rq1.masked_table(_masked_frames()[1], ["m", "n"])
-    assert caption == ("Masked-token top-1 accuracy per hidden state, each model as loaded "
-                       "(m: 17 masked tokens, n: 9 masked tokens):")
+    table = rq1_book.masked_table(_masked_frames()[1], ["m", "n"])
     assert list(table.columns) == ["m", "n"] and table.index.name == "hidden state"
-    assert table.index.tolist() == [0, 1, 2, 3, 4]  # not the duplicated variant's hidden state 5
+    # not the duplicated variant's hidden state 5; the masked tokens counted in the last row
+    assert table.index.tolist() == [0, 1, 2, 3, 4, "masked tokens"]
     assert table.loc[1, "m"] == "0.300" and table.loc[1, "n"] == "0.600" and table.loc[2, "n"] == ""
+    assert table.loc["masked tokens"].tolist() == ["17", "9"]
 
 
-def test_describe_masked_separates_copying_from_predicting():
+def test_copy_and_predict_separates_copying_from_predicting():
     reconstruction, masked = _masked_frames()
-    assert text_rq1.describe_masked(reconstruction, masked, ["m"]) == (
-        "- **m**: the head reconstructs unmasked tokens at 90% of its best from hidden state 2 on, "
-        "but predicts masked tokens at 90% of its best (95.0%) only from hidden state 3 on; at "
-        "hidden state 2 it predicts 47.5% of the masked tokens against 90.0% reconstructed. From "
-        "the last hidden state it predicts 95.0% of the masked tokens; with `first 1 copied` the "
-        "last hidden state predicts 4.0 points fewer.")
-    half = text_rq1.describe_masked(reconstruction, masked, ["m"], share=0.5)
-    assert half.startswith("- **m**: the head reconstructs unmasked tokens at 50% of its best from "
-                           "hidden state 1 on, but predicts masked tokens at 50% of its best "
-                           "(95.0%) only from hidden state 2 on; at hidden state 1 it predicts "
-                           "30.0% of the masked tokens against 85.0% reconstructed.")
+    row = rq1_book.copy_and_predict(reconstruction, masked, ["m"]).loc["m"]
+    assert row.tolist() == [2, 3, "0.950", "0.475", "0.900", "0.950", "first 1 copied", "-4.0"]
+    half = rq1_book.copy_and_predict(reconstruction, masked, ["m"], share=0.5).loc["m"]
+    assert half.tolist()[:5] == [1, 2, "0.950", "0.300", "0.850"]
     better = masked.assign(top1=masked["top1"].where(masked["top1"] != 0.91, 0.97))
-    assert text_rq1.describe_masked(reconstruction, better, ["m"]).endswith(
-        "with `first 1 copied` the last hidden state predicts 2.0 points more.")
+    assert rq1_book.copy_and_predict(reconstruction, better, ["m"]).loc[
+        "m", "its change (points)"] == "+2.0"
 
 
 def test_translator_table_is_top1_per_hidden_state_and_lens():
@@ -859,7 +846,7 @@ def test_translator_table_is_top1_per_hidden_state_and_lens():
                                for layer, value in ((0, 0.1234), (1, 0.5))
                                for measure in ("reconstruction", "masked")
                                for translator in ("identity", "linear")])
-    table = text_rq1.translator_table(comparison)
+    table = rq1_book.translator_table(comparison)
     assert table.index.tolist() == [0, 1]
     assert table.loc[0, ("m", "masked", "identity")] == "0.123"
     assert table.loc[1, ("m", "reconstruction", "identity")] == "0.500"
@@ -872,7 +859,7 @@ def test_quality_view_reads_the_floor_of_each_model():
     from pathlib import Path
 
     quality = pd.read_csv(Path(__file__).parents[1] / "results" / "cpu" / "rq1-mlm-quality.csv")
-    view = text_rq1.quality_table_view(quality)
+    view = rq1_book.quality_table_view(quality)
     assert view.loc["antiberty", "clears the floor"] == "yes"
     assert view.loc["bert-en-small", "clears the floor"] == "no"
     assert view.loc["bert-en-small", "masked top-1 [95% CI]"] == "0.070 [0.061, 0.079]"
@@ -930,3 +917,21 @@ def test_the_probe_equals_an_independent_reference(name, zoo_cache, uspto_first_
             counted += int(keep.sum())
     assert ours["n_tokens"].tolist() == [counted] * len(states)
     np.testing.assert_allclose(ours["top1"].to_numpy(), hits / counted, rtol=0, atol=1e-12)
+
+
+def test_rq1_answer_reads_the_committed_tables_under_both_rules():
+    """The committed cpu tables: under the registered rule albert-en-small's hidden state 6 (0.411)
+    is the weakest and leaves both claims undecided; with the MLM floor only the four models
+    that predict a masked token are judged, and both claims are reproduced."""
+    from pathlib import Path
+
+    tables = Path(__file__).parents[1] / "results" / "cpu"
+    answer = rq1_book.answer_table(pd.read_csv(tables / "rq1-reconstruction.csv"),
+                                   pd.read_csv(tables / "rq1-duplicated.csv"),
+                                   pd.read_csv(tables / "rq1-mlm-quality.csv"))
+    assert answer["registered rule"].tolist() == ["undecided", "undecided"]
+    assert answer["with the MLM floor"].tolist() == ["reproduced", "reproduced"]
+    assert set(answer["judged with the floor"]) == {
+        "antiberty, rxnfp-bert, rxnmapper-albert, minilm-mlm-en"}
+    assert answer["ours: the weakest hidden state 1..L"].iloc[0].startswith(
+        "weakest of 6 models: albert-en-small 0.411 [0.405, 0.417] at hidden state 6")

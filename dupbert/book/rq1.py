@@ -1,6 +1,8 @@
-"""The RQ1 chapter's tables and prose (``notebooks/rq1.ipynb``): reconstruction per hidden state
-beside the random-init control, what duplication does, masked prediction against copying, and the
-identity lens beside the fitted translators; from the frames of :func:`dupbert.probe.probe_models`.
+"""The RQ1 chapter's tables (``notebooks/rq1.ipynb``): reconstruction per hidden state beside the
+random-init control, what duplication does, masked prediction against copying, and the identity
+lens beside the fitted translators; from the frames of :func:`dupbert.probe.probe_models`. The
+prose is in the notebook's Markdown; fractions are shown with 3 decimals (4 where a change of a
+tenth of a point matters).
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from .model_card import clears_mlm_floor
-from .probe import BASELINE, CONTROL, PRETRAINED
+from ..glance import rq1_rows, with_mlm_floor
+from ..model_card import clears_mlm_floor
+from ..probe import BASELINE, CONTROL, PRETRAINED
 
 
 TRANSLATOR_COLUMNS = ["model", "measure", "translator", "layer", "top1", "top5", "n_tokens"]
@@ -76,49 +79,38 @@ def _steady_from(top1: pd.Series, threshold: float):
     return next((layer for layer in top1.index if above.loc[layer:].all()), None)
 
 
-def _describe_one_reconstruction(ours: pd.DataFrame, ctrl: pd.DataFrame, name: str,
-                                 threshold: float) -> str:
-    last = int(ours.index.max())
-    inner = ours.loc[1 : last - 1]  # the hidden states the head was never trained on
-    steady = _steady_from(ours["top1"], threshold)
-    text = (
-        f"- **{name}** ({int(ours['n_sequences'].iloc[0])} sequences, "
-        f"{int(ours['n_tokens'].iloc[0])} tokens): the pretrained head decodes "
-        f"{ours.loc[last, 'top1']:.1%} of the tokens (top-1) from the last hidden state, "
-        f"{last}, the one it was trained on. "
-    )
-    if len(inner) == 1:
-        text += (f"From the one intermediate hidden state, 1, it decodes {inner['top1'].iloc[0]:.1%} "
-                 f"(top-5 {inner['top5'].iloc[0]:.1%}), ")
-    else:
-        text += (f"From the intermediate hidden states 1 to {last - 1} it decodes between "
-                 f"{inner['top1'].min():.1%} (hidden state {inner['top1'].idxmin()}) and "
-                 f"{inner['top1'].max():.1%} (mean {inner['top1'].mean():.1%}; top-5 mean "
-                 f"{inner['top5'].mean():.1%}), ")
-    text += f"and {ours.loc[0, 'top1']:.1%} from the embedding output. "
-    if steady is None:
-        text += f"Even the last hidden state is decoded below {threshold:.0%}."
-    else:
-        text += f"From hidden state {steady} on, every hidden state is decoded at {threshold:.0%} or more."
-    return text + (
-        f" The random-init control decodes {ctrl['top1'].mean():.1%} on average over its "
-        f"hidden states (at most {ctrl['top1'].max():.1%})."
-    )
-
-
-def describe_reconstruction(frame: pd.DataFrame, models: Sequence[str],
-                            threshold: float = 0.9) -> str:
-    """What RQ1's reconstruction numbers say, one Markdown bullet per model (section 3).
+def reconstruction_summary(frame: pd.DataFrame, models: Sequence[str],
+                           threshold: float = 0.9) -> pd.DataFrame:
+    """What RQ1's reconstruction numbers say, one row per model (section 3): the last hidden state
+    (the one the head was trained on), the intermediate ones 1..L-1 (lowest, where, mean, top-5
+    mean), the embedding output, the first hidden state from which every one is decoded at
+    ``threshold`` or more ("none" when even the last is not), and the random-init control's
+    mean and best; fractions with 3 decimals.
 
     Args:
         frame: :func:`dupbert.probe.probe_models` output with the control and no duplications.
-        models: the models described, in this order.
+        models: the models, in row order.
         threshold: the top-1 (a fraction) from which a hidden state counts as decoded.
     """
     pretrained = frame[frame["init"] == PRETRAINED].set_index(["model", "layer"])
     control = frame[frame["init"] == CONTROL].set_index(["model", "layer"])
-    return "\n".join(_describe_one_reconstruction(pretrained.loc[name], control.loc[name], name,
-                                                  threshold) for name in models)
+    rows = []
+    for name in models:
+        ours, ctrl = pretrained.loc[name], control.loc[name]
+        last = int(ours.index.max())
+        inner = ours.loc[1 : last - 1]  # the hidden states the head was never trained on
+        steady = _steady_from(ours["top1"], threshold)
+        rows.append({
+            "sequences": int(ours["n_sequences"].iloc[0]), "tokens": int(ours["n_tokens"].iloc[0]),
+            "last hidden state": last, "top-1 there": _fixed(ours.loc[last, "top1"]),
+            "intermediate: lowest": _fixed(inner["top1"].min()),
+            "at hidden state": "" if inner.empty else int(inner["top1"].idxmin()),
+            "intermediate: mean": _fixed(inner["top1"].mean()),
+            "top-5 mean": _fixed(inner["top5"].mean()),
+            "embedding output": _fixed(ours.loc[0, "top1"]),
+            f"all >= {threshold:.2f} from": "none" if steady is None else int(steady),
+            "control: mean": _fixed(ctrl["top1"].mean()), "control: best": _fixed(ctrl["top1"].max())})
+    return pd.DataFrame(rows, index=pd.Index(list(models), name="model"))
 
 
 def duplication_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -134,31 +126,32 @@ def duplication_table(summary: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-def describe_duplication(summary: pd.DataFrame, models: Sequence[str]) -> str:
-    """What duplication does to reconstruction (section 5), one Markdown bullet per model.
+def duplication_overview(summary: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+    """What duplication does to reconstruction (section 5), one row per model: how many
+    duplicated variants, the range of top-1 at the hidden states copies produce, the range of the
+    last hidden state's change against the baseline (signed), and the variant with the largest
+    drop.
 
     Args:
         summary: :func:`dupbert.probe.duplication_summary`; each model with a variant besides
             ``baseline``.
-        models: the models described, in this order.
+        models: the models, in row order.
     """
-    lines = []
+    rows = []
     for name in models:
-        rows = summary[(summary["model"] == name) & (summary["duplication"] != BASELINE)]
-        worst = rows.loc[rows["last_change"].idxmin()]
-        copies = rows["at_copies"]
-        lines.append(
-            f"- **{name}**: over {len(rows)} duplicated variants, the hidden states that copies produce "
-            f"are decoded at {copies.min():.1%} to {copies.max():.1%} top-1; the last hidden state "
-            f"changes by {rows['last_change'].min():+.1%} to {rows['last_change'].max():+.1%} against "
-            f"the baseline (largest drop: {worst['duplication']})."
-        )
-    return "\n".join(lines)
+        variants = summary[(summary["model"] == name) & (summary["duplication"] != BASELINE)]
+        change = variants["last_change"]
+        rows.append({"variants": len(variants),
+                     "top-1 at copies": f"{variants['at_copies'].min():.3f} to "
+                                        f"{variants['at_copies'].max():.3f}",
+                     "change of last": f"{change.min():+.4f} to {change.max():+.4f}",
+                     "largest drop": variants.loc[change.idxmin(), "duplication"]})
+    return pd.DataFrame(rows, index=pd.Index(list(models), name="model"))
 
 
-def masked_table(masked: pd.DataFrame, models: Sequence[str]) -> tuple[str, pd.DataFrame]:
-    """RQ1's masked-prediction table of each model as loaded: ``(caption, table)``, the caption
-    naming each model's masked tokens, the table top-1 per hidden state (rows) and model.
+def masked_table(masked: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+    """RQ1's masked-prediction table of each model as loaded: top-1 per hidden state (rows) and
+    model, with a last row ``masked tokens`` giving each model's count.
 
     Args:
         masked: :func:`dupbert.probe.probe_models` output with ``masking`` set.
@@ -169,50 +162,47 @@ def masked_table(masked: pd.DataFrame, models: Sequence[str]) -> tuple[str, pd.D
     table = table.reindex(columns=models).map(_fixed)
     table.index.name = "hidden state"
     n_masked = masked.groupby("model")["n_tokens"].first()
-    counts = ", ".join(f"{name}: {n_masked[name]} masked tokens" for name in models)
-    return f"Masked-token top-1 accuracy per hidden state, each model as loaded ({counts}):", table
+    table.loc["masked tokens"] = [f"{n_masked[name]:,}" for name in models]
+    return table
 
 
-def _describe_one_masked(reconstruction: pd.DataFrame, masked: pd.DataFrame, name: str,
-                         share: float) -> str:
-    base_r = reconstruction[(reconstruction["model"] == name)
-                            & (reconstruction["duplication"] == BASELINE)].set_index("layer")
-    rows = masked[masked["model"] == name]
-    base_m = rows[rows["duplication"] == BASELINE].set_index("layer")
-    last = int(base_m.index.max())
-    best = base_m["top1"].max()
-    copy_at = next(layer for layer in base_r.index
-                   if base_r.loc[layer, "top1"] >= share * base_r["top1"].max())
-    predict_at = next(layer for layer in base_m.index if base_m.loc[layer, "top1"] >= share * best)
-    other = rows[rows["duplication"] != BASELINE]
-    label = other["duplication"].iloc[0]
-    change = other.sort_values("layer")["top1"].iloc[-1] - base_m.loc[last, "top1"]
-    return (
-        f"- **{name}**: the head reconstructs unmasked tokens at {share:.0%} of its best from hidden "
-        f"state {copy_at} on, but predicts masked tokens at {share:.0%} of its best "
-        f"({best:.1%}) only from hidden state {predict_at} on; at hidden state {copy_at} it predicts "
-        f"{base_m.loc[copy_at, 'top1']:.1%} of the masked tokens against {base_r.loc[copy_at, 'top1']:.1%} "
-        f"reconstructed. From the last hidden state it predicts {base_m.loc[last, 'top1']:.1%} of the "
-        f"masked tokens; with `{label}` the last hidden state predicts {abs(change) * 100:.1f} "
-        f"points {'more' if change >= 0 else 'fewer'}."
-    )
-
-
-def describe_masked(reconstruction: pd.DataFrame, masked: pd.DataFrame, models: Sequence[str],
-                    share: float = 0.9) -> str:
-    """Copying against predicting, one Markdown bullet per model (RQ1, beyond the paper): where
-    reconstruction and masked top-1 reach ``share`` of their best, and how the duplicated
-    variant changes the last hidden state's masked top-1.
+def copy_and_predict(reconstruction: pd.DataFrame, masked: pd.DataFrame, models: Sequence[str],
+                     share: float = 0.9) -> pd.DataFrame:
+    """Copying against predicting, one row per model (RQ1, beyond the paper): the first hidden
+    state at which reconstruction reaches ``share`` of its best ("copies from"), the first at which
+    masked top-1 does ("predicts from", with that best), masked and reconstructed top-1 at the
+    first, masked top-1 at the last hidden state, and its change in points with the one
+    duplicated variant (named).
 
     Args:
         reconstruction: :func:`dupbert.probe.probe_models` on unmasked sequences, with
             ``baseline`` rows.
         masked: the same with ``masking``, with ``baseline`` rows and one duplicated variant per
             model (e.g. ``duplications="paper"``).
-        models: the models described, in this order.
+        models: the models, in row order.
         share: the fraction of its best top-1 a curve must reach.
     """
-    return "\n".join(_describe_one_masked(reconstruction, masked, name, share) for name in models)
+    rows = []
+    for name in models:
+        base_r = reconstruction[(reconstruction["model"] == name)
+                                & (reconstruction["duplication"] == BASELINE)].set_index("layer")
+        variants = masked[masked["model"] == name]
+        base_m = variants[variants["duplication"] == BASELINE].set_index("layer")
+        last, best = int(base_m.index.max()), base_m["top1"].max()
+        copy_at = next(layer for layer in base_r.index
+                       if base_r.loc[layer, "top1"] >= share * base_r["top1"].max())
+        predict_at = next(layer for layer in base_m.index
+                          if base_m.loc[layer, "top1"] >= share * best)
+        other = variants[variants["duplication"] != BASELINE]
+        change = other.sort_values("layer")["top1"].iloc[-1] - base_m.loc[last, "top1"]
+        rows.append({"copies from": int(copy_at), "predicts from": int(predict_at),
+                     "best masked top-1": _fixed(best),
+                     "masked there (copies from)": _fixed(base_m.loc[copy_at, "top1"]),
+                     "reconstructed there": _fixed(base_r.loc[copy_at, "top1"]),
+                     "masked at the last": _fixed(base_m.loc[last, "top1"]),
+                     "duplicated": other["duplication"].iloc[0],
+                     "its change (points)": f"{change * 100:+.1f}"})
+    return pd.DataFrame(rows, index=pd.Index(list(models), name="model"))
 
 
 def translator_table(comparison: pd.DataFrame) -> pd.DataFrame:
@@ -239,3 +229,22 @@ def quality_table_view(quality: pd.DataFrame) -> pd.DataFrame:
         "clears the floor": ["yes" if clears_mlm_floor(r.top1, r.majority_top1) else "no"
                              for r in quality.itertuples()],
     }, index=pd.Index(quality["model"], name="model"))
+
+
+def answer_table(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None,
+                 quality: pd.DataFrame) -> pd.DataFrame:
+    """RQ1's answer, one row per claim (index the claim): the weakest model's worst hidden state
+    1..L (top-1 with its 95% interval), the verdict under the registered rule and with the
+    MLM-quality floor, and the models the floor judges (:func:`dupbert.glance.rq1_rows`,
+    :func:`dupbert.glance.with_mlm_floor`).
+
+    Raises:
+        ParameterError (a ValueError): as :func:`dupbert.glance.with_mlm_floor`.
+    """
+    floor = with_mlm_floor(reconstruction, duplicated, None, quality).set_index("id")
+    return pd.DataFrame([{
+        "claim": row["claim"], "ours: the weakest hidden state 1..L": row["headline"],
+        "registered rule": row["verdict"],
+        "with the MLM floor": floor.loc[row["id"], "with the MLM floor"],
+        "judged with the floor": floor.loc[row["id"], "judged on"]}
+        for row in rq1_rows(reconstruction, duplicated)]).set_index("claim")
