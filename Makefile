@@ -44,7 +44,7 @@ endif
 
 NOTEBOOKS ?= $(sort $(wildcard notebooks/*.ipynb))
 CHAPTERS := $(NOTEBOOKS:notebooks/%=book/%)
-LIBRARY := $(wildcard dupbert/*.py dupbert/*.json)
+LIBRARY := $(wildcard dupbert/*.py dupbert/*/*.py dupbert/*/*.json)
 WORK := .cache/make
 PROFILE_STAMP := $(WORK)/profile
 

@@ -163,7 +163,7 @@ def parse_or_run_child(parser, argv, name: str, child) -> tuple:
 def write_results(name: str, device: str, payload: dict, out: str | None = None) -> Path:
     """Write ``payload`` atomically to ``benchmarks/results/<name>-<device>.json`` (or ``out``)."""
     sys.path.insert(0, str(ROOT))
-    from dupbert.results import atomic_write_text
+    from dupbert.core.results import atomic_write_text
 
     path = Path(out) if out else RESULTS / f"{name}-{device.split(':')[0]}.json"
     payload = {"benchmark": name, "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

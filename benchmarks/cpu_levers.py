@@ -54,8 +54,8 @@ def child(spec: dict) -> dict:
     torch.set_num_threads(arm["threads"])
     import transformers
 
-    from dupbert.finetuning import HyperParameters, build_model, training_arguments
-    from dupbert.tasks import TASKS, load_task
+    from dupbert.training.finetuning import HyperParameters, build_model, training_arguments
+    from dupbert.training.tasks import TASKS, load_task
 
     task = TASKS[TASK]
     train = load_task(TASK, "train", max_samples=spec["steps"] * spec["batch"], seed=0)

@@ -1,12 +1,12 @@
 """Benchmark: ``dupbert.finetune`` against ``run_glue.py``'s defaults, SST-2, all-MiniLM-L6-v2.
 
-All train the same initial model (``dupbert.finetuning.build_model``: the pretrained encoder and a
+All train the same initial model (``dupbert.training.finetuning.build_model``: the pretrained encoder and a
 task head seeded by ``--seed``) on the same SST-2 training subset (``--steps x --batch``
 sentences, stratified, fixed seed: one epoch) for the same number of optimisation steps, with
 the same learning rate, batch, seed, linear schedule and no warm-up or weight decay, and are
 scored on the same evaluation subset:
 
-* ``dupbert``: ``dupbert.finetuning.finetune`` as it is: dynamic padding to the longest sentence
+* ``dupbert``: ``dupbert.training.finetuning.finetune`` as it is: dynamic padding to the longest sentence
   of each batch, random batches (the same as ``run_glue``), and on GPUs bf16 (attention:
   transformers' default, SDPA, for every arm).
 * ``grouped``: the same with ``group_by_length=True`` (Trainer's length-grouped sampler): fewer
@@ -46,7 +46,7 @@ MODEL, TASK = "all-MiniLM-L6-v2", "sst2"
 
 
 def run_dupbert(spec: dict, group_by_length: bool = False) -> dict:
-    from dupbert.finetuning import HyperParameters, finetune
+    from dupbert.training.finetuning import HyperParameters, finetune
 
     hp = HyperParameters.for_task("classification", max_steps=spec["steps"],
                                   batch_size=spec["batch"], learning_rate=spec["learning_rate"],
@@ -88,8 +88,8 @@ def _train_with_trainer(spec: dict, arguments, pad_to_max_length: bool) -> dict:
     import numpy as np
     import transformers
 
-    from dupbert.finetuning import build_model
-    from dupbert.tasks import load_task
+    from dupbert.training.finetuning import build_model
+    from dupbert.training.tasks import load_task
 
     seed = spec["seed"]
     train = load_task(TASK, "train", max_samples=spec["steps"] * spec["batch"], seed=seed)

@@ -8,8 +8,8 @@ writes the kill rate per module to benchmarks/results/mutation.json.
     python benchmarks/mutation.py survivors         # list the mutants not killed, with diffs
 
 mutmut's configuration is ``[tool.mutmut]`` in pyproject.toml: which files it mutates and which
-unit tests it runs (the unit tests of these modules, no notebooks). Of dupbert/results.py and
-dupbert/sweeps.py only the results-file and sweep code is mutated (``SELECTED``); the training
+unit tests it runs (the unit tests of these modules, no notebooks). Of dupbert/core/results.py and
+dupbert/study/sweeps.py only the results-file and sweep code is mutated (``SELECTED``); the training
 functions are covered by tests that fine-tune for real, a minute or more per mutant on two cores.
 
 Counting: a mutant is *killed* when a test failed (mutmut's "killed") or ran past mutmut's time
@@ -51,13 +51,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT = REPO / "benchmarks" / "results" / "mutation.json"
-MODULES = ("significance", "results", "sweeps", "paper", "comparisons", "text", "book.rq3",
-           "book.rq4", "glance", "ensemble", "rq5", "book.rq5", "duplicate", "probe",
-           "book.rq1")
+MODULES = ("core.significance", "core.results", "study.sweeps", "study.paper", "study.comparisons",
+           "book.text", "book.rq3", "book.rq4", "study.glance", "study.ensemble", "study.rq5",
+           "book.rq5", "tools.duplicate", "tools.probe", "book.rq1")
 # mutmut's names of the functions counted in modules mutated only in part: the results file
-# (dupbert/results.py), and the sweep and RQ5's smoke sweeps (dupbert/sweeps.py)
-SELECTED = {"results": ("x_run_key", "xǁResultsFileǁ"),
-            "sweeps": ("x_parse_shard", "x_sweep_configurations", "x_sweep", "x_merge_results",
+# (dupbert/core/results.py), and the sweep and RQ5's smoke sweeps (dupbert/study/sweeps.py)
+SELECTED = {"core.results": ("x_run_key", "xǁResultsFileǁ"),
+            "study.sweeps": ("x_parse_shard", "x_sweep_configurations", "x_sweep", "x_merge_results",
                        "x__without_timings", "x_run_smoke_sweeps")}
 KILLED = {"killed", "timeout"}
 TIMEOUT_CODES = (-24, 24, 152, 255, 36)  # mutmut's exit codes for "timeout" (mutmut.stats)
@@ -73,8 +73,8 @@ def module_patterns(module: str) -> list[str]:
 
 
 def meta_path(module: str, mutants: Path = REPO / "mutants") -> Path:
-    """mutmut's record of ``module``'s mutants: ``mutants/dupbert/<module>.py.meta``, a
-    subpackage's module in its folder (``book.rq3``: ``book/rq3.py.meta``)."""
+    """mutmut's record of ``module``'s mutants: ``mutants/dupbert/<folder>/<module>.py.meta``
+    (``book.rq3``: ``book/rq3.py.meta``)."""
     return mutants / "dupbert" / f"{module.replace('.', '/')}.py.meta"
 
 
@@ -118,7 +118,7 @@ def sample_order(module: str, mutants: Path = REPO / "mutants") -> list[str]:
 def counted(module: str, name: str) -> bool:
     """Whether mutant ``name`` (``dupbert.<module>.<function>__mutmut_<n>``) is one of those
     counted for ``module``."""
-    function = name.split(".", 2)[2].rsplit("__mutmut_", 1)[0]
+    function = name.removeprefix(f"dupbert.{module}.").rsplit("__mutmut_", 1)[0]
     if module not in SELECTED:
         return True
     return any(function == f or (f.endswith("ǁ") and function.startswith(f))
@@ -150,8 +150,8 @@ def kill_rates(counts: dict[str, collections.Counter],
     """``{module: {"killed", "survived", "total", "not_checked"}}`` from status counts (see the
     module doc). A module run in part whose :func:`sampled` counts (``samples``) are not empty
     also gets ``"sample": {"checked", "killed", "kill_rate", "ci95"}``: the kill rate of that
-    random sample with its Wilson 95% interval (:func:`dupbert.glance.wilson_interval`)."""
-    from dupbert.glance import wilson_interval
+    random sample with its Wilson 95% interval (:func:`dupbert.study.glance.wilson_interval`)."""
+    from dupbert.study.glance import wilson_interval
 
     rates = {}
     for module, count in counts.items():

@@ -1,4 +1,4 @@
-"""Pretraining speed: dupbert.pretrain's loop against the plain way, and the levers between them.
+"""Pretraining speed: dupbert.training.pretrain's loop against the plain way, and the levers between them.
 
 Arms, all the bert-en-small shape (6 blocks, H 256, one torch thread), seeded, on the staged
 English corpus, each trained for the same number of real (non-padding) tokens with AdamW at a
@@ -8,7 +8,7 @@ constant learning rate, then scored on the same 64 held-out sequences with the s
   sequence (truncated to 128 tokens), batches padded to their longest, the decoder on every
   position (``model(**batch).loss``), vocabulary 16,384;
 - ``packed``: our loop, sequences packed without padding, decoder on every position;
-- ``ours``: packed, decoder on masked positions only (``dupbert.pretrain.masked_lm_loss``);
+- ``ours``: packed, decoder on masked positions only (``dupbert.training.pretrain.masked_lm_loss``);
 - ``ours-30k``: as ``ours`` with bert-base's vocabulary size (30,522): the vocabulary lever;
 - ``ours-bf16``: as ``ours`` under ``torch.autocast("cpu", torch.bfloat16)``, speed only.
 
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     import transformers
     from transformers import DataCollatorForLanguageModeling
 
-    from dupbert import pretrain as P
+    from dupbert.training import pretrain as P
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokens", type=int, default=65536, help="real tokens per arm")

@@ -1,11 +1,11 @@
-"""Benchmark: ``dupbert.probe`` against the plain way of probing every layer by hand.
+"""Benchmark: ``dupbert.tools.probe`` against the plain way of probing every layer by hand.
 
 Both approaches answer RQ1 (per hidden state, how often the MLM head's arg-max is the input
 token) on the same sequences, with the same batch size and truncation:
 
 * ``dupbert``: ``dupbert.reconstruction_accuracy``: batches grouped by length, the head applied
   one hidden state at a time to the counted (non-special, non-padding) positions only, in
-  blocks of at most ``dupbert.probe.LOGITS_BLOCK`` logits, each reduced to top-k at once, under
+  blocks of at most ``dupbert.tools.probe.LOGITS_BLOCK`` logits, each reduced to top-k at once, under
   ``torch.inference_mode``.
 * ``plain``: what one writes by hand: batches in corpus order padded to their longest
   sequence, ``output_hidden_states=True``, the head applied to every position of every hidden
@@ -59,7 +59,7 @@ def plain_probe(model, tokenizer, texts, batch_size, max_length, device):
     """
     import torch
 
-    from dupbert.models import mlm_head
+    from dupbert.tools.models import mlm_head
 
     head = mlm_head(model)  # model.cls for BERT, model.predictions for ALBERT
     hits, n_tokens, positions = None, 0, 0
@@ -83,7 +83,7 @@ def plain_probe(model, tokenizer, texts, batch_size, max_length, device):
 
 def dupbert_probe(model, tokenizer, texts, batch_size, max_length, device):
     """RQ1 with the library. Returns ``(top1 per hidden state, counted tokens, top5)``."""
-    from dupbert.probe import reconstruction_accuracy
+    from dupbert.tools.probe import reconstruction_accuracy
 
     frame = reconstruction_accuracy(model, tokenizer, texts, batch_size=batch_size,
                                     device=device, max_length=max_length, progress=False)
@@ -138,8 +138,8 @@ def _setup(spec: dict):
     import torch
     import transformers
 
-    from dupbert.data import default_corpus, load_texts
-    from dupbert.models import load_mlm, resolve_model_path
+    from dupbert.core.data import default_corpus, load_texts
+    from dupbert.tools.models import load_mlm, resolve_model_path
 
     dtype = getattr(torch, spec["dtype"])
     if spec["case"] == BERT_CASE:
@@ -175,7 +175,7 @@ def child(spec: dict) -> dict:
     """Measure one approach on one case in this (fresh) process."""
     import torch
 
-    from dupbert.probe import length_batches
+    from dupbert.tools.probe import length_batches
 
     device = spec["device"]
     if spec["case"] == "scaling":  # every configuration in this one process: times only
@@ -256,7 +256,7 @@ def _scaling_child(spec, model, tokenizer, texts) -> dict:
     """Library time on one synthetic configuration, and the encoder's share of it."""
     import torch
 
-    from dupbert.probe import reconstruction_accuracy
+    from dupbert.tools.probe import reconstruction_accuracy
 
     device = spec["device"]
     batch = tokenizer(texts)
@@ -418,7 +418,7 @@ def main(argv=None) -> int:
               **{f"{a} {peak}": c[a]["fraction_of_peak"] for a in APPROACHES}} for c in cases],
             ["case", *(f"{a} TFLOP/s" for a in APPROACHES), *(f"{a} {peak}" for a in APPROACHES)]))
     if scaling_rows:
-        print("\ncost growth, dupbert.probe on random-weight BERT (H 768), "
+        print("\ncost growth, dupbert.tools.probe on random-weight BERT (H 768), "
               f"{args.scaling_n} sequence(s) of T tokens ({scaling_rows[0]['clock']}):")
         print(_common.table(scaling_rows, ["layers", "length", "vocab", "probe_s", "encoder_s",
                                            "head_s", "head_share", "head_over_encoder_flops"]))

@@ -20,36 +20,36 @@ Submodules are imported on first use, so ``dupbert data download`` starts withou
 
 from importlib import import_module
 
-from .errors import ChecksumMismatch, DupbertError, MLMHeadMissing, ModelNotAvailable
+from .core.errors import ChecksumMismatch, DupbertError, MLMHeadMissing, ModelNotAvailable
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "ZOO": "zoo",
-    "load_encoder": "models",
-    "load_mlm": "models",
-    "mlm_head": "models",
-    "random_init_control": "models",
-    "probe_models": "probe",
-    "reconstruction_accuracy": "probe",
-    "masked_prediction_accuracy": "probe",
-    "lens": "lens",
-    "fit_translators": "translators",
-    "LinearTranslator": "translators",
-    "split_texts": "translators",
-    "lens_html": "lens_figures",
-    "load_texts": "data",
-    "read_texts": "data",
-    "duplicate_layers": "duplicate",
-    "TASKS": "tasks",
-    "load_task": "tasks",
-    "finetune": "finetuning",
-    "sweep": "sweeps",
-    "layer_similarity_report": "stats",
-    "evaluate_ensemble": "ensemble",
-    "rq5_ensembles": "rq5",
-    "rq5_summary": "rq5",
-    "rq5_differences": "rq5",
+    "ZOO": "core.zoo",
+    "load_encoder": "tools.models",
+    "load_mlm": "tools.models",
+    "mlm_head": "tools.models",
+    "random_init_control": "tools.models",
+    "probe_models": "tools.probe",
+    "reconstruction_accuracy": "tools.probe",
+    "masked_prediction_accuracy": "tools.probe",
+    "lens": "tools.lens",
+    "fit_translators": "tools.translators",
+    "LinearTranslator": "tools.translators",
+    "split_texts": "tools.translators",
+    "lens_html": "book.lens_figures",
+    "load_texts": "core.data",
+    "read_texts": "core.data",
+    "duplicate_layers": "tools.duplicate",
+    "TASKS": "training.tasks",
+    "load_task": "training.tasks",
+    "finetune": "training.finetuning",
+    "sweep": "study.sweeps",
+    "layer_similarity_report": "tools.stats",
+    "evaluate_ensemble": "study.ensemble",
+    "rq5_ensembles": "study.rq5",
+    "rq5_summary": "study.rq5",
+    "rq5_differences": "study.rq5",
 }
 
 __all__ = ["ChecksumMismatch", "DupbertError", "MLMHeadMissing", "ModelNotAvailable", *_LAZY]
@@ -57,8 +57,9 @@ __all__ = ["ChecksumMismatch", "DupbertError", "MLMHeadMissing", "ModelNotAvaila
 
 def __getattr__(name: str):
     """A public name, its submodule imported on first use and the name then bound here, so that
-    every later lookup gives the same object (importing a submodule of the same name, ``lens``,
-    binds the module first; that module is callable as the function)."""
+    every later lookup gives the same object (no submodule of the package's own folder shares a
+    public name: they live in the folders ``core``, ``tools``, ``training``, ``study`` and
+    ``book``)."""
     if name in _LAZY:
         value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value

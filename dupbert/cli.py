@@ -19,12 +19,12 @@ import argparse
 import os
 import sys
 
-from .errors import DupbertError
+from .core.errors import DupbertError
 
 
 def _zoo(args: argparse.Namespace) -> int:
-    from .errors import ModelNotAvailable
-    from .zoo import ZOO, zoo_folder
+    from .core.errors import ModelNotAvailable
+    from .core.zoo import ZOO, zoo_folder
 
     if args.action == "fetch":
         for name in args.names or sorted(ZOO):
@@ -61,22 +61,22 @@ def _order(text: str) -> list[int]:
 
 
 def _check_numbers(args: argparse.Namespace, **rules: dict) -> None:
-    """``dupbert.checks.check_number`` on each named option (``n_sequences=dict(minimum=1)``),
+    """``dupbert.core.checks.check_number`` on each named option (``n_sequences=dict(minimum=1)``),
     named as typed (``--n-sequences``)."""
-    from .checks import check_number
+    from .core.checks import check_number
 
     for name, rule in rules.items():
         check_number("--" + name.replace("_", "-"), getattr(args, name), **rule)
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from .params import option_parameters
+    from .study.params import option_parameters
 
     duplications = None
     if args.order is not None:  # "" is not "no order": it would silently probe the baseline
         duplications = {f"order {args.order}": _order(args.order)}
     # inputs first, in seconds: nothing is loaded before they are known to work; the options
-    # that RQ1's notebook shares are read and checked through its declaration (dupbert.params)
+    # that RQ1's notebook shares are read and checked through its declaration (dupbert.study.params)
     used = option_parameters(args, "rq1")
     translators = _translator_options(args)
     if args.translator == "linear" and translators is None and args.fit_sequences is None:
@@ -84,8 +84,8 @@ def _probe(args: argparse.Namespace) -> int:
                          "on the N sequences after the first --n-sequences) or --translators FILE")
     if translators is not None:
         translators = {name: translators for name in used["models"]}
-    from .probe import probe_models
-    from .results import atomic_write_text
+    from .tools.probe import probe_models
+    from .core.results import atomic_write_text
 
     frame = probe_models(**used, include_control=not args.no_control,
                          duplications=duplications, text_column=args.text_column,
@@ -116,7 +116,7 @@ def _translator_options(args: argparse.Namespace):
         _check_numbers(args, fit_sequences=dict(integer=True, minimum=1))
     if args.translators is None:
         return None
-    from .translators import LinearTranslator
+    from .tools.translators import LinearTranslator
 
     if not os.path.isfile(args.translators):
         raise FileNotFoundError(f"--translators {args.translators}: no such file (write one "
@@ -132,7 +132,7 @@ def _lens_text(args: argparse.Namespace) -> str:
         return args.text
     from pathlib import Path
 
-    from .data import _decoded
+    from .core.data import _decoded
 
     path = Path(args.text_file).expanduser()
     if not path.is_file():
@@ -148,21 +148,22 @@ def _lens(args: argparse.Namespace) -> int:
     """The lens grid of one text: hidden states x positions, the head's top-1 token per cell."""
     import pandas as pd
 
-    from . import checks, zoo
-    from .data import check_text_source
+    from .core import checks
+    from .core import zoo
+    from .core.data import check_text_source
 
     text = _lens_text(args)
     _check_numbers(args, k=dict(integer=True, minimum=1), max_length=dict(integer=True, minimum=3))
     checks.check_device(args.device)
     translator = _translator_options(args)
     if args.translator == "linear" and translator is None:
-        from .data import default_corpus
+        from .core.data import default_corpus
 
         check_text_source(args.fit_corpus or default_corpus(args.model))
     zoo.check_model(args.model, mlm_head=True)
-    from .lens import lens, lens_grid
-    from .models import load_mlm
-    from .results import atomic_write_text
+    from .tools.lens import lens, lens_grid
+    from .tools.models import load_mlm
+    from .core.results import atomic_write_text
 
     model, tokenizer = load_mlm(args.model, device=args.device)
     if args.translator == "linear" and translator is None:
@@ -182,7 +183,7 @@ def _lens(args: argparse.Namespace) -> int:
         atomic_write_text(args.out, frame.to_csv(index=False))
         print(f"top-{args.k} lens written to {args.out}", file=sys.stderr)
     if args.html:
-        from .lens_figures import lens_html
+        from .book.lens_figures import lens_html
 
         title = f"{args.model}, {args.translator} translator"
         atomic_write_text(args.html, lens_html(frame, title=title).document(title))
@@ -194,8 +195,8 @@ def _fit_for_lens(args: argparse.Namespace, model, tokenizer, text: str):
     """A linear translator fitted on ``--fit-sequences`` texts of ``--fit-corpus`` (default: the
     model's domain corpus), the lens text left out.
     """
-    from .data import default_corpus, load_texts
-    from .translators import fit_translators
+    from .core.data import default_corpus, load_texts
+    from .tools.translators import fit_translators
 
     corpus = args.fit_corpus or default_corpus(args.model)
     n_fit = args.fit_sequences or 200
@@ -208,8 +209,8 @@ def _fit_for_lens(args: argparse.Namespace, model, tokenizer, text: str):
 
 def _finetune(args: argparse.Namespace) -> int:
     """The runs of an RQ3 ``--profile`` file (the runs notebooks/rq3.ipynb makes with it, planned
-    by ``dupbert.profiles.plan_sweep``), or of the options."""
-    from . import params, profiles, sweeps
+    by ``dupbert.study.profiles.plan_sweep``), or of the options."""
+    from .study import params, profiles, sweeps
 
     if not args.profile:
         return _finetune_options(args)
@@ -222,7 +223,7 @@ def _finetune(args: argparse.Namespace) -> int:
     # the profile's inputs first, in seconds, as the notebook checks them
     parameters = profiles.read_profile(args.profile, device=args.device, models=args.model)
     # the profile's paths are relative to the repository root, as in the notebook
-    from .results import repository_path
+    from .core.results import repository_path
 
     results = args.results or (parameters.results_path
                                and repository_path(parameters.results_path))
@@ -245,10 +246,10 @@ def _finetune(args: argparse.Namespace) -> int:
 
 def _finetune_options(args: argparse.Namespace) -> int:
     """``dupbert finetune --model ... --task ... --results ...``: the options read by RQ3's
-    declaration (``dupbert.params.RQ3Parameters``: forms, bounds, defaults), then one sweep, which
+    declaration (``dupbert.study.params.RQ3Parameters``: forms, bounds, defaults), then one sweep, which
     loads a model only if one of its runs is missing from the results file."""
-    from . import params
-    from .errors import ParameterError
+    from .study import params
+    from .core.errors import ParameterError
 
     if not args.model or not args.task or not args.results:
         raise ValueError("dupbert finetune needs --model, --task and --results, or --profile FILE")
@@ -259,7 +260,7 @@ def _finetune_options(args: argparse.Namespace) -> int:
                              "baseline --duplication 'copy first 3'")
     overrides = {name: used[name] for name in params.TRAINING if used[name] is not None}
     _quiet_loading(args.progress)
-    from .sweeps import sweep
+    from .study.sweeps import sweep
 
     frame = sweep(used["models"], used["tasks"], used["duplications"], used["seeds"],
                   used["results_path"], hyperparameters={"classification": overrides,
@@ -284,7 +285,7 @@ def _quiet_loading(progress: bool) -> None:
 
 
 def _print_runs(frame, results) -> None:
-    from .results import is_main_process
+    from .core.results import is_main_process
 
     if not is_main_process():  # under torchrun every process runs the sweep; one table is enough
         return
@@ -297,16 +298,16 @@ def _print_runs(frame, results) -> None:
 
 
 def _rerun(args: argparse.Namespace) -> int:
-    from .checks import check_device
+    from .core.checks import check_device
 
     check_device(args.device)  # before torch and the results are loaded
-    from .checks import check_number
+    from .core.checks import check_number
 
     check_number("--tolerance", args.tolerance, minimum=0)
     if not os.path.isfile(args.results):
         raise FileNotFoundError(f"no results file {args.results}")
-    from .results import ResultsFile
-    from .sweeps import rerun_table
+    from .core.results import ResultsFile
+    from .study.sweeps import rerun_table
 
     rows = dict(ResultsFile(args.results).keyed_rows())
     if not rows:
@@ -330,7 +331,7 @@ def _merge(args: argparse.Namespace) -> int:
     missing = [path for path in args.inputs if not os.path.isfile(path)]
     if missing:  # merge_results would read a missing file as empty and write a short file
         raise FileNotFoundError(f"no results file {', '.join(missing)}; nothing was written")
-    from .sweeps import merge_results
+    from .study.sweeps import merge_results
 
     frame = merge_results(args.inputs, args.out)
     print(f"{len(frame)} runs from {len(args.inputs)} files written to {args.out}")
@@ -362,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lens_command(commands)
     _add_finetune_commands(commands)
 
-    from .sources import add_data_commands
+    from .tools.sources import add_data_commands
 
     add_data_commands(commands)
     return parser
@@ -370,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_probe_command(commands) -> None:
     """``dupbert probe``: RQ1 from the command line."""
-    from .params import add_options
+    from .study.params import add_options
 
     probe = commands.add_parser("probe", help="RQ1: reconstruction accuracy per hidden state")
     add_options(probe, "rq1")  # --model, --corpus, --n-sequences, ...: RQ1's declaration
@@ -421,7 +422,7 @@ def _add_lens_command(commands) -> None:
 def _add_finetune_commands(commands) -> None:
     """``dupbert finetune``, ``rerun`` and ``merge``: RQ3 runs, re-runs of committed ones, shard
     files combined."""
-    from .params import add_options
+    from .study.params import add_options
 
     finetune = commands.add_parser(
         "finetune", help="RQ3: fine-tune baseline and duplicated configurations over seeds",

@@ -63,10 +63,10 @@ def _half_precision_copy(source: Path, target: Path) -> None:
 
 
 def pack(models: list[str], payload: Path, profile: Path) -> int:
-    from dupbert import profiles
-    from dupbert.tasks import task_files
-    from dupbert.zoo import zoo_folder
-    from dupbert.data import resolve_data_dir
+    from dupbert.study import profiles
+    from dupbert.training.tasks import task_files
+    from dupbert.core.zoo import zoo_folder
+    from dupbert.core.data import resolve_data_dir
 
     parameters = profiles.read_profile(profile, device="cpu", models=models)  # planning only
     plan, _ = profiles.plan_sweep(parameters)
@@ -125,7 +125,7 @@ def unpack(payload: Path) -> int:
 
 def import_results(returned: Path, results: Path, outputs: Path) -> int:
     """Merge a GPU run's returned rows and outputs into the repository's gpu results."""
-    from dupbert.sweeps import merge_results
+    from dupbert.study.sweeps import merge_results
 
     rows = returned / "rq3.jsonl"
     if not rows.is_file():

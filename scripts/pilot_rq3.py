@@ -20,9 +20,9 @@ from pathlib import Path
 
 import transformers
 
-from dupbert import finetuning as ft
-from dupbert.results import atomic_write_text
-from dupbert.tasks import TASKS, load_task
+from dupbert.training import finetuning as ft
+from dupbert.core.results import atomic_write_text
+from dupbert.training.tasks import TASKS, load_task
 
 PILOT_SEED = 100  # not one of the study's seeds
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pretrain (or resume) the MLMs of dupbert.pretrain.MODELS in the background, one after another,
+# Pretrain (or resume) the MLMs of dupbert.training.pretrain.MODELS in the background, one after another,
 # one process with one torch thread, niced (scripts/background.sh): every `checkpoint_every` steps
 # a checkpoint in $DUPBERT_PRETRAIN_WORK/<name>/ (default: the dupbert cache's pretrain/, outside the working tree,
 # so that a fresh checkout resumes), rows appended to results/cpu/pretrain-loss.csv and
@@ -8,7 +8,7 @@
 # script resumes (book/reproduce.md, "The English models", says how long each run takes).
 #
 # One call runs one stage of each model (PretrainConfig.stage_steps: a stage fits in one working
-# session), publishes it (python -m dupbert.pretrain NAME --publish) and commits its weights,
+# session), publishes it (python -m dupbert.training.pretrain NAME --publish) and commits its weights,
 # card and pin (COMMIT=1; a model too large for the repository keeps its weights in the cache),
 # so that the next call's stage starts from weights a fresh machine has.
 #
@@ -27,18 +27,18 @@ POLL_S="${POLL_S:-300}"
 PUBLISH="${PUBLISH:-1}"
 RESULTS=(results/cpu/pretrain-loss.csv results/cpu/emergence.csv)
 WORK="${DUPBERT_PRETRAIN_WORK:-$("$PYTHON" -c \
-  'from dupbert.zoo import cache_dir; print(cache_dir() / "pretrain")')}" || exit 1
+  'from dupbert.core.zoo import cache_dir; print(cache_dir() / "pretrain")')}" || exit 1
 [ -n "$WORK" ] && mkdir -p "$WORK" .cache || { echo "no pretraining folder" >&2; exit 1; }
 echo "$(date -u +%FT%TZ) checkpoints and prepared data in $WORK"
 
 # tokenizers and packed data are shared between runs: build each once before the runs start
 for name in $MODELS; do
-  nice -n "$NICE" "$PYTHON" -c "from dupbert.pretrain import MODELS, prepare; import os, sys
+  nice -n "$NICE" "$PYTHON" -c "from dupbert.training.pretrain import MODELS, prepare; import os, sys
 prepare(MODELS[sys.argv[1]], os.environ['DUPBERT_DATA_DIR'], sys.argv[2])" "$name" "$WORK" || exit $?
 done
 for name in $MODELS; do
   publish=(); [ "$PUBLISH" = 1 ] && publish=(--publish)
-  nice -n "$NICE" "$PYTHON" -m dupbert.pretrain "$name" --work "$WORK" "${publish[@]}" \
+  nice -n "$NICE" "$PYTHON" -m dupbert.training.pretrain "$name" --work "$WORK" "${publish[@]}" \
     >> "$WORK/$name.log" 2>&1 &
   WORKER_PIDS=($!)
   watch_workers "$POLL_S" commit_paths \

@@ -16,7 +16,7 @@ import torch
 
 from dupbert import (fit_translators, load_mlm, load_texts, masked_prediction_accuracy,
                      reconstruction_accuracy, split_texts)
-from dupbert.data import default_corpus
+from dupbert.core.data import default_corpus
 
 
 def table(name: str, n_eval: int, n_fit: int, max_length: int) -> pd.DataFrame:

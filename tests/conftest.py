@@ -46,7 +46,7 @@ def _offline_hub(tmp_path_factory):
 def zoo_cache() -> Path:
     """The zoo cache shared by the whole session: $DUPBERT_CACHE, else the user's default cache
     (a zoo model is downloaded and converted once, then reused). rxnmapper-albert is in it."""
-    from dupbert.zoo import cache_dir, zoo_folder
+    from dupbert.core.zoo import cache_dir, zoo_folder
 
     zoo_folder("rxnmapper-albert", cache_dir())
     return cache_dir()
@@ -63,7 +63,7 @@ def rxnmapper(zoo_cache):
 @pytest.fixture(scope="session")
 def uspto_first_64(shared_data_dir) -> list[str]:
     """The first 64 reactions of USPTO-50k test (unmapped SMILES), in file order."""
-    from dupbert.data import load_texts
+    from dupbert.core.data import load_texts
 
     return load_texts("uspto50k-test", 64, data_dir=shared_data_dir)
 
@@ -88,14 +88,14 @@ def tiny_study(tmp_path_factory, shared_data_dir, zoo_cache):
     seeds 0-1; 1-2 optimisation steps each), with per-example outputs: a namespace with
     ``results`` (the JSON-lines file), ``outputs`` (its outputs folder), ``sweeps``
     (:data:`TINY_STUDY`, the arguments of each ``sweep`` call) and ``runs``
-    (:func:`dupbert.ensemble.read_runs` of it). One torch thread: on the shared 2-core machine,
+    (:func:`dupbert.study.ensemble.read_runs` of it). One torch thread: on the shared 2-core machine,
     intra-op threads of a 0.7M-parameter model only wait for each other (7x slower)."""
     import types
 
     import torch
 
-    from dupbert.ensemble import read_runs
-    from dupbert.sweeps import sweep
+    from dupbert.study.ensemble import read_runs
+    from dupbert.study.sweeps import sweep
 
     folder = tmp_path_factory.mktemp("tiny_study")
     results, outputs = folder / "rq3.jsonl", folder / "rq3-outputs"

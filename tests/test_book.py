@@ -21,7 +21,7 @@ def test_book_builds_and_rq1_page_shows_its_figure(built_book):
 def test_plot_reconstruction_draws_one_line_per_model_and_variant_control_dashed():
     import pandas as pd
 
-    from dupbert.plots import plot_reconstruction
+    from dupbert.book.plots import plot_reconstruction
 
     rows = [
         dict(model=model, init=variant, layer=layer, top1=0.9 if variant == "pretrained" else 0.01)

@@ -276,7 +276,7 @@ def test_no_internal_link_is_broken(site, book_url, built_book):
 
 
 def test_glance_table_has_one_row_per_claim(browser, book_url, built_book):
-    from dupbert.paper import claims
+    from dupbert.study.paper import claims
 
     base, _ = book_url
     if not (built_book / GLANCE_PAGE).is_file():
@@ -287,7 +287,7 @@ def test_glance_table_has_one_row_per_claim(browser, book_url, built_book):
     )
     assert len(rows) == 1, f"{GLANCE_PAGE} should have exactly one <table class='results-at-a-glance'>, found {len(rows)}"
     expected = len(claims())
-    assert rows[0] == expected, f"the results-at-a-glance table has {rows[0]} body rows, dupbert.paper.claims() has {expected}"
+    assert rows[0] == expected, f"the results-at-a-glance table has {rows[0]} body rows, dupbert.study.paper.claims() has {expected}"
 
 
 def test_rq1_page_full_screenshot(browser, book_url, built_book):
@@ -315,7 +315,7 @@ def test_rq1_page_full_screenshot(browser, book_url, built_book):
 
 
 # ------------------------------------------------------------------------------------------------
-# The lens as an HTML figure (dupbert.lens_figures.lens_html): needs no book, only the browser
+# The lens as an HTML figure (dupbert.book.lens_figures.lens_html): needs no book, only the browser
 
 
 def test_lens_html_shows_each_cells_top_k_on_hover(browser, rxnmapper, tmp_path):
@@ -326,7 +326,7 @@ def test_lens_html_shows_each_cells_top_k_on_hover(browser, rxnmapper, tmp_path)
     from selenium.webdriver.common.by import By
 
     import dupbert
-    from dupbert.lens_figures import lens_html
+    from dupbert.book.lens_figures import lens_html
 
     frame = dupbert.lens(*rxnmapper, "CC(=O)Cl.OCC>>CC(=O)OCC", k=5)
     page = tmp_path / "lens.html"
@@ -367,7 +367,7 @@ def test_no_page_scrolls_sideways_or_cuts_its_text(site):
 
 
 def test_the_glance_table_is_short_and_the_forest_plot_is_on_it(browser, book_url, built_book):
-    from dupbert.glance import HEADLINE_CHARS
+    from dupbert.study.glance import HEADLINE_CHARS
 
     base, _ = book_url
     _open(browser, base + GLANCE_PAGE)

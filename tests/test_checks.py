@@ -13,8 +13,11 @@ import re
 import pytest
 import torch
 
-from dupbert import checks, duplicate, params, zoo
-from dupbert.errors import (ConfigurationNotAvailable, DeviceNotAvailable, MLMHeadMissing,
+from dupbert.core import checks
+from dupbert.core import zoo
+from dupbert.tools import duplicate
+from dupbert.study import params
+from dupbert.core.errors import (ConfigurationNotAvailable, DeviceNotAvailable, MLMHeadMissing,
                             ModelNotAvailable, ParameterError)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -338,7 +341,7 @@ def test_the_checks_know_every_parameter_of_every_notebook(notebook):
 def test_every_rq3_profile_passes_the_checks_the_command_line_applies(zoo_env):
     """The cpu study's profile (seeds per model and task, hyper-parameters per task) is read by
     `dupbert finetune --profile` through these checks: a check that refuses it stops the study."""
-    from dupbert import profiles
+    from dupbert.study import profiles
 
     for path in sorted((REPO / "notebooks" / "params").glob("*/rq3*.yaml")):
         used = params.profile_parameters(profiles.load_profile(path), device="cpu")
@@ -348,7 +351,7 @@ def test_every_rq3_profile_passes_the_checks_the_command_line_applies(zoo_env):
 
 
 def test_task_names_are_the_tasks():
-    from dupbert.tasks import TASKS as ALL
+    from dupbert.training.tasks import TASKS as ALL
 
     assert params.TASK_NAMES == tuple(ALL)
 
@@ -368,7 +371,7 @@ def test_notebooks_validate_their_parameters_first(notebook):
         # checking models may build zoo models on a fresh machine, importing tqdm.auto, whose
         # ipywidgets warning (with a local path) reached the published RQ1 chapter's stderr
         assert check.index('filterwarnings("ignore", message="IProgress not found")') \
-            < check.index(f"from dupbert.params import {reads}")
+            < check.index(f"from dupbert.study.params import {reads}")
 
 
 # -- 5. configurations that do not apply ---------------------------------------------------------
@@ -411,7 +414,7 @@ def test_two_models_left_without_configurations_and_two_unknown_names_are_named_
 
 
 def test_the_planner_names_what_a_shallow_model_skips(zoo_env):
-    from dupbert import profiles
+    from dupbert.study import profiles
 
     # alone, it is refused where the parameters are read (test above); beside a deeper model, skipped
     plan, notes = profiles.plan_sweep(params.profile_parameters(
@@ -523,7 +526,7 @@ def test_an_order_typed_as_a_string_may_repeat_blocks():
 
 
 def test_zero_epochs_pass_the_notebook_check_for_hyperparameters_to_judge_with_max_steps():
-    from dupbert.finetuning import HyperParameters
+    from dupbert.training.finetuning import HyperParameters
 
     spec = {name: params.NOTEBOOK_PARAMETERS["rq3"][name] for name in ("epochs", "max_steps")}
     assert params.notebook_parameters(spec, {"epochs": 0, "max_steps": 100}, show=False) == {
@@ -543,7 +546,7 @@ def test_plain_values_name_seeds_and_models_as_they_were_written():
 
 def test_a_seed_too_large_for_set_seed_fails_in_the_parameters_cell():
     """5000000000 once passed the parameters cell and failed a cell later, in the sweep."""
-    from dupbert.params import notebook_parameters
+    from dupbert.study.params import notebook_parameters
 
     values = _parameters_cell("rq3")
     with pytest.raises(ParameterError, match=r"seeds = \[5000000000\]: 5000000000 is above the "
@@ -553,9 +556,9 @@ def test_a_seed_too_large_for_set_seed_fails_in_the_parameters_cell():
 
 
 def test_every_kind_is_one_entry_with_its_reader_forms_and_option():
-    """A kind of parameter is declared in one place (dupbert.forms.KINDS): every declared
+    """A kind of parameter is declared in one place (dupbert.study.forms.KINDS): every declared
     parameter's kind is there, and its option keywords come from it."""
-    from dupbert import forms
+    from dupbert.study import forms
 
     kinds = {p.kind for spec in params.NOTEBOOK_PARAMETERS.values() for p in spec.values()}
     assert kinds <= set(forms.KINDS)

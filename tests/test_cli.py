@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from dupbert.cli import main
-from dupbert.zoo import ZOO
+from dupbert.core.zoo import ZOO
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def test_zoo_lists_every_entry(capsys):
 def test_zoo_fetch_skips_unpublished_models_unless_named(fresh_results_cache, monkeypatch, capsys):
     """`dupbert zoo fetch` readies every model it can and names those trained here that are not
     published yet; a model named on the command line must be there."""
-    from dupbert import zoo
+    from dupbert.core import zoo
 
     monkeypatch.setattr(zoo, "ZOO", {name: ZOO[name] for name in ("rxnmapper-albert",
                                                                    "minilm-mlm-en-grown")})
@@ -86,7 +86,7 @@ def _tiny_finetune_args(results, *extra):
 @pytest.mark.slow
 def test_finetune_shards_resume_and_merge(tmp_path, monkeypatch, shared_data_dir, zoo_cache,
                                           capsys):
-    from dupbert.results import ResultsFile
+    from dupbert.core.results import ResultsFile
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
     monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
@@ -144,7 +144,7 @@ def test_a_profile_with_a_misspelled_model(tmp_path, monkeypatch, zoo_cache, cap
 
 
 def test_debug_shows_the_traceback(monkeypatch):
-    from dupbert.errors import ModelNotAvailable
+    from dupbert.core.errors import ModelNotAvailable
 
     monkeypatch.setenv("DUPBERT_DEBUG", "1")
     with pytest.raises(ModelNotAvailable):
@@ -234,7 +234,10 @@ def test_probe_a_duplicated_order(tmp_path, fresh_results_cache, capsys):
 @pytest.fixture
 def nothing_loads(monkeypatch):
     """Any model config, data set or model loaded fails the test: the message must come first."""
-    from dupbert import duplicate, finetuning as finetune, params, sweeps, tasks, zoo
+    from dupbert.core import zoo
+    from dupbert.tools import duplicate
+    from dupbert.training import finetuning as finetune, tasks
+    from dupbert.study import params, sweeps
 
     def never(*args, **kwargs):
         raise AssertionError("a model or data set was loaded before the bad option was named")
@@ -250,7 +253,7 @@ def nothing_loads(monkeypatch):
     (["--epochs", "0"], "epochs must be a number > 0, got 0.0 (max_steps is -1: the run trains "
                         "for epochs, and 0 epochs would save an untrained model as a result; give "
                         "epochs > 0 or max_steps >= 1)"),  # was rc 0 and a row of 0 steps
-    # the others are read by RQ3's declaration (dupbert.params.RQ3Parameters), as typed
+    # the others are read by RQ3's declaration (dupbert.study.params.RQ3Parameters), as typed
     (["--epochs", "-2"], "--epochs -2.0: -2.0 is below the smallest allowed value, 0"),
     (["--batch-size", "0"], "--batch-size 0: 0 is below the smallest allowed value, 1"),
     (["--learning-rate", "-1"], "--learning-rate -1.0: -1.0 is not above 0"),
@@ -297,7 +300,7 @@ def test_finetune_into_a_directory_fails_before_training(tmp_path, capsys, nothi
 
 def test_a_profile_into_a_directory_fails_before_training(tmp_path, monkeypatch, zoo_cache,
                                                           capsys):
-    from dupbert import sweeps
+    from dupbert.study import sweeps
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
     monkeypatch.setattr(sweeps, "finetune", lambda *a, **k: pytest.fail("trained"))
@@ -327,8 +330,9 @@ def test_probe_bad_options_are_named_before_anything_loads(capsys, nothing_loads
 
 def test_probe_reads_rq1s_declaration(monkeypatch):
     """`dupbert probe` takes its options, their defaults and their checks from RQ1's parameters,
-    declared once (dupbert.params.NOTEBOOK_PARAMETERS["rq1"])."""
-    from dupbert import params, probe
+    declared once (dupbert.study.params.NOTEBOOK_PARAMETERS["rq1"])."""
+    from dupbert.study import params
+    from dupbert.tools import probe
 
     called = {}
     monkeypatch.setattr(params, "check_model", lambda name, mlm_head: called.update(head=mlm_head))
@@ -398,8 +402,9 @@ def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permiss
     offline and a folder without write permission; one run to do checks both, before training."""
     import os
 
-    from dupbert import finetuning as ft, sweeps
-    from dupbert import results as store
+    from dupbert.training import finetuning as ft
+    from dupbert.study import sweeps
+    from dupbert.core import results as store
 
     results = tmp_path / "r.jsonl"
     trained = []
@@ -408,7 +413,7 @@ def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permiss
              max_eval_samples, device, data_dir, outputs_dir, progress):
         import dataclasses
 
-        from dupbert.tasks import data_source
+        from dupbert.training.tasks import data_source
 
         trained.append(seed)
         row = dict(model=model, task=task, duplication=duplication, seed=seed,
@@ -444,7 +449,7 @@ def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permiss
 @pytest.fixture
 def reactions_txt(tmp_path, shared_data_dir):
     """The first 20 real USPTO-50k test reactions as a text file and as a CSV (column rxn)."""
-    from dupbert.data import load_texts
+    from dupbert.core.data import load_texts
 
     texts = load_texts("uspto50k-test", 20, data_dir=shared_data_dir)
     (tmp_path / "my_text.txt").write_text("\n".join(texts) + "\n")

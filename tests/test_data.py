@@ -1,4 +1,4 @@
-"""dupbert.data: corpora read from the staged data folder; values measured once and pinned here.
+"""dupbert.core.data: corpora read from the staged data folder; values measured once and pinned here.
 
 Counts agree with SOURCES.md / SOURCES-domain.md where those state them.
 """
@@ -8,8 +8,8 @@ from collections import Counter
 import datasets
 import pytest
 
-from dupbert import data
-from dupbert.data import CorpusNotFound, UnknownCorpus, default_corpus, load_corpus, load_texts
+from dupbert.core import data
+from dupbert.core.data import CorpusNotFound, UnknownCorpus, default_corpus, load_corpus, load_texts
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow  # two processes fine-tuning together
 # Runs dupbert's CLI unchanged, logging which ranks train and which append a result row.
 DRIVER = textwrap.dedent("""
     import os, sys
-    from dupbert import finetuning as ft
-    from dupbert import results as store
+    from dupbert.training import finetuning as ft
+    from dupbert.core import results as store
 
     def log(what):
         with open(os.environ["DUPBERT_TEST_LOG"], "a") as stream:

@@ -10,7 +10,7 @@ from transformers import (AlbertConfig, AlbertForMaskedLM, AutoModelForMaskedLM,
                           T5Config, T5EncoderModel)
 
 from dupbert import duplicate_layers, load_mlm, reconstruction_accuracy
-from dupbert.duplicate import (block_is_copy, block_sources, encoder_blocks, finetune_variants,
+from dupbert.tools.duplicate import (block_is_copy, block_sources, encoder_blocks, finetune_variants,
                                order_copy_after, order_repeat_span, single_block_name,
                                standard_duplications, unshare_albert)
 
@@ -239,7 +239,7 @@ def test_duplicated_task_models_load_by_auto_class(tmp_path):
 
 
 def test_depth_control_inserts_a_fresh_block_where_the_first_copy_goes(rxnfp):
-    from dupbert.duplicate import insert_fresh_blocks
+    from dupbert.tools.duplicate import insert_fresh_blocks
 
     model, _ = rxnfp
     control = insert_fresh_blocks(model, [1], seed=0)
@@ -260,7 +260,7 @@ def test_depth_control_inserts_a_fresh_block_where_the_first_copy_goes(rxnfp):
 
 
 def test_finetune_variants_cover_the_study_configurations(rxnmapper):
-    from dupbert.duplicate import finetune_variants, make_variant
+    from dupbert.tools.duplicate import finetune_variants, make_variant
 
     torch.manual_seed(0)
     bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
@@ -283,7 +283,7 @@ def test_reinitialize_draws_every_weight_from_the_generator_and_resets_layer_nor
     """``reinitialize_`` (the depth control's fresh blocks): Linear and Embedding weights are the
     generator's next N(0, std²) draws in module order, biases 0, LayerNorm weight 1 and bias 0;
     other modules are left as they were."""
-    from dupbert.duplicate import reinitialize_
+    from dupbert.tools.duplicate import reinitialize_
 
     module = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Embedding(4, 3),
                                  torch.nn.LayerNorm(3), torch.nn.Linear(2, 2, bias=False),
@@ -307,7 +307,7 @@ def test_depth_control_blocks_are_seeded_fresh_weights_and_unmarked_sources():
     """``insert_fresh_blocks`` on a tiny BERT: the fresh block's weights are ``reinitialize_``'s
     with the model's ``initializer_range`` and a generator seeded by ``seed``; the other blocks
     are the originals'."""
-    from dupbert.duplicate import insert_fresh_blocks, reinitialize_
+    from dupbert.tools.duplicate import insert_fresh_blocks, reinitialize_
 
     torch.manual_seed(0)
     bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
@@ -338,7 +338,7 @@ def _tiny_shared_albert():
 def test_every_configuration_names_its_reference_and_role():
     """The pre-registered comparisons (RQ3): the paper's configuration is the primary one; a
     shared ALBERT's variants that unshare its layer are compared with `unshared baseline`."""
-    from dupbert.duplicate import finetune_variants
+    from dupbert.tools.duplicate import finetune_variants
 
     torch.manual_seed(0)
     bert = finetune_variants(BertForSequenceClassification(BertConfig(**TINY)).eval())
@@ -359,7 +359,7 @@ def test_every_configuration_names_its_reference_and_role():
 
 
 def test_make_variant_keeps_a_shared_baseline_shared_and_seeds_the_depth_control_with_0():
-    from dupbert.duplicate import insert_fresh_blocks, make_variant
+    from dupbert.tools.duplicate import insert_fresh_blocks, make_variant
 
     albert = _tiny_shared_albert()
     ids = {"input_ids": torch.tensor([[1, 5, 7, 9, 2]])}
@@ -382,7 +382,7 @@ def test_make_variant_keeps_a_shared_baseline_shared_and_seeds_the_depth_control
 
 @pytest.mark.parametrize("positions", [[], [1, 1]])
 def test_fresh_blocks_need_distinct_positions(positions):
-    from dupbert.duplicate import insert_fresh_blocks
+    from dupbert.tools.duplicate import insert_fresh_blocks
 
     torch.manual_seed(0)
     bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
@@ -417,7 +417,7 @@ def test_per_block_attention_types_follow_the_new_order():
 def test_a_model_without_a_known_block_list_is_refused_with_the_lists_it_has():
     """``encoder_blocks`` names the model, the paths it looked for and every ``ModuleList`` the
     model has (``none`` when it has none)."""
-    from dupbert.duplicate import _LAYER_LISTS
+    from dupbert.tools.duplicate import _LAYER_LISTS
 
     class NoBlocks(torch.nn.Module):
         def __init__(self):
@@ -499,7 +499,7 @@ def test_standard_duplications_copy_each_block_once():
 def test_every_configuration_spec_in_full():
     """``finetune_variants`` of a 4-block BERT and a 4-block shared ALBERT, every spec pinned:
     orders, the depth control's position, the shared repeats and references and roles."""
-    from dupbert.duplicate import finetune_variants
+    from dupbert.tools.duplicate import finetune_variants
 
     torch.manual_seed(0)
     bert = finetune_variants(BertForSequenceClassification(BertConfig(**TINY)).eval())
@@ -534,7 +534,7 @@ def test_every_configuration_spec_in_full():
 def test_configurations_that_exist_at_a_shallow_depth(num_layers, names):
     """``copy first 3`` and ``repeat first 3`` need three blocks, and exist with exactly
     three."""
-    from dupbert.duplicate import finetune_variants
+    from dupbert.tools.duplicate import finetune_variants
 
     torch.manual_seed(0)
     model = BertForSequenceClassification(BertConfig(**{**TINY, "num_hidden_layers": num_layers}))
@@ -548,7 +548,7 @@ def test_configurations_that_exist_at_a_shallow_depth(num_layers, names):
 def test_the_shared_albert_primary_applies_the_shared_layer_three_more_times():
     """``repeat shared +3``: 4 + 3 applications of the one shared layer, recorded as repeats of
     the last block, no new parameters, and the original model left as it was."""
-    from dupbert.duplicate import make_variant
+    from dupbert.tools.duplicate import make_variant
 
     albert = _tiny_shared_albert()
     repeated = make_variant(albert, "repeat shared +3")
@@ -561,7 +561,7 @@ def test_the_shared_albert_primary_applies_the_shared_layer_three_more_times():
 
 def test_the_baseline_variant_owns_its_weights():
     """Fine-tuning the ``baseline`` variant must not change the loaded model: a deep copy."""
-    from dupbert.duplicate import make_variant
+    from dupbert.tools.duplicate import make_variant
 
     torch.manual_seed(0)
     bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
@@ -578,7 +578,7 @@ def test_the_baseline_variant_owns_its_weights():
 def test_depth_control_at_position_1_and_at_the_end():
     """A fresh block after block 0 marks no other block as a copy; one at position L (after the
     last block) is allowed; one past it is refused with the range; the default seed is 0."""
-    from dupbert.duplicate import insert_fresh_blocks
+    from dupbert.tools.duplicate import insert_fresh_blocks
 
     torch.manual_seed(0)
     bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
@@ -599,7 +599,7 @@ def test_depth_control_at_position_1_and_at_the_end():
 def test_depth_control_of_a_shared_albert_unshares_it_first():
     """The shared ALBERT's depth control: five blocks of their own; the four pretrained ones
     equal the shared layer, the fresh one does not; the original stays shared."""
-    from dupbert.duplicate import insert_fresh_blocks
+    from dupbert.tools.duplicate import insert_fresh_blocks
 
     albert = _tiny_shared_albert()
     control = insert_fresh_blocks(albert, [1])
@@ -644,7 +644,7 @@ def test_the_block_list_message_names_every_list_and_the_root():
 
 @pytest.mark.parametrize("positions", ["1", [1.5], [True], 1])
 def test_fresh_block_positions_must_be_a_list_of_integers(positions):
-    from dupbert.duplicate import insert_fresh_blocks
+    from dupbert.tools.duplicate import insert_fresh_blocks
 
     torch.manual_seed(0)
     bert = BertForSequenceClassification(BertConfig(**TINY)).eval()
@@ -655,7 +655,7 @@ def test_fresh_block_positions_must_be_a_list_of_integers(positions):
 
 
 def test_a_span_of_fractional_blocks_is_refused():
-    from dupbert.duplicate import order_repeat_span
+    from dupbert.tools.duplicate import order_repeat_span
 
     with pytest.raises(ValueError) as refused:
         order_repeat_span(0, 2.5, 12)
@@ -665,7 +665,7 @@ def test_a_span_of_fractional_blocks_is_refused():
 def test_numpy_integers_are_block_indices_and_positions():
     import numpy as np
 
-    from dupbert.duplicate import insert_fresh_blocks, order_repeat_span
+    from dupbert.tools.duplicate import insert_fresh_blocks, order_repeat_span
 
     assert order_repeat_span(np.int64(0), np.int64(2), 4) == [0, 1, 0, 1, 2, 3]
     torch.manual_seed(0)

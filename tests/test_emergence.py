@@ -1,4 +1,4 @@
-"""The emergence rule (dupbert.emergence) on constructed records whose answers are known, and on the
+"""The emergence rule (dupbert.training.emergence) on constructed records whose answers are known, and on the
 committed record of the English models pretrained here."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dupbert import emergence
+from dupbert.training import emergence
 from dupbert.book import emergence as book_emergence
-from dupbert.pretrain import MODELS
-from dupbert.plots import plot_emergence, plot_pretraining_loss
+from dupbert.training.pretrain import MODELS
+from dupbert.book.plots import plot_emergence, plot_pretraining_loss
 
 STEPS = [0, 10, 16, 25, 40]
 REPO = Path(__file__).resolve().parents[1]
@@ -278,7 +278,7 @@ def test_across_seeds_gives_the_shared_verdict_or_counts_a_disagreement():
 
 
 def test_the_seeds_figure_draws_every_hidden_state_and_marks_where_each_seed_predicts():
-    from dupbert.emergence_figures import plot_seeds
+    from dupbert.book.emergence_figures import plot_seeds
 
     masked = [0.05, 0.2, 0.39, 0.41, 0.5]
     frame = with_baseline(plateau_record(masked, {1: [0.9] * 5, 2: [0.9] * 5}), "m", 0.2)

@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dupbert import ensemble as E
-from dupbert import rq5 as R
-from dupbert import qa
-from dupbert.ensemble import OutputsMismatch, OutputsNotFound
-from dupbert.errors import DupbertError
-from dupbert.finetuning import HyperParameters
-from dupbert.results import run_key
+from dupbert.study import ensemble as E
+from dupbert.study import rq5 as R
+from dupbert.training import qa
+from dupbert.study.ensemble import OutputsMismatch, OutputsNotFound
+from dupbert.core.errors import DupbertError
+from dupbert.training.finetuning import HyperParameters
+from dupbert.core.results import run_key
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +260,7 @@ TOY_SETTING = {"model": "toy", "task": "sst2", "hyperparameters": {"max_length":
 
 
 def _toy_key(configuration, seed):
-    """The run key of a toy run, by dupbert.results.run_key: independent of the RQ5 code."""
+    """The run key of a toy run, by dupbert.core.results.run_key: independent of the RQ5 code."""
     return run_key({**TOY_SETTING, "duplication": configuration, "seed": seed})
 
 
@@ -659,7 +659,7 @@ def test_rq5_ensembles_keep_the_models_in_their_order_and_no_runs_give_the_colum
 
 def _study_key(sweeps, model, task, configuration, seed):
     """The run key the tiny study's sweep gives a run, rebuilt from its arguments by
-    dupbert.results.run_key: independent of the RQ5 code."""
+    dupbert.core.results.run_key: independent of the RQ5 code."""
     part = next(p for p in sweeps if p["models"] == [model] and p["tasks"] == [task])
     kind = "qa" if task == "squad2" else "classification"
     hp = HyperParameters.for_task(kind, **part["hyperparameters"][kind])
@@ -955,7 +955,7 @@ def test_rq5_differences_give_the_t_interval_over_disjoint_blocks(tmp_path):
         return cross - (
             _score(runs, [(BASE, s), (BASE, t)]) + _score(runs, [(LAST, s), (LAST, t)])) / 2
 
-    from dupbert.significance import mean_ci
+    from dupbert.core.significance import mean_ci
     expected = mean_ci([unit(0, 1), unit(2, 3)])
     assert matched["n_units"] == 2
     assert (matched["difference"], matched["ci_low"], matched["ci_high"]) == pytest.approx(
@@ -996,7 +996,7 @@ def test_a_squad_ensemble_is_scored_on_the_rederived_evaluation_set(tmp_path, sh
     """The SQuAD path of evaluate_ensemble without training: two members that store no span
     candidate (every feature says "no answer") score as the all-empty prediction does; the
     evaluation set is re-derived once per setting."""
-    from dupbert.metrics import squad_v2
+    from dupbert.training.metrics import squad_v2
 
     row = {**_row("s1", task="squad2"), "model": "all-MiniLM-L6-v2", "max_eval_samples": 4,
            "hyperparameters": {"max_length": 128, "doc_stride": 64}}
@@ -1212,7 +1212,7 @@ def test_ranked_union_breaks_ties_by_token_index_on_wide_features():
 
 
 def test_rq5_keeps_only_configurations_whose_planned_seeds_have_all_landed():
-    from dupbert.profiles import PlannedSweep
+    from dupbert.study.profiles import PlannedSweep
 
     plan = [PlannedSweep(model="m", task="snli", duplications=("baseline", "copy first 3", "copy last",
                                                               "depth control"),
@@ -1237,7 +1237,7 @@ def test_rq5_keeps_only_configurations_whose_planned_seeds_have_all_landed():
 
 
 def test_a_complete_plan_leaves_nothing_waiting():
-    from dupbert.profiles import PlannedSweep
+    from dupbert.study.profiles import PlannedSweep
 
     plan = [PlannedSweep(model="m", task="snli", duplications=("baseline",), max_train_samples=None,
                          max_eval_samples=None, seeds=(0, 1))]
@@ -1265,8 +1265,8 @@ def test_a_control_without_the_metric_drops_its_pair_instead_of_half_a_control()
 # ----------------------------------------------------------------------------- bad input
 
 
-from dupbert.ensemble import OutputsInvalid  # noqa: E402
-from dupbert.errors import ParameterError  # noqa: E402
+from dupbert.study.ensemble import OutputsInvalid  # noqa: E402
+from dupbert.core.errors import ParameterError  # noqa: E402
 
 NAN_B = np.array([[0.2, 0.8], [np.nan, np.nan], [0.7, 0.3]], np.float16)
 

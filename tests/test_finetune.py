@@ -9,12 +9,13 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from dupbert import finetuning as ft, sweeps
-from dupbert.finetuning import HyperParameters, finetune
-from dupbert.results import ResultsFile
-from dupbert.sweeps import merge_results, sweep
-from dupbert.errors import ParameterError
-from dupbert.tasks import UnknownTask
+from dupbert.training import finetuning as ft
+from dupbert.study import sweeps
+from dupbert.training.finetuning import HyperParameters, finetune
+from dupbert.core.results import ResultsFile
+from dupbert.study.sweeps import merge_results, sweep
+from dupbert.core.errors import ParameterError
+from dupbert.training.tasks import UnknownTask
 
 pytestmark = pytest.mark.slow  # real fine-tuning runs
 
@@ -103,7 +104,7 @@ def test_build_model_alone_is_reproducible_whatever_the_global_random_state():
 
 
 def test_the_training_subset_is_the_same_for_every_seed(tmp_path, monkeypatch):
-    from dupbert import tasks
+    from dupbert.training import tasks
 
     drawn = []
     real = tasks.load_task
@@ -243,7 +244,7 @@ def test_two_shards_merged_equal_one_run(tmp_path):
      f"models_dir '{__file__}/models' cannot be a folder: {__file__} is a file"),
 ])
 def test_bad_inputs_fail_before_any_data_or_model_is_loaded(kwargs, error, message, monkeypatch):
-    from dupbert import tasks
+    from dupbert.training import tasks
 
     def never(*args, **kwargs):
         raise AssertionError("loaded before the inputs were checked")
@@ -351,7 +352,7 @@ def test_a_run_that_diverged_is_kept_with_nan_metrics_and_no_outputs(task, metri
     assert list(tmp_path.iterdir()) == []  # no outputs: there is nothing to ensemble
     assert "diverged: its logits are not all numbers" in capsys.readouterr().err
     # the statistics refuse it by name instead of averaging around it
-    from dupbert import comparisons
+    from dupbert.study import comparisons
 
     frame = pd.json_normalize([row], sep=".")
     with pytest.raises(ValueError, match="seed 0 has no accuracy"):

@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dupbert import glance, paper
+from dupbert.study import glance, paper
 
 CPU = Path(__file__).resolve().parents[1] / "results" / "cpu"
 
@@ -673,7 +673,7 @@ def test_a_model_with_runs_but_no_baseline_says_so():
 # ----------------------------------------------------------------------------- bad input
 
 
-from dupbert.errors import ParameterError  # noqa: E402
+from dupbert.core.errors import ParameterError  # noqa: E402
 
 
 @pytest.mark.parametrize("call, message", [

@@ -1,11 +1,11 @@
-"""The growth arm's registered comparisons (dupbert.growth), on hand-made runs."""
+"""The growth arm's registered comparisons (dupbert.study.growth), on hand-made runs."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from dupbert import growth
-from dupbert.plots import plot_paired_seeds
+from dupbert.study import growth
+from dupbert.book.plots import plot_paired_seeds
 
 # per-seed SNLI accuracy (points) of the four arms, seeds 0-7
 ACCURACY = {
@@ -108,7 +108,7 @@ def test_the_chapter_table_of_the_growth_arm():
 
 def test_the_growth_study_reads_its_profile(tmp_path, monkeypatch, shared_data_dir, zoo_cache):
     """A profile of the arms' models whose runs have not landed: every comparison pending."""
-    from dupbert import studies
+    from dupbert.study import studies
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
     monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))

@@ -8,8 +8,8 @@ from matplotlib.figure import Figure
 
 import dupbert
 from dupbert.cli import main
-from dupbert.lens import LENS_COLUMNS, copy_rate, lens_grid
-from dupbert.lens_figures import plot_lens
+from dupbert.tools.lens import LENS_COLUMNS, copy_rate, lens_grid
+from dupbert.book.lens_figures import plot_lens
 
 REACTION = "CC(=O)Cl.OCC>>CC(=O)OCC"  # 21 tokens between CLS and SEP
 TOKENS = ["C", "C", "(", "=", "O", ")", "Cl", ".", "O", "C", "C", ">>", "C", "C", "(", "=", "O",
@@ -92,11 +92,12 @@ def test_bad_k_is_refused(rxnmapper, k):
         dupbert.lens(*rxnmapper, REACTION, k=k)
 
 
-def test_lens_is_callable_after_its_module_was_imported(rxnmapper):
-    import dupbert.lens  # binds dupbert.lens to the module
+def test_lens_stays_the_function_after_its_module_was_imported(rxnmapper):
+    import dupbert.tools.lens  # the module lives in its folder: dupbert.lens stays the function
 
+    assert dupbert.lens is dupbert.tools.lens.lens
     pd.testing.assert_frame_equal(dupbert.lens(*rxnmapper, "CCO>>CC=O", k=2),
-                                  dupbert.lens.lens(*rxnmapper, "CCO>>CC=O", k=2))
+                                  dupbert.tools.lens.lens(*rxnmapper, "CCO>>CC=O", k=2))
 
 
 def test_heat_map_writes_the_top1_token_in_every_cell(frame):
@@ -118,7 +119,7 @@ def test_heat_map_draws_a_square_for_a_character_the_font_lacks(frame):
     import io
     import warnings
 
-    from dupbert.lens_figures import MISSING_GLYPH
+    from dupbert.book.lens_figures import MISSING_GLYPH
 
     odd = frame.copy()
     first = (odd["layer"] == 0) & (odd["position"] == 1) & (odd["guess"] == 1)
@@ -169,7 +170,7 @@ def test_max_length_3_keeps_one_token(rxnmapper):
 
 
 def test_an_unknown_device_is_named(rxnmapper):
-    from dupbert.errors import DeviceNotAvailable
+    from dupbert.core.errors import DeviceNotAvailable
 
     model, tokenizer = rxnmapper
     with pytest.raises(DeviceNotAvailable, match="device 'gpu' is not a device torch knows"):

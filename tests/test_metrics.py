@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from dupbert.metrics import exact_match, normalize_answer, squad_v2, token_f1
+from dupbert.training.metrics import exact_match, normalize_answer, squad_v2, token_f1
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def _tiny_squad(questions):
 
 
 def test_best_thresholds_follow_the_official_search_step_by_step():
-    from dupbert.metrics import best_thresholds
+    from dupbert.training.metrics import best_thresholds
 
     data = _tiny_squad([("q1", ["Paris"]), ("q2", ["Rome"]), ("q3", []), ("q4", [])])
     predictions = {"q1": "Paris", "q2": "Milan", "q3": "London", "q4": "Berlin"}
@@ -108,7 +108,7 @@ def test_malformed_input_is_named(dataset, predictions, message):
 
 
 def test_best_thresholds_refuse_a_probability_that_is_not_a_number():
-    from dupbert.metrics import best_thresholds
+    from dupbert.training.metrics import best_thresholds
 
     data = _tiny_squad([("q1", ["Paris"]), ("q2", [])])
     predictions = {"q1": "Paris", "q2": "Rome"}
@@ -117,7 +117,7 @@ def test_best_thresholds_refuse_a_probability_that_is_not_a_number():
                 f"the no-answer probability of 'q1' must be a number (inf allowed), got {bad!r}")
                 + "$"):
             best_thresholds(data, predictions, {"q1": bad, "q2": 0.5})
-    # inf (no valid span: dupbert.qa's null odds) stays a number
+    # inf (no valid span: dupbert.training.qa's null odds) stays a number
     assert best_thresholds(data, predictions, {"q1": 0.0, "q2": float("inf")}) == {
         "best_exact": 100.0, "best_exact_thresh": 0.0, "best_f1": 100.0, "best_f1_thresh": 0.0}
 
@@ -130,7 +130,7 @@ def test_an_answer_that_is_not_a_string_is_named():
 
 
 def test_a_file_that_is_not_json_is_named(tmp_path):
-    from dupbert.metrics import load_squad_json
+    from dupbert.training.metrics import load_squad_json
 
     path = tmp_path / "dev.json"
     path.write_text('{"data": [\n  {oops}\n]}')

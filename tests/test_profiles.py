@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from dupbert import comparisons, params, profiles, studies, sweeps
+from dupbert.study import comparisons, params, profiles, studies, sweeps
 from dupbert.book import rq3 as book_rq3
 from dupbert.cli import main
-from dupbert.errors import DupbertError, ParameterError
-from dupbert.results import ResultsFile
+from dupbert.core.errors import DupbertError, ParameterError
+from dupbert.core.results import ResultsFile
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PARAMS = REPO_ROOT / "notebooks" / "params"
@@ -115,7 +115,7 @@ def test_bad_profiles_and_parameters_are_named(tmp_path, zoo_env):
         _plan(models=["splade-tiny-en"], duplications=["copy first 3"])
     with pytest.raises(ValueError, match="seeds gives no seeds for rxnmapper-albert on uspto50k"):
         _plan(models=["rxnmapper-albert"], seeds={"snli": [0]})
-    with pytest.raises(TypeError, match="plan_sweep takes dupbert.params.RQ3Parameters, got dict"):
+    with pytest.raises(TypeError, match="plan_sweep takes dupbert.study.params.RQ3Parameters, got dict"):
         profiles.plan_sweep({"models": ["rxnmapper-albert"]})
     assert params.per_model_task({"uspto50k": {"rxnfp-bert": [0, 1]}}, "rxnfp-bert", "uspto50k") == [0, 1]
     assert params.per_model_task({"uspto50k": {"rxnfp-bert": 1e-4}}, "other", "uspto50k") is None
@@ -197,8 +197,8 @@ def test_gpu_import_merges_rows_once_and_unpacks_outputs(tmp_path):
 
 
 def test_hub_runs_never_pass_for_runs_on_the_offline_data(monkeypatch, tmp_path):
-    from dupbert.results import run_key
-    from dupbert.tasks import data_source
+    from dupbert.core.results import run_key
+    from dupbert.training.tasks import data_source
 
     row = dict(model="m", task="snli", duplication="baseline", seed=0, hyperparameters={},
                max_train_samples=None, max_eval_samples=None, train_subset_seed=0)
@@ -336,7 +336,7 @@ def test_study_summary_is_the_acceptance_table_of_a_hand_study():
     import pandas as pd
     from scipy import stats
 
-    from dupbert import significance
+    from dupbert.core import significance
 
     plan, rows = _study_plan(), _study_rows()
     table = comparisons.comparison(rows, planned_seeds=profiles.planned_seeds(plan),
@@ -446,7 +446,7 @@ def test_the_snli_claim_is_refuted_by_its_confirmatory_test(zoo_env):
     glance page takes the SNLI claim's verdict from (the study's rule, the paper's +0.6)."""
     import pandas as pd
 
-    from dupbert import glance
+    from dupbert.study import glance
 
     row = studies.confirmatory_study(PARAMS / "cpu" / "rq3-confirm-first3.yaml").iloc[0]
     assert row["n_pairs"] == 20 and row["seeds"] == ", ".join(map(str, range(8, 28)))
@@ -479,7 +479,7 @@ def test_confirmatory_studies_join_files_and_refuse_two_tests_of_one_cell(zoo_en
     """The tests that decide claims (RQ3, RQ4, glance) and one model's cells (RQ1 beside RQ3):
     files join in order; a second file testing a cell is refused rather than replacing its
     verdict, as is a file testing another configuration than asked."""
-    from dupbert import glance
+    from dupbert.study import glance
 
     snli, sst2 = (PARAMS / "cpu" / name for name in ("rq3-confirm-first3.yaml",
                                                       "rq3-minilm-mlm-en.yaml"))
@@ -543,7 +543,7 @@ def test_rq1_beside_rq3_pairs_the_probe_with_the_fine_tuning_cells(zoo_env):
     a profile testing another configuration is refused; a finished cell reads as gain and verdict."""
     import pandas as pd
 
-    from dupbert.comparisons import CONFIRMATORY_COLUMNS
+    from dupbert.study.comparisons import CONFIRMATORY_COLUMNS
 
     cells_files = [PARAMS / "cpu" / "rq3-minilm-mlm-en.yaml", PARAMS / "cpu" / "rq3-growth.yaml"]
     rq1, cells = studies.rq1_beside_rq3("minilm-mlm-en", REPO_ROOT / "results/cpu", cells_files)
@@ -576,7 +576,7 @@ def test_the_judged_runs_are_the_studies_compared_cells(zoo_env, monkeypatch):
     planned by two files is refused by name."""
     import pandas as pd
 
-    from dupbert.results import read_results
+    from dupbert.core.results import read_results
 
     files = [PARAMS / "cpu" / name for name in ("rq3.yaml", "rq3-minilm-mlm-en.yaml",
                                                  "rq3-growth.yaml")]

@@ -1,4 +1,4 @@
-"""dupbert.qa: SQuAD 2.0 features and post-processing on real SQuAD questions with the real
+"""dupbert.training.qa: SQuAD 2.0 features and post-processing on real SQuAD questions with the real
 all-MiniLM-L6-v2 (bert-base-uncased vocabulary) fast tokenizer. Counts measured once, pinned."""
 
 import re
@@ -7,9 +7,9 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from dupbert import qa
-from dupbert.metrics import normalize_answer, squad_v2
-from dupbert.tasks import (SQUAD_V2_FEATURES, squad_columns, strata, stratified_indices,
+from dupbert.training import qa
+from dupbert.training.metrics import normalize_answer, squad_v2
+from dupbert.training.tasks import (SQUAD_V2_FEATURES, squad_columns, strata, stratified_indices,
                            trivial_baselines)
 
 
@@ -28,7 +28,7 @@ def _official(path):
 
 @pytest.fixture(scope="module")
 def tokenizer(zoo_cache):
-    from dupbert.models import load_encoder
+    from dupbert.tools.models import load_encoder
 
     return load_encoder("all-MiniLM-L6-v2", cache=zoo_cache)[1]
 

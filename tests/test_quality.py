@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dupbert import glance
-from dupbert.data import load_texts
-from dupbert.errors import ParameterError
-from dupbert.hidden import tokenize_for_probe
-from dupbert.quality import QUALITY_COLUMNS, heldout_corpus, masked_top1, quality_table
-from dupbert.significance import ratio_bootstrap
+from dupbert.study import glance
+from dupbert.core.data import load_texts
+from dupbert.core.errors import ParameterError
+from dupbert.tools.hidden import tokenize_for_probe
+from dupbert.training.quality import QUALITY_COLUMNS, heldout_corpus, masked_top1, quality_table
+from dupbert.core.significance import ratio_bootstrap
 
 pytestmark = pytest.mark.slow  # masked top-1 of real models on real held-out text
 
@@ -57,7 +57,7 @@ def test_the_english_bert_continued_from_minilm_clears_the_floor(shared_data_dir
 def test_the_english_albert_made_from_minilm_did_not_leave_the_plateau(shared_data_dir):
     """albert-minilm-en as committed after its first stage (1,000 steps): the masked top-1 its
     card quotes, no better than always answering "the"; its stage gate (0.15) stops the route."""
-    from dupbert.pretrain import MODELS, gate_closed
+    from dupbert.training.pretrain import MODELS, gate_closed
 
     table = quality_table(["albert-minilm-en"])
     row = table.iloc[0]
@@ -72,7 +72,7 @@ def test_the_continued_english_bert_is_still_at_the_plateau_after_two_stages(sha
     """bert-en-small-continued as committed after its second stage (2,000 steps past
     bert-en-small): the masked top-1 its card quotes, "always the" to within one position in
     3,062; its stage gate (0.15, from stage 2's end) stops it there."""
-    from dupbert.pretrain import MODELS, gate_closed
+    from dupbert.training.pretrain import MODELS, gate_closed
 
     table = quality_table(["bert-en-small-continued"])
     row = table.iloc[0]
@@ -97,7 +97,7 @@ def test_heldout_corpus_is_the_domain_corpus_or_clean_wikitext_valid(shared_data
 def test_the_unknown_token_is_never_scored(rxnmapper):
     from transformers import AutoTokenizer
 
-    from dupbert.zoo import zoo_folder
+    from dupbert.core.zoo import zoo_folder
 
     tokenizer = AutoTokenizer.from_pretrained(zoo_folder("splade-tiny-en"))
     (example,) = tokenize_for_probe(tokenizer, ["the [UNK] cat"], 16)
@@ -163,7 +163,7 @@ def test_per_sequence_hits_add_up_to_masked_top1(rxnmapper, uspto_first_64):
     hits over the same texts give the same masked top-1 and baseline."""
     import numpy as np
 
-    from dupbert.quality import masked_hits, masked_top1
+    from dupbert.training.quality import masked_hits, masked_top1
 
     model, tokenizer = rxnmapper
     hits, counts, labels = masked_hits(model, tokenizer, uspto_first_64)
@@ -178,8 +178,8 @@ def test_wikitext_articles_and_the_committed_whole_set_floor(shared_data_dir):
     floor it clears on the registered 200 sequences, and the domain MLMs clear it on both."""
     import pandas as pd
 
-    from dupbert.data import load_corpus
-    from dupbert.quality import beside_whole_set, documents
+    from dupbert.core.data import load_corpus
+    from dupbert.training.quality import beside_whole_set, documents
 
     rows = load_corpus("wikitext2", data_dir=shared_data_dir)
     articles = documents("wikitext2", rows)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import AlbertForMaskedLM, BertConfig, BertModel
 
-from dupbert.recursive import albert_from_bert, embedding_svd_share
+from dupbert.tools.recursive import albert_from_bert, embedding_svd_share
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""dupbert.results: what the cache keys of the probe and the RQ2 statistics say about their
+"""dupbert.core.results: what the cache keys of the probe and the RQ2 statistics say about their
 inputs (the probe's cache key once omitted the model weights and the data folder)."""
 
 import os
@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from dupbert.results import cache_key, input_fingerprint
-from dupbert.zoo import ZOO
+from dupbert.core.results import cache_key, input_fingerprint
+from dupbert.core.zoo import ZOO
 
 
 def _tiny_bert(seed):
@@ -49,7 +49,7 @@ def test_a_table_and_results_files_read_back(tmp_path):
 
     import pandas as pd
 
-    from dupbert.results import read_results, read_table, write_table
+    from dupbert.core.results import read_results, read_table, write_table
 
     frame = pd.DataFrame({"model": ["a", "b"], "top1": [0.123456789, 0.5]})
     write_table(frame, tmp_path, "rq1-reconstruction")
@@ -68,7 +68,7 @@ def test_a_table_and_results_files_read_back(tmp_path):
 def test_atomic_folder_keeps_the_first_of_two_writers(tmp_path):
     """Two workers preparing one folder: the first in place wins, the second leaves no debris,
     and a failed writer leaves nothing behind."""
-    from dupbert.results import atomic_folder
+    from dupbert.core.results import atomic_folder
 
     target = tmp_path / "tokenizer"
     with atomic_folder(target) as first, atomic_folder(target) as second:
@@ -86,7 +86,7 @@ def test_atomic_folder_keeps_the_first_of_two_writers(tmp_path):
 
 
 def test_atomic_save_npy_round_trips(tmp_path):
-    from dupbert.results import atomic_save_npy
+    from dupbert.core.results import atomic_save_npy
 
     rows = np.arange(12, dtype=np.int32).reshape(3, 4)
     path = atomic_save_npy(tmp_path / "rows.npy", rows)

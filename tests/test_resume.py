@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dupbert.results import ResultsFile
+from dupbert.core.results import ResultsFile
 
 pytestmark = pytest.mark.slow  # a sweep killed and resumed for real
 
@@ -71,8 +71,8 @@ def test_a_sweep_killed_mid_run_resumes_without_loss_doubling_or_retraining(tmp_
 
 KILLED_MID_WRITE = """
 import os, signal, sys
-from dupbert import results as results_module
-from dupbert.results import ResultsFile
+from dupbert.core import results as results_module
+from dupbert.core.results import ResultsFile
 
 real_fdopen = os.fdopen
 

@@ -1,13 +1,14 @@
-"""dupbert.rq5's chapter tables and text (the RQ5 study design itself: tests/test_ensemble.py)."""
+"""dupbert.study.rq5's chapter tables and text (the RQ5 study design itself: tests/test_ensemble.py)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from dupbert import plots, rq5, sweeps
+from dupbert.book import plots
+from dupbert.study import rq5, sweeps
 from dupbert.book import rq5 as rq5_book
-from dupbert.text import interval_text
+from dupbert.book.text import interval_text
 from test_ensemble import _toy_grid  # classifiers with stored outputs, by RQ3's row fields
 
 STATUS = pd.DataFrame([
@@ -172,7 +173,7 @@ def test_findings_read_the_differences_or_say_the_baseline_did_not_learn():
 
 
 def test_study_files_default_to_the_outputs_folder_beside_each_results_file():
-    from dupbert.results import repository_path
+    from dupbert.core.results import repository_path
 
     files = rq5.study_files("results/cpu/rq3.jsonl")
     assert files == [("results/cpu/rq3.jsonl", repository_path("results/cpu/rq3.jsonl"),

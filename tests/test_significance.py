@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from dupbert.significance import (check_one_run_per_seed, equivalence_sd_limit, holm, mean_ci,
+from dupbert.core.significance import (check_one_run_per_seed, equivalence_sd_limit, holm, mean_ci,
                                   minimum_detectable_gain, paired_gains, paired_p_value,
                                   paired_t_power, summarize_runs, verdict)
 
@@ -218,7 +218,7 @@ def test_pooling_refusal_names_the_rows_and_the_first_three_groups():
         "{'model': 'm', 'task': 't', 'duplication': 'b', 'seed': 0}, "
         "{'model': 'm', 'task': 't', 'duplication': 'a', 'seed': 1}]: runs of different settings "
         "(hyper-parameters, subsets, data source) cannot be pooled. Keep the rows of one setting "
-        "(e.g. dupbert.sweeps.planned_run_keys).")
+        "(e.g. dupbert.study.sweeps.planned_run_keys).")
 
 
 def test_rows_come_out_in_the_order_the_groups_first_appear():
@@ -347,8 +347,8 @@ def test_a_secondary_short_of_its_planned_seeds_stays_out_of_holm():
 # ----------------------------------------------------------------------------- bad input
 
 
-from dupbert.errors import ParameterError  # noqa: E402
-from dupbert.significance import GAIN_COLUMNS  # noqa: E402
+from dupbert.core.errors import ParameterError  # noqa: E402
+from dupbert.core.significance import GAIN_COLUMNS  # noqa: E402
 
 
 @pytest.mark.parametrize("call, message", [

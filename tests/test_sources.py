@@ -1,4 +1,4 @@
-"""dupbert.sources: download from a local mirror of raw.githubusercontent.com, derive, verify.
+"""dupbert.tools.sources: download from a local mirror of raw.githubusercontent.com, derive, verify.
 
 The mirror is an ``http.server`` on 127.0.0.1 serving copies of the staged files laid out as
 ``<owner>/<repo>/<commit>/<path>``; the shared data folder itself is only read.
@@ -16,9 +16,9 @@ import threading
 
 import pytest
 
-from dupbert import sources
-from dupbert.sources import ChecksumMismatch, DerivationSkipped, DownloadError, MissingDependency
-from dupbert.zoo import sha256_of
+from dupbert.tools import sources
+from dupbert.tools.sources import ChecksumMismatch, DerivationSkipped, DownloadError, MissingDependency
+from dupbert.core.zoo import sha256_of
 
 HAVE_RDKIT = importlib.util.find_spec("rdkit") is not None
 CHAINS_SHA256 = "f5565d4dd42e9c8f4c7ff01f1a19b071a081a80c953c462828fee643ee7e08e6"  # SOURCES-domain.md A2
@@ -186,6 +186,6 @@ def test_cli_reports_checksum_error(tmp_path, mirror, no_rdkit, capsys):
 
 
 def test_python_m_entry_point():
-    result = subprocess.run([sys.executable, "-m", "dupbert.sources", "download", "--help"],
+    result = subprocess.run([sys.executable, "-m", "dupbert.tools.sources", "download", "--help"],
                             capture_output=True, text=True, check=True)
     assert "--to DIR" in result.stdout and "--mirror" in result.stdout

@@ -8,11 +8,11 @@ import scipy.stats
 import torch
 
 from dupbert import reconstruction_accuracy
-from dupbert.stats import (STATISTICS_COLUMNS, cka_matrix, collect_hidden_states,
+from dupbert.tools.stats import (STATISTICS_COLUMNS, cka_matrix, collect_hidden_states,
                            cosine_across_layers, distribution_distance, layer_similarity_report,
                            layer_statistics, linear_cka, partial_spearman,
                            relate_to_reconstruction, sampled_reconstruction)
-from dupbert.duplicate import paper_duplication
+from dupbert.tools.duplicate import paper_duplication
 
 # Measured once on the first 32 reactions of USPTO-50k test (3,022 counted tokens, all kept with
 # max_tokens=4000), then pinned.
@@ -316,7 +316,7 @@ def test_bad_input_gives_clear_errors(rxnmapper, uspto_32):
     with pytest.raises(ValueError, match="reconstruction must be"):
         layer_similarity_report(["rxnmapper-albert"], reconstruction=True)
     # the second model is checked before the first one runs
-    from dupbert.errors import ModelNotAvailable
+    from dupbert.core.errors import ModelNotAvailable
 
     with pytest.raises(ModelNotAvailable, match=r"^could not load model 'rxnfp-bret'\."):
         layer_similarity_report(["rxnmapper-albert", "rxnfp-bret"], progress=False, cache=False)
@@ -360,7 +360,7 @@ def test_layer_similarity_report_on_rxnmapper(rxnmapper, shared_data_dir):
 
 
 def test_rq2_plots_draw_synthetic_frames():
-    from dupbert.plots import (plot_distribution_distance, plot_layer_statistics,
+    from dupbert.book.plots import (plot_distribution_distance, plot_layer_statistics,
                                plot_similarity_heatmap, plot_similarity_heatmaps,
                                plot_similarity_vs_reconstruction)
 
@@ -386,7 +386,7 @@ def test_rq2_plots_draw_synthetic_frames():
 def test_the_glance_rule_reads_debiased_cka_given_depth():
     """The RQ2 verdict uses the partial correlation given depth, so a model whose CKA
     is monotone in depth (rho with CKA = rho with depth) decides nothing."""
-    from dupbert import glance
+    from dupbert.study import glance
 
     def table(partial):
         return pd.DataFrame([
@@ -407,8 +407,8 @@ def test_the_rq2_cache_key_names_the_data_folder_read(tmp_path, monkeypatch, sha
                                                       zoo_cache):
     """``layer_similarity_report(data_dir=...)`` keys its cached statistics on the corpus file
     of the folder it reads, not on ``$DUPBERT_DATA_DIR``'s (here unset)."""
-    import dupbert.stats as stats_module
-    from dupbert.results import input_fingerprint
+    import dupbert.tools.stats as stats_module
+    from dupbert.core.results import input_fingerprint
 
     monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
     monkeypatch.delenv("DUPBERT_DATA_DIR", raising=False)
@@ -434,7 +434,7 @@ def test_the_rq2_cache_key_names_the_data_folder_read(tmp_path, monkeypatch, sha
 
 
 def test_n_sequences_none_reads_every_row_and_passes_the_argument_checks():
-    from dupbert.errors import ModelNotAvailable
+    from dupbert.core.errors import ModelNotAvailable
 
     # past every argument check, to the model check: None is accepted, as load_texts reads it
     with pytest.raises(ModelNotAvailable, match="could not load model 'no-such-model'"):
@@ -442,7 +442,7 @@ def test_n_sequences_none_reads_every_row_and_passes_the_argument_checks():
 
 
 def test_translator_gap_against_similarity_per_model():
-    from dupbert.stats import translator_gap_vs_similarity
+    from dupbert.tools.stats import translator_gap_vs_similarity
 
     layers_ = range(5)
     translator = pd.DataFrame(
@@ -518,7 +518,7 @@ def _spearman_p(rho, n):
 
 
 def test_spearman_table_per_model_and_similarity():
-    from dupbert.stats import spearman_table
+    from dupbert.tools.stats import spearman_table
 
     table = spearman_table(_chapter_layers(), ["m", "n"])
     assert table.index.names == ["model", "similarity"]
@@ -540,7 +540,7 @@ def test_spearman_table_per_model_and_similarity():
 
 
 def test_format_correlations_rounds_rho_and_p():
-    from dupbert.stats import spearman_table
+    from dupbert.tools.stats import spearman_table
     from dupbert.book.rq2 import format_correlations
 
     shown = format_correlations(spearman_table(_chapter_layers())).loc["m"]
@@ -554,7 +554,7 @@ def test_format_correlations_rounds_rho_and_p():
 def test_the_rq2_reading_tables():
     """model_table, summary_numbers, duplicate_table on the chapter's hand-made frames."""
     from dupbert.book.rq2 import duplicate_table, model_table, summary_numbers
-    from dupbert.stats import spearman_table
+    from dupbert.tools.stats import spearman_table
 
     layers = _chapter_layers()
     correlations = spearman_table(layers)

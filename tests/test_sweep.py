@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from dupbert import finetuning as ft, sweeps
-from dupbert import results as store
-from dupbert.errors import ParameterError
-from dupbert.tasks import UnknownTask
-from dupbert.finetuning import HyperParameters
-from dupbert.results import ResultsFile, run_key
-from dupbert.sweeps import merge_results, sweep
+from dupbert.training import finetuning as ft
+from dupbert.study import sweeps
+from dupbert.core import results as store
+from dupbert.core.errors import ParameterError
+from dupbert.training.tasks import UnknownTask
+from dupbert.training.finetuning import HyperParameters
+from dupbert.core.results import ResultsFile, run_key
+from dupbert.study.sweeps import merge_results, sweep
 
 IDENTITY = dict(model="m", task="uspto50k", duplication="baseline", seed=0,
                 hyperparameters={"learning_rate": 1.0}, max_train_samples=8, max_eval_samples=4,
@@ -48,7 +49,7 @@ def _stub_finetune(calls):
 
 
 def ft_data_source(data_dir):
-    from dupbert.tasks import data_source
+    from dupbert.training.tasks import data_source
 
     return data_source(data_dir)
 
@@ -391,7 +392,7 @@ def test_sweep_refuses_a_results_path_it_could_not_write_before_training(tmp_pat
 
 
 def test_sweep_checks_models_and_configurations_before_training(tmp_path, monkeypatch, zoo_cache):
-    from dupbert.errors import ConfigurationNotAvailable
+    from dupbert.core.errors import ConfigurationNotAvailable
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
     made = []

@@ -1,4 +1,4 @@
-"""dupbert.tasks: fine-tuning splits read from the staged data folder; counts from SOURCES.md /
+"""dupbert.training.tasks: fine-tuning splits read from the staged data folder; counts from SOURCES.md /
 SOURCES-domain.md, other values measured once and pinned here."""
 
 import gzip
@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dupbert.data import CorpusNotFound
-from dupbert.tasks import (TASKS, UnknownTask, data_note, load_task, stratified_indices, strata,
+from dupbert.core.data import CorpusNotFound
+from dupbert.training.tasks import (TASKS, UnknownTask, data_note, load_task, stratified_indices, strata,
                            task_files, trivial_baselines)
 
 # (task, split) -> (rows, label counts); SQuAD: (answerable, unanswerable)
@@ -204,14 +204,14 @@ def test_trivial_baselines(loaded):
 
 def test_as_squad_json_scores_like_the_official_file(loaded, shared_data_dir):
     """The Dataset -> official JSON round trip gives the official script's oracle scores exactly."""
-    from dupbert.metrics import squad_v2
-    from dupbert.qa import as_squad_json
+    from dupbert.training.metrics import squad_v2
+    from dupbert.training.qa import as_squad_json
 
     folder = shared_data_dir / "squad2" / "oracle"
     with gzip.open(folder / "dev_predictions_a.json.gz", "rt") as f:
         predictions = json.load(f)
     official = json.loads((folder / "dev_scores_a.official.json").read_text())
-    from dupbert.tasks import SQUAD_V2_FEATURES, squad_columns
+    from dupbert.training.tasks import SQUAD_V2_FEATURES, squad_columns
 
     with gzip.open(shared_data_dir / "squad2" / "dev-v2.0.reconstructed.json.gz", "rt") as f:
         full_dev = datasets.Dataset.from_dict(squad_columns(json.load(f)["data"]),
@@ -343,8 +343,9 @@ def test_the_data_note_says_what_the_runs_used_not_only_the_file_sizes():
 
 
 def test_each_task_is_registered_once_with_its_floor_and_place_in_the_run_order():
-    """The forms, the planner and the comparisons read dupbert.task_specs; nothing keeps a copy."""
-    from dupbert import comparisons, forms, profiles, task_specs, tasks
+    """The forms, the planner and the comparisons read dupbert.training.task_specs; nothing keeps a copy."""
+    from dupbert.study import comparisons, forms, profiles
+    from dupbert.training import task_specs, tasks
 
     assert task_specs.TASK_NAMES == ("sst2", "snli", "squad2", "uspto50k") == tuple(tasks.TASKS)
     assert forms.TASK_NAMES is task_specs.TASK_NAMES

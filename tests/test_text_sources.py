@@ -13,8 +13,8 @@ import pytest
 
 import dupbert
 from dupbert import probe_models, reconstruction_accuracy
-from dupbert.data import CorpusNotFound, CorpusUnreadable, UnknownCorpus, read_texts
-from dupbert.probe import PROBE_COLUMNS, TruncationWarning
+from dupbert.core.data import CorpusNotFound, CorpusUnreadable, UnknownCorpus, read_texts
+from dupbert.tools.probe import PROBE_COLUMNS, TruncationWarning
 
 N = 20
 # Measured once: rxnmapper-albert on the first 20 reactions of USPTO-50k test (1,992 tokens),
@@ -98,13 +98,13 @@ def test_a_hub_dataset_with_config_split_and_column(files, reference, results_ca
 def test_the_cache_is_keyed_on_the_texts_not_the_path(files, results_cache, monkeypatch,
                                                       tmp_path):
     computed = []
-    real = dupbert.probe.reconstruction_accuracy
+    real = dupbert.tools.probe.reconstruction_accuracy
 
     def counting(*args, **kwargs):
         computed.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("dupbert.probe.reconstruction_accuracy", counting)
+    monkeypatch.setattr("dupbert.tools.probe.reconstruction_accuracy", counting)
     options = dict(n_sequences=N, include_control=False, progress=False)
     first = probe_models(["rxnmapper-albert"], corpus=str(files["txt"][0]), **options)
     # the same texts from another file and form: read from the cache
@@ -127,7 +127,7 @@ def test_the_cache_is_keyed_on_the_texts_not_the_path(files, results_cache, monk
 
 @pytest.mark.slow
 def test_layer_statistics_read_a_users_file(files, results_cache, shared_data_dir):
-    from dupbert.stats import layer_similarity_report
+    from dupbert.tools.stats import layer_similarity_report
 
     options = dict(n_sequences=N, max_tokens=300, duplications=None, reconstruction="sample",
                    progress=False, cache=False)

@@ -15,8 +15,8 @@ from transformers import BertConfig, BertForMaskedLM
 import dupbert
 from dupbert import (LinearTranslator, fit_translators, masked_prediction_accuracy,
                      mlm_head, probe_models, reconstruction_accuracy, split_texts)
-from dupbert.duplicate import duplicate_layers
-from dupbert.translators import RIDGE_GRID, _Moments, fit_affine, lens_kl
+from dupbert.tools.duplicate import duplicate_layers
+from dupbert.tools.translators import RIDGE_GRID, _Moments, fit_affine, lens_kl
 
 pytestmark = pytest.mark.slow  # translators fitted on real hidden states
 
@@ -72,7 +72,7 @@ def test_a_hidden_state_that_is_a_linear_image_of_the_last_gets_the_last_ones_ac
     identity lens then reads nonsense there; the fitted map inverts A, so hidden state 3
     reconstructs exactly the tokens the last hidden state does."""
     model, tokenizer = rxnmapper
-    real = dupbert.hidden.encoder_hidden_states
+    real = dupbert.tools.hidden.encoder_hidden_states
     generator = torch.Generator().manual_seed(0)
     q, _ = torch.linalg.qr(torch.randn(256, 256, generator=generator))
     a = q * torch.linspace(0.5, 2.0, 256)
@@ -83,7 +83,7 @@ def test_a_hidden_state_that_is_a_linear_image_of_the_last_gets_the_last_ones_ac
         states[3] = states[-1] @ a + c
         return tuple(states)
 
-    monkeypatch.setattr("dupbert.hidden.encoder_hidden_states", image_at_3)
+    monkeypatch.setattr("dupbert.tools.hidden.encoder_hidden_states", image_at_3)
     fitted = fit_translators(model, tokenizer, split.fit[:80])
     identity = reconstruction_accuracy(model, tokenizer, split.eval, progress=False)
     linear = reconstruction_accuracy(model, tokenizer, split.eval, progress=False,
@@ -98,7 +98,7 @@ def test_the_last_hidden_states_map_is_the_identity(translator, tables, rxnmappe
     identity, linear = tables
     model, tokenizer = rxnmapper
     ids = tokenizer(split.eval[:4], padding=True, return_tensors="pt")
-    last = dupbert.hidden.encoder_hidden_states(model, ids["input_ids"],
+    last = dupbert.tools.hidden.encoder_hidden_states(model, ids["input_ids"],
                                                ids["attention_mask"])[-1].detach()
     mapped = translator.apply(12, last)
     assert float((mapped - last).norm() / last.norm()) < 1e-3
@@ -206,7 +206,7 @@ def test_probe_models_fits_on_the_sequences_after_the_evaluated_ones(
 def test_a_translator_fitted_at_masked_positions_sees_only_them(rxnmapper, split, tmp_path):
     """Din et al. fit at [MASK] positions: the fit reads the masked positions of masked inputs
     (the probe's seeded selection), so it counts exactly those, and keeps how it was fitted."""
-    from dupbert.hidden import mask_for_probe, tokenize_for_probe
+    from dupbert.tools.hidden import mask_for_probe, tokenize_for_probe
 
     model, tokenizer = rxnmapper
     masked = fit_translators(model, tokenizer, split.fit, fit_at="masked", seed=3)
@@ -455,8 +455,8 @@ def test_reconstruction_and_masked_prediction_read_one_fit(tmp_path, monkeypatch
                                                             zoo_cache):
     """probe_models fits a translator once per model, duplication and fit: the masked call reads
     the reconstruction call's fit (RQ1 asks for both), unless its masks differ (linear-masked)."""
-    import dupbert.probe as probe_module
-    import dupbert.translators as translators_module
+    import dupbert.tools.probe as probe_module
+    import dupbert.tools.translators as translators_module
 
     monkeypatch.setenv("DUPBERT_CACHE", str(tmp_path))
     (tmp_path / "models").symlink_to(zoo_cache / "models")

@@ -1,4 +1,4 @@
-"""Intervals with both sources of error (dupbert.variance): the seed-only part equals the
+"""Intervals with both sources of error (dupbert.study.variance): the seed-only part equals the
 registered paired t-interval, the crossed-design estimate matches a hand computation, and the
 committed study's evaluation-set errors are what the RQ3 chapter reports."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dupbert import variance
-from dupbert.errors import ParameterError
-from dupbert.significance import mean_ci
+from dupbert.study import variance
+from dupbert.core.errors import ParameterError
+from dupbert.core.significance import mean_ci
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,8 +67,8 @@ def test_the_committed_studys_evaluation_set_errors():
     """all-MiniLM-L6-v2, copy first 3 against the baseline, 8 seeds: the evaluation set alone
     leaves 0.19 points on SNLI (5,000 pairs) and 0.43 on SST-2 (872 sentences), so SST-2's
     claim of no gain cannot be shown within 0.5 at any number of seeds."""
-    from dupbert import comparisons
-    from dupbert.results import ResultsFile
+    from dupbert.study import comparisons
+    from dupbert.core.results import ResultsFile
 
     results = ResultsFile(REPO / "results/cpu/rq3.jsonl").frame()
     table = variance.two_way_table(comparisons.comparison(results), results,

@@ -1,6 +1,6 @@
 """The emergence chapter's tables (``notebooks/emergence.ipynb``): the pre-stated rules' steps and
 verdicts per model and per seed, the final per-layer top-1, the rule past the plateau, and what
-each stage cost; from the frames of :mod:`dupbert.emergence`. The chapter's prose, and the rules
+each stage cost; from the frames of :mod:`dupbert.training.emergence`. The chapter's prose, and the rules
 themselves, are in its Markdown cells.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ..emergence import across_seeds, baselines, emergence_summary, past_plateau
+from ..training.emergence import across_seeds, baselines, emergence_summary, past_plateau
 
 SUMMARY_HEADINGS = {"last_step": "evaluated to", "s_embedding": "hidden state 0",
                     "s_last": "last hidden state", "s_all": "every block output",
@@ -20,7 +20,7 @@ SUMMARY_HEADINGS = {"last_step": "evaluated to", "s_embedding": "hidden state 0"
                     "s_duplicated_all": "duplicated: every block output",
                     "verdict_layers": "verdict", "by_construction": "by construction",
                     "verdict_duplication": "duplication"}
-"""The columns of :func:`dupbert.emergence.emergence_summary` that the chapter shows, and their
+"""The columns of :func:`dupbert.training.emergence.emergence_summary` that the chapter shows, and their
 headings; ``by_construction`` is added by :func:`summary_table`."""
 
 
@@ -29,7 +29,7 @@ def _steps(value) -> str:
 
 
 def summary_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """:func:`dupbert.emergence.emergence_summary` as the chapter shows it: one row per model, the
+    """:func:`dupbert.training.emergence.emergence_summary` as the chapter shows it: one row per model, the
     steps at which each part first became decodable (``"never"`` where it did not; thousands
     separators), whether every block output stays decodable after (``"-"`` where it never was),
     the lowest block output and the last hidden state at the last step (3 decimals), the
@@ -67,7 +67,7 @@ PAST_PLATEAU_HEADINGS = {"P": "first predicting step P", "masked_P": "masked top
                          "F": "last step F", "masked_F": "masked top-1 at F",
                          "largest_fall": "largest fall, P to F", "lowest_F": "lowest at F",
                          "verdict": "verdict"}
-"""The columns of :func:`dupbert.emergence.past_plateau` that the chapter shows."""
+"""The columns of :func:`dupbert.training.emergence.past_plateau` that the chapter shows."""
 
 
 def _number(value, digits: int = 3) -> str:
@@ -77,7 +77,7 @@ def _number(value, digits: int = 3) -> str:
 
 
 def past_plateau_table(table: pd.DataFrame) -> pd.DataFrame:
-    """:func:`dupbert.emergence.past_plateau` as the chapter shows it: one row per model, steps
+    """:func:`dupbert.training.emergence.past_plateau` as the chapter shows it: one row per model, steps
     whole, top-1 to 3 decimals (``"-"`` where there is none), the hidden state of the largest
     fall and of the lowest reconstruction beside them."""
     where = table.set_index("model")
@@ -93,7 +93,7 @@ def past_plateau_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def stage_cost_table(costs: pd.DataFrame) -> pd.DataFrame:
-    """:func:`dupbert.emergence.stage_costs` as the chapter shows it: one row per model and
+    """:func:`dupbert.training.emergence.stage_costs` as the chapter shows it: one row per model and
     stage, steps as a range, tokens in millions, hours to 2 decimals, top-1 to 3."""
     shown = pd.DataFrame({
         "model": costs["model"], "stage": costs["stage"],
@@ -107,7 +107,7 @@ def stage_cost_table(costs: pd.DataFrame) -> pd.DataFrame:
 def sharing_table(top1: pd.DataFrame, shared: str, unshared: str) -> pd.DataFrame:
     """Masked top-1 at the output, step for step, of a recursive model (``shared``) beside the
     unshared body it was made from (``unshared``), at the steps both were evaluated, with the
-    difference; ``top1``: :func:`dupbert.emergence.output_top1`."""
+    difference; ``top1``: :func:`dupbert.training.emergence.output_top1`."""
     both = top1[[unshared, shared]].dropna()
     shown = both.map(lambda v: f"{v:.3f}")
     shown["shared - unshared"] = (both[shared] - both[unshared]).map(lambda v: f"{v:+.3f}")
@@ -127,9 +127,9 @@ def seed_tables(record: pd.DataFrame, groups: Mapping[str, list[str]], levels: M
     """Both questions per seed and across seeds, for runs registered with several seeds.
 
     Args:
-        record: the rows of the runs (:func:`dupbert.emergence.read_record`).
+        record: the rows of the runs (:func:`dupbert.training.emergence.read_record`).
         groups: ``{architecture label: [run, ...]}``, one run per seed.
-        levels: :func:`dupbert.emergence.predicting_levels` of ``record``.
+        levels: :func:`dupbert.training.emergence.predicting_levels` of ``record``.
         total_steps: each run's registered last step: a run short of it is ``running (step s of
             n)`` in both verdict columns and waits in the across-seed answer.
         threshold: reconstruction top-1 at which a hidden state counts as decodable.
@@ -137,7 +137,7 @@ def seed_tables(record: pd.DataFrame, groups: Mapping[str, list[str]], levels: M
     Returns:
         ``(per_seed, across)``: one row per run under :data:`SEED_HEADINGS` (steps whole, top-1 to
         3 decimals, ``"never"``/``"-"`` where there is none); one row per architecture, its
-        :func:`dupbert.emergence.across_seeds` answer to each question.
+        :func:`dupbert.training.emergence.across_seeds` answer to each question.
     """
     first = emergence_summary(record, threshold).set_index("model")
     past = past_plateau(record, levels, threshold).set_index("model")

@@ -1,6 +1,6 @@
 """The RQ1 chapter's tables (``notebooks/rq1.ipynb``): reconstruction per hidden state beside the
 random-init control, what duplication does, masked prediction against copying, and the identity
-lens beside the fitted translators; from the frames of :func:`dupbert.probe.probe_models`. The
+lens beside the fitted translators; from the frames of :func:`dupbert.tools.probe.probe_models`. The
 prose is in the notebook's Markdown; fractions are shown with 3 decimals (4 where a change of a
 tenth of a point matters).
 """
@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from ..glance import rq1_rows, with_mlm_floor
-from ..model_card import clears_mlm_floor
-from ..probe import BASELINE, CONTROL, PRETRAINED
+from ..study.glance import rq1_rows, with_mlm_floor
+from ..training.model_card import clears_mlm_floor
+from ..tools.probe import BASELINE, CONTROL, PRETRAINED
 
 
 TRANSLATOR_COLUMNS = ["model", "measure", "translator", "layer", "top1", "top5", "n_tokens"]
@@ -25,7 +25,7 @@ def translator_comparison(lenses: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]
 
     Args:
         lenses: ``{translator: (reconstruction, masked)}`` in the order shown, ``"identity"``
-            first: :func:`dupbert.probe.probe_models` frames read through that translator (their
+            first: :func:`dupbert.tools.probe.probe_models` frames read through that translator (their
             ``baseline``, ``pretrained`` rows are kept).
     """
     frames = []
@@ -38,7 +38,7 @@ def translator_comparison(lenses: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]
 
 def translator_curves(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(reconstruction, masked)`` of :func:`translator_comparison` as
-    ``dupbert.plots.plot_masked_and_reconstruction`` draws them: the identity lens as the
+    ``dupbert.book.plots.plot_masked_and_reconstruction`` draws them: the identity lens as the
     baseline, each fitted one as ``"<name> translator"``."""
     shown = frame.assign(duplication=frame["translator"].map(
         lambda name: BASELINE if name == "identity" else f"{name} translator"), init=PRETRAINED)
@@ -56,7 +56,7 @@ def reconstruction_table(frame: pd.DataFrame, models: Sequence[str]) -> pd.DataF
     ``""`` where a model lacks the hidden state.
 
     Args:
-        frame: :func:`dupbert.probe.probe_models` output with the control and no duplications.
+        frame: :func:`dupbert.tools.probe.probe_models` output with the control and no duplications.
         models: the models, in column order.
     """
     pretrained = frame[frame["init"] == PRETRAINED].set_index(["model", "layer"])
@@ -88,7 +88,7 @@ def reconstruction_summary(frame: pd.DataFrame, models: Sequence[str],
     mean and best; fractions with 3 decimals.
 
     Args:
-        frame: :func:`dupbert.probe.probe_models` output with the control and no duplications.
+        frame: :func:`dupbert.tools.probe.probe_models` output with the control and no duplications.
         models: the models, in row order.
         threshold: the top-1 (a fraction) from which a hidden state counts as decoded.
     """
@@ -114,7 +114,7 @@ def reconstruction_summary(frame: pd.DataFrame, models: Sequence[str],
 
 
 def duplication_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """:func:`dupbert.probe.duplication_summary` as RQ1 shows it: index ``(model, duplication)``,
+    """:func:`dupbert.tools.probe.duplication_summary` as RQ1 shows it: index ``(model, duplication)``,
     readable column names, accuracies to 4 decimals, the last hidden state's change signed."""
     shown = summary.set_index(["model", "duplication"]).rename(columns={
         "n_blocks": "blocks", "n_copies": "copies", "at_copies": "top-1 at copies",
@@ -133,7 +133,7 @@ def duplication_overview(summary: pd.DataFrame, models: Sequence[str]) -> pd.Dat
     drop.
 
     Args:
-        summary: :func:`dupbert.probe.duplication_summary`; each model with a variant besides
+        summary: :func:`dupbert.tools.probe.duplication_summary`; each model with a variant besides
             ``baseline``.
         models: the models, in row order.
     """
@@ -154,7 +154,7 @@ def masked_table(masked: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
     model, with a last row ``masked tokens`` giving each model's count.
 
     Args:
-        masked: :func:`dupbert.probe.probe_models` output with ``masking`` set.
+        masked: :func:`dupbert.tools.probe.probe_models` output with ``masking`` set.
         models: the models, in column order.
     """
     table = masked[masked["duplication"] == BASELINE].pivot(index="layer", columns="model",
@@ -175,7 +175,7 @@ def copy_and_predict(reconstruction: pd.DataFrame, masked: pd.DataFrame, models:
     duplicated variant (named).
 
     Args:
-        reconstruction: :func:`dupbert.probe.probe_models` on unmasked sequences, with
+        reconstruction: :func:`dupbert.tools.probe.probe_models` on unmasked sequences, with
             ``baseline`` rows.
         masked: the same with ``masking``, with ``baseline`` rows and one duplicated variant per
             model (e.g. ``duplications="paper"``).
@@ -213,10 +213,10 @@ def translator_table(comparison: pd.DataFrame) -> pd.DataFrame:
 
 
 def quality_table_view(quality: pd.DataFrame) -> pd.DataFrame:
-    """A ``dupbert.quality.quality_table`` as RQ1 shows it: index ``model``; masked top-1 with its
+    """A ``dupbert.training.quality.quality_table`` as RQ1 shows it: index ``model``; masked top-1 with its
     95% interval, top-5, the most-frequent token and its share of the masked positions, the ratio
     of the two top-1s, and whether the model clears the MLM-quality floor
-    (``dupbert.model_card.clears_mlm_floor``); 3 decimals, ratio 1."""
+    (``dupbert.training.model_card.clears_mlm_floor``); 3 decimals, ratio 1."""
     return pd.DataFrame({
         "held-out text": quality["corpus"].to_numpy(),
         "masked positions": quality["n_masked"].map("{:,}".format).to_numpy(),
@@ -235,11 +235,11 @@ def answer_table(reconstruction: pd.DataFrame, duplicated: pd.DataFrame | None,
                  quality: pd.DataFrame) -> pd.DataFrame:
     """RQ1's answer, one row per claim (index the claim): the weakest model's worst hidden state
     1..L (top-1 with its 95% interval), the verdict under the registered rule and with the
-    MLM-quality floor, and the models the floor judges (:func:`dupbert.glance.rq1_rows`,
-    :func:`dupbert.glance.with_mlm_floor`).
+    MLM-quality floor, and the models the floor judges (:func:`dupbert.study.glance.rq1_rows`,
+    :func:`dupbert.study.glance.with_mlm_floor`).
 
     Raises:
-        ParameterError (a ValueError): as :func:`dupbert.glance.with_mlm_floor`.
+        ParameterError (a ValueError): as :func:`dupbert.study.glance.with_mlm_floor`.
     """
     floor = with_mlm_floor(reconstruction, duplicated, None, quality).set_index("id")
     return pd.DataFrame([{

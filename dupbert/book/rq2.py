@@ -1,7 +1,7 @@
 """The RQ2 chapter's tables and glued numbers (``notebooks/rq2.ipynb``): per-layer statistics,
 each hidden state's similarity to the last one beside RQ1's top-1, the rank correlations, the
 per-model and per-variant readings its "What the numbers say" section shows, and the linear
-translator's gap beside similarity; from the frames of :mod:`dupbert.stats`. The prose is in the
+translator's gap beside similarity; from the frames of :mod:`dupbert.tools.stats`. The prose is in the
 notebook's Markdown.
 """
 
@@ -27,7 +27,7 @@ def statistics_table(layers: pd.DataFrame) -> pd.DataFrame:
     """RQ2's per-layer statistics of each model as loaded (chapter RQ2, "Per-layer statistics").
 
     Args:
-        layers: :attr:`dupbert.stats.SimilarityReport.layers` (``baseline`` rows are used).
+        layers: :attr:`dupbert.tools.stats.SimilarityReport.layers` (``baseline`` rows are used).
 
     Returns:
         Index ``(model, hidden state)``; columns norm, norm std, std, q01, q50, q99, max |x|,
@@ -46,7 +46,7 @@ def similarity_to_last_table(layers: pd.DataFrame) -> pd.DataFrame:
     (chapter RQ2, "Similarity to the last layer and reconstruction").
 
     Args:
-        layers: :attr:`dupbert.stats.SimilarityReport.layers` with ``top1`` (all duplications
+        layers: :attr:`dupbert.tools.stats.SimilarityReport.layers` with ``top1`` (all duplications
             are shown).
 
     Returns:
@@ -68,7 +68,7 @@ def similarity_to_last_table(layers: pd.DataFrame) -> pd.DataFrame:
 
 
 def format_correlations(correlations: pd.DataFrame) -> pd.DataFrame:
-    """:func:`dupbert.stats.spearman_table` as strings: rho with 3 decimals, p-values with 2
+    """:func:`dupbert.tools.stats.spearman_table` as strings: rho with 3 decimals, p-values with 2
     significant digits."""
     return correlations.assign(
         rho=correlations["rho"].map("{:.3f}".format),
@@ -102,8 +102,8 @@ def model_table(layers: pd.DataFrame, correlations: pd.DataFrame,
     states, a constant column, or CKA / top-1 monotone in depth). Paper section 3.
 
     Args:
-        layers: :attr:`dupbert.stats.SimilarityReport.layers` with ``top1``.
-        correlations: :func:`dupbert.stats.spearman_table` of ``layers``.
+        layers: :attr:`dupbert.tools.stats.SimilarityReport.layers` with ``top1``.
+        correlations: :func:`dupbert.tools.stats.spearman_table` of ``layers``.
         models: default: those of ``correlations``.
         within: a hidden state is close to the last one when its debiased CKA is >= ``1 - within``.
     """
@@ -169,8 +169,8 @@ def duplicate_table(layers: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     one block of the model as loaded with its input (range); empty without a variant.
 
     Args:
-        layers: :attr:`dupbert.stats.SimilarityReport.layers` with ``top1``.
-        pairs: :attr:`dupbert.stats.SimilarityReport.pairs`.
+        layers: :attr:`dupbert.tools.stats.SimilarityReport.layers` with ``top1``.
+        pairs: :attr:`dupbert.tools.stats.SimilarityReport.pairs`.
     """
     baseline = _baseline(layers)
     rows = []
@@ -195,7 +195,7 @@ def duplicate_table(layers: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def translator_gap_tables(gaps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`dupbert.stats.translator_gap_vs_similarity` as RQ2 shows it, rounded to 3
+    """:func:`dupbert.tools.stats.translator_gap_vs_similarity` as RQ2 shows it, rounded to 3
     decimals.
 
     Returns:

@@ -1,7 +1,7 @@
 """The RQ3 chapter's tables and glued numbers (``notebooks/rq3.ipynb``): the study's design, its
 pilots, per task every configuration against its reference, the study in one row per model and
 task, the findings and stalled runs its "What the numbers say" section shows, the confirmatory test
-and the growth arm; from the frames of :mod:`dupbert.comparisons`, scores in points. The prose is
+and the growth arm; from the frames of :mod:`dupbert.study.comparisons`, scores in points. The prose is
 in the notebook's Markdown.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..comparisons import CONTROLS, LEARNING_FLOORS, learning_floor, learning_status, stalled_runs
-from ..paper import ALBERT_DEPTH, ALBERT_PAPER, REPLICATION_ROBERTA, REPLICATION_SINGLE_LAYERS
-from ..tasks import task_metrics
-from ..text import interval_text, p_text
+from ..study.comparisons import CONTROLS, LEARNING_FLOORS, learning_floor, learning_status, stalled_runs
+from ..study.paper import ALBERT_DEPTH, ALBERT_PAPER, REPLICATION_ROBERTA, REPLICATION_SINGLE_LAYERS
+from ..training.tasks import task_metrics
+from .text import interval_text, p_text
 
 
 def study_design(plan) -> pd.DataFrame:
@@ -23,9 +23,9 @@ def study_design(plan) -> pd.DataFrame:
     and the learning floor.
 
     Args:
-        plan: ``dupbert.profiles.PlannedSweep`` entries (``plan_sweep``).
+        plan: ``dupbert.study.profiles.PlannedSweep`` entries (``plan_sweep``).
     """
-    from ..significance import minimum_detectable_gain
+    from ..core.significance import minimum_detectable_gain
 
     return pd.DataFrame([{
         "model": entry.model, "task": entry.task,
@@ -97,7 +97,7 @@ def task_table(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
     p, deciding p, smallest detectable gain, paper value and verdict.
 
     Args:
-        table: :func:`dupbert.comparisons.comparison` output.
+        table: :func:`dupbert.study.comparisons.comparison` output.
     """
     rows = []
     for name in dict.fromkeys(table.loc[table["task"] == task, "model"]):
@@ -127,7 +127,7 @@ def task_table(table: pd.DataFrame, task: str, metric: str) -> pd.DataFrame:
 
 
 def study_table(study: pd.DataFrame, timed: bool = True) -> pd.DataFrame:
-    """RQ3's one row per model and task from ``dupbert.studies.study_summary``, as strings; the
+    """RQ3's one row per model and task from ``dupbert.study.studies.study_summary``, as strings; the
     minutes column only if ``timed``."""
     shown = pd.DataFrame({
         "model": study["model"], "task": study["task"], "metric": study["metric"], "seeds": study["seeds"],
@@ -150,7 +150,7 @@ def study_table(study: pd.DataFrame, timed: bool = True) -> pd.DataFrame:
 def _decidable(row, pairs: int) -> str:
     """What the seeds can decide: the detectable gain, or for "no gain" the largest standard
     deviation of the paired differences at which the 95% interval fits within the margin."""
-    from ..significance import EQUIVALENCE_MARGIN, equivalence_sd_limit
+    from ..core.significance import EQUIVALENCE_MARGIN, equivalence_sd_limit
 
     if row.claimed_gain != 0:
         return f"a gain of {row.min_detectable_gain:.2f}"
@@ -180,10 +180,10 @@ def findings_table(summary: pd.DataFrame, table: pd.DataFrame, results: pd.DataF
     baseline or primary run says so in ``verdict``. Empty without rows.
 
     Args:
-        summary: :func:`dupbert.comparisons.overall` of ``table``.
-        table: :func:`dupbert.comparisons.comparison` of ``results``.
+        summary: :func:`dupbert.study.comparisons.overall` of ``table``.
+        table: :func:`dupbert.study.comparisons.comparison` of ``results``.
         results: ``ResultsFile.frame()`` rows (for
-            :func:`dupbert.comparisons.learning_status`).
+            :func:`dupbert.study.comparisons.learning_status`).
     """
     rows = []
     status = learning_status(results) if len(results) else pd.DataFrame()
@@ -222,7 +222,7 @@ def findings_table(summary: pd.DataFrame, table: pd.DataFrame, results: pd.DataF
 
 
 def stalled_table(points: pd.DataFrame) -> pd.DataFrame:
-    """:func:`dupbert.comparisons.stalled_runs` per model and task (index ``model, task``): the
+    """:func:`dupbert.study.comparisons.stalled_runs` per model and task (index ``model, task``): the
     floor's metric, the trivial baseline and the cutoff (points), and the stalled runs
     (``"copy last at seeds 0 (31.00), 1 (32.00)"``, configurations joined by ``"; "``)."""
     stalled = stalled_runs(points)
@@ -240,8 +240,8 @@ def stalled_table(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def replication_table() -> pd.DataFrame:
-    """:data:`dupbert.paper.REPLICATION_SINGLE_LAYERS`, :data:`dupbert.paper.REPLICATION_ROBERTA`
-    and :data:`dupbert.paper.ALBERT_DEPTH` as one table of SQuAD 2.0 F1 (index ``source, model,
+    """:data:`dupbert.study.paper.REPLICATION_SINGLE_LAYERS`, :data:`dupbert.study.paper.REPLICATION_ROBERTA`
+    and :data:`dupbert.study.paper.ALBERT_DEPTH` as one table of SQuAD 2.0 F1 (index ``source, model,
     what``; columns ``F1`` and ``baseline F1``, as the sources print them)."""
     single, roberta = REPLICATION_SINGLE_LAYERS, REPLICATION_ROBERTA
     rows = [{"source": "replication", "model": single["model"], "what": single["configurations"],
@@ -255,7 +255,7 @@ def replication_table() -> pd.DataFrame:
 
 
 def confirmatory_table(tests: pd.DataFrame) -> pd.DataFrame:
-    """:func:`dupbert.comparisons.confirmatory_test` as the chapter shows it (index ``model, task,
+    """:func:`dupbert.study.comparisons.confirmatory_test` as the chapter shows it (index ``model, task,
     comparison``): metric, verdict, the paired gain [95% CI], p and seeds, and the baseline [95%
     CI] beside its floor (points); a pending test shows its verdict only (nothing is judged before
     every planned pair has landed)."""
@@ -277,7 +277,7 @@ def confirmatory_table(tests: pd.DataFrame) -> pd.DataFrame:
 
 
 def growth_table(tests: pd.DataFrame) -> pd.DataFrame:
-    """The growth arm's comparisons (``dupbert.growth.growth_tests``) as the chapter shows them:
+    """The growth arm's comparisons (``dupbert.study.growth.growth_tests``) as the chapter shows them:
     means, the gain with its 95% interval and the smallest detectable gain, in points to 2
     decimals; p to 3."""
     two = lambda v: "" if pd.isna(v) else f"{v:.2f}"  # noqa: E731
@@ -294,7 +294,7 @@ def growth_table(tests: pd.DataFrame) -> pd.DataFrame:
 
 
 def landed_numbers(progress: pd.DataFrame, results: pd.DataFrame) -> dict[str, int | str]:
-    """How far a plan got (``dupbert.studies.plan_progress``, the plan's ``results``): ``landed``
+    """How far a plan got (``dupbert.study.studies.plan_progress``, the plan's ``results``): ``landed``
     and ``planned`` runs, their optimisation ``steps``, and their ``cpu_hours`` of training (one
     decimal; wall times differ between executions, so not for outputs ``pytest --nbval``
     compares)."""
@@ -305,11 +305,11 @@ def landed_numbers(progress: pd.DataFrame, results: pd.DataFrame) -> dict[str, i
 
 def rq1_beside_rq3_table(rq1: pd.DataFrame, cells: pd.DataFrame,
                          decided: dict[tuple[str, str], tuple[str, str | None]]) -> pd.DataFrame:
-    """One model's RQ1 beside its RQ3 (``dupbert.studies.rq1_beside_rq3``), as the chapter shows
+    """One model's RQ1 beside its RQ3 (``dupbert.study.studies.rq1_beside_rq3``), as the chapter shows
     it: rows ``baseline``, the tested configuration and their difference (RQ1's left blank); a
     column for RQ1's worst block output (top-1 [95% CI], hidden state) and one per RQ3 cell (its
     metric's mean over the planned seeds, points; the paired gain [95% CI], p and the claim's
-    verdict under the study's rule, ``decided``: ``dupbert.glance.decisive_tests``), each pending
+    verdict under the study's rule, ``decided``: ``dupbert.study.glance.decisive_tests``), each pending
     until its runs land."""
     baseline, configuration = rq1["configuration"].tolist()
     shown = {}
@@ -343,7 +343,7 @@ def answer_table(findings: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFram
 
     Args:
         findings: :func:`findings_table`.
-        intervals: ``dupbert.variance.interval_table`` of the study's two-way table (may be empty).
+        intervals: ``dupbert.study.variance.interval_table`` of the study's two-way table (may be empty).
     """
     rows = []
     for (model, task), row in findings.iterrows():

@@ -1,6 +1,6 @@
 """The RQ4 chapter's tables and glued numbers (``notebooks/rq4.ipynb``): the grid of gains over
 models and tasks, the paper beside ours, and the counts its "What the numbers say" section glues;
-from the frames of :mod:`dupbert.comparisons`, scores in points.
+from the frames of :mod:`dupbert.study.comparisons`, scores in points.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ..comparisons import DID_NOT_LEARN, learned
-from ..text import interval_text
+from ..study.comparisons import DID_NOT_LEARN, learned
+from .text import interval_text
 
 
 def _gain_cell(model, task, gain, low, high, level, p, role, verdict, status) -> str:
@@ -28,9 +28,9 @@ def gain_grid(main: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
     when significant, ``did not learn`` or the pending verdict; ``""`` where a model lacks it.
 
     Args:
-        main: :func:`dupbert.comparisons.primary_rows` of a
-            :func:`dupbert.comparisons.comparison` table.
-        status: :func:`dupbert.comparisons.learning_status` of the same runs.
+        main: :func:`dupbert.study.comparisons.primary_rows` of a
+            :func:`dupbert.study.comparisons.comparison` table.
+        status: :func:`dupbert.study.comparisons.learning_status` of the same runs.
     """
     gains = main[main["n_pairs"].notna()]
     gains = gains.assign(
@@ -50,8 +50,8 @@ def beside_table(summary: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
     primary and its gain [95% CI] (points), secondary gains / losses, verdict.
 
     Args:
-        summary: :func:`dupbert.comparisons.overall` of the primary-metric rows.
-        status: :func:`dupbert.comparisons.learning_status` of the same runs.
+        summary: :func:`dupbert.study.comparisons.overall` of the primary-metric rows.
+        status: :func:`dupbert.study.comparisons.learning_status` of the same runs.
     """
     rows = []
     for row in summary.itertuples():
@@ -84,8 +84,8 @@ def cell_counts(summary: pd.DataFrame, status: pd.DataFrame) -> dict[str, int | 
     is shown in the grid, never counted here.
 
     Args:
-        summary: :func:`dupbert.comparisons.overall` of the primary-metric rows.
-        status: :func:`dupbert.comparisons.learning_status` of the same runs.
+        summary: :func:`dupbert.study.comparisons.overall` of the primary-metric rows.
+        status: :func:`dupbert.study.comparisons.learning_status` of the same runs.
     """
     ok = _learned_cells(summary, status)
     skipped = summary[~ok]
@@ -133,7 +133,7 @@ def claimed_table(summary: pd.DataFrame, status: pd.DataFrame,
 
     Args:
         summary, status: as :func:`cell_counts`.
-        decisive: ``dupbert.glance.decisive_tests``: ``{(model, task): (description, verdict)}``.
+        decisive: ``dupbert.study.glance.decisive_tests``: ``{(model, task): (description, verdict)}``.
     """
     cells = summary[_learned_cells(summary, status) & summary["claimed_gain"].notna()]
     rows = []

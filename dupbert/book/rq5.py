@@ -1,7 +1,7 @@
 """The RQ5 chapter's tables and glued numbers (``notebooks/rq5.ipynb``): the ensembles counted,
 single models and ensembles against their trivial baseline and floor, the comparisons, their
 robustness over partitions of the seeds, the paper beside ours, and the per-cell findings its "What
-the numbers say" section shows; from the frames of :mod:`dupbert.rq5`, scores in points (accuracy
+the numbers say" section shows; from the frames of :mod:`dupbert.study.rq5`, scores in points (accuracy
 x 100, SQuAD EM/F1 as they are). The prose is in the notebook's Markdown.
 """
 
@@ -12,14 +12,14 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..comparisons import DID_NOT_LEARN, learned
-from ..paper import NOT_STATED, PAPER_SCORES
-from ..rq5 import KINDS, distinct_ensembles, rq5_differences
-from ..text import interval_text
+from ..study.comparisons import DID_NOT_LEARN, learned
+from ..study.paper import NOT_STATED, PAPER_SCORES
+from ..study.rq5 import KINDS, distinct_ensembles, rq5_differences
+from .text import interval_text
 
 
 def waiting_text(waiting: pd.DataFrame, model: str | None = None, task: str | None = None) -> str:
-    """:func:`dupbert.rq5.complete_configurations`' ``waiting`` (of one model and task if given)
+    """:func:`dupbert.study.rq5.complete_configurations`' ``waiting`` (of one model and task if given)
     as ``"copy last 3/8 seeds; ..."``, else prefixed with model and task; ``""`` when none
     waits."""
     if model is None:
@@ -31,11 +31,11 @@ def waiting_text(waiting: pd.DataFrame, model: str | None = None, task: str | No
 
 def ensemble_counts(runs: pd.DataFrame, ensembles: pd.DataFrame) -> pd.DataFrame:
     """Per model and task (index): ``k``, seeds, configurations, evaluation examples, the number of
-    distinct ensembles of each of :data:`dupbert.rq5.KINDS` and of disjoint seed blocks (integers).
+    distinct ensembles of each of :data:`dupbert.study.rq5.KINDS` and of disjoint seed blocks (integers).
 
     Args:
-        runs: the :func:`dupbert.ensemble.read_runs` rows that were combined.
-        ensembles: :func:`dupbert.rq5.rq5_ensembles` of them.
+        runs: the :func:`dupbert.study.ensemble.read_runs` rows that were combined.
+        ensembles: :func:`dupbert.study.rq5.rq5_ensembles` of them.
     """
     groups = runs.groupby(["model", "task"], sort=False)
     counts = distinct_ensembles(ensembles).pivot_table(
@@ -54,7 +54,7 @@ def ensemble_counts(runs: pd.DataFrame, ensembles: pd.DataFrame) -> pd.DataFrame
 
 def floor_text(status: pd.DataFrame, model: str, task: str) -> str:
     """``"accuracy 28.91 vs floor 80: did not learn"``
-    (:func:`dupbert.comparisons.learning_status`), or ``"no baseline runs"``."""
+    (:func:`dupbert.study.comparisons.learning_status`), or ``"no baseline runs"``."""
     cell = status[(status["model"] == model) & (status["task"] == task)]
     if cell.empty:
         return "no baseline runs"
@@ -75,13 +75,13 @@ def _summary_cell(row: Mapping) -> str:
 def summary_table(summary: pd.DataFrame, trivial: Mapping, status: pd.DataFrame,
                   baseline: str = "baseline") -> pd.DataFrame:
     """RQ5's table of single models and ensembles: rows ``task, model, metric``; trivial baseline,
-    baseline vs floor, then per kind of :func:`dupbert.rq5.rq5_summary` its mean [95% CI] (points).
+    baseline vs floor, then per kind of :func:`dupbert.study.rq5.rq5_summary` its mean [95% CI] (points).
 
     Args:
-        summary: :func:`dupbert.rq5.rq5_summary`.
-        trivial: :func:`dupbert.rq5.trivial_scores`.
-        status: ``dupbert.comparisons.learning_status`` of the runs.
-        baseline: the configuration :func:`dupbert.rq5.rq5_summary` reported as the baseline.
+        summary: :func:`dupbert.study.rq5.rq5_summary`.
+        trivial: :func:`dupbert.study.rq5.trivial_scores`.
+        status: ``dupbert.study.comparisons.learning_status`` of the runs.
+        baseline: the configuration :func:`dupbert.study.rq5.rq5_summary` reported as the baseline.
     """
     labels = {"single": "every single run", "baseline": f"{baseline} (single)",
               "best single": "best single configuration",
@@ -102,12 +102,12 @@ def summary_table(summary: pd.DataFrame, trivial: Mapping, status: pd.DataFrame,
 
 def difference_table(differences: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
     """RQ5's comparisons table: rows ``task, model, metric``; baseline vs floor, then per comparison
-    of :func:`dupbert.rq5.rq5_differences` its difference [95% CI] (points), p, and blocks tested
+    of :func:`dupbert.study.rq5.rq5_differences` its difference [95% CI] (points), p, and blocks tested
     of pairs.
 
     Args:
-        differences: :func:`dupbert.rq5.rq5_differences`.
-        status: ``dupbert.comparisons.learning_status`` of the runs.
+        differences: :func:`dupbert.study.rq5.rq5_differences`.
+        status: ``dupbert.study.comparisons.learning_status`` of the runs.
     """
     shown = differences.assign(
         cell=[interval_text(d, lo, hi, signed=True) for d, lo, hi in
@@ -128,7 +128,7 @@ _CROSS_VS_SAME = "cross-configuration − same-configuration"
 
 
 def cyclic_partitions(ensembles: pd.DataFrame, metrics: Mapping[str, str]) -> pd.DataFrame:
-    """The cross − same-configuration difference (:func:`dupbert.rq5.rq5_differences`) on
+    """The cross − same-configuration difference (:func:`dupbert.study.rq5.rq5_differences`) on
     ``metrics[task]`` on each of the ``k`` cyclic partitions of the seeds, with every rotation and
     rotation 0 alone: columns ``task, model, assignment, blocks from, blocks, difference [95% CI]``
     (points), ``p``, ``all pairs``, as strings."""
@@ -187,7 +187,7 @@ def robustness_table(partitions: pd.DataFrame) -> pd.DataFrame:
 
 def every_partition_table(found: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
     """Per model and task (index ``task, model``) of
-    :func:`dupbert.rq5.rq5_partition_differences`: partitions, the planned difference, range,
+    :func:`dupbert.study.rq5.rq5_partition_differences`: partitions, the planned difference, range,
     median, how many positive and nominally significant (points)."""
     rows = []
     for (model, task), group in found.groupby(["model", "task"], sort=False):
@@ -208,8 +208,8 @@ def every_partition_table(found: pd.DataFrame, status: pd.DataFrame) -> pd.DataF
 
 
 def unpartitioned(found: pd.DataFrame, differences: pd.DataFrame) -> str:
-    """The cells (``"m on t, ..."``) of :func:`dupbert.rq5.rq5_differences` without partitions
-    in ``found`` (:func:`dupbert.rq5.rq5_partition_differences`): their seeds do not cut into
+    """The cells (``"m on t, ..."``) of :func:`dupbert.study.rq5.rq5_differences` without partitions
+    in ``found`` (:func:`dupbert.study.rq5.rq5_partition_differences`): their seeds do not cut into
     blocks of k, or they make one partition only; ``"none"`` when every cell has them."""
     shown = set(zip(found["model"], found["task"]))
     return ", ".join(f"{m} on {t}" for m, t in dict.fromkeys(zip(differences["model"], differences["task"]))
@@ -222,9 +222,9 @@ def paper_beside_table(summary: pd.DataFrame, ensembles: pd.DataFrame, trivial: 
     (picked on the evaluation data) and the trivial baseline.
 
     Args:
-        summary: :func:`dupbert.rq5.rq5_summary`.
-        ensembles: :func:`dupbert.rq5.rq5_ensembles`.
-        trivial: :func:`dupbert.rq5.trivial_scores`.
+        summary: :func:`dupbert.study.rq5.rq5_summary`.
+        ensembles: :func:`dupbert.study.rq5.rq5_ensembles`.
+        trivial: :func:`dupbert.study.rq5.trivial_scores`.
     """
     rows = []
     for model, group in summary[summary["task"] == "squad2"].groupby("model", sort=False):
@@ -292,11 +292,11 @@ def findings_table(summary: pd.DataFrame, differences: pd.DataFrame, partitions:
     so and nothing else; one without ensembles says "too few seeds or configurations".
 
     Args:
-        summary: :func:`dupbert.rq5.rq5_summary`; differences:
-            :func:`dupbert.rq5.rq5_differences`; partitions:
-            :func:`dupbert.rq5.rq5_partition_differences`; waiting:
-            :func:`dupbert.rq5.complete_configurations`' second frame; status:
-            ``dupbert.comparisons.learning_status``.
+        summary: :func:`dupbert.study.rq5.rq5_summary`; differences:
+            :func:`dupbert.study.rq5.rq5_differences`; partitions:
+            :func:`dupbert.study.rq5.rq5_partition_differences`; waiting:
+            :func:`dupbert.study.rq5.complete_configurations`' second frame; status:
+            ``dupbert.study.comparisons.learning_status``.
     """
     rows = []
     for (model, task), _ in summary.groupby(["model", "task"], sort=False):
