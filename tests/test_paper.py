@@ -1298,3 +1298,12 @@ def test_rq3_findings_on_a_task_the_paper_says_nothing_about_read_not_stated():
     table = comparisons.comparison(results)
     row = book_rq3.findings_table(comparisons.overall(table), table, results).iloc[0]
     assert (row["paper"], row["verdict"]) == ("states nothing", "not stated")
+
+
+def test_a_table_cell_is_the_value_in_its_format_or_the_missing_mark():
+    from dupbert.book.text import cell
+
+    assert cell(0.12345) == "0.123" and cell(0.12346, ".4f") == "0.1235"
+    assert cell(1500.0, ",.0f") == "1,500" and cell(0.000123, ".2g") == "0.00012"
+    assert cell(float("nan")) == "" and cell(None, ".2f", "-") == "-"
+    assert cell(0.0, ".3f", "-") == "0.000"  # zero is a value, not missing

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from .text import cell
 from ..training.emergence import across_seeds, baselines, emergence_summary, past_plateau
 
 SUMMARY_HEADINGS = {"last_step": "evaluated to", "s_embedding": "hidden state 0",
@@ -70,12 +71,6 @@ PAST_PLATEAU_HEADINGS = {"P": "first predicting step P", "masked_P": "masked top
 """The columns of :func:`dupbert.training.emergence.past_plateau` that the chapter shows."""
 
 
-def _number(value, digits: int = 3) -> str:
-    if pd.isna(value):
-        return "-"
-    return f"{int(value):,}" if digits == 0 else f"{value:.{digits}f}"
-
-
 def past_plateau_table(table: pd.DataFrame) -> pd.DataFrame:
     """:func:`dupbert.training.emergence.past_plateau` as the chapter shows it: one row per model, steps
     whole, top-1 to 3 decimals (``"-"`` where there is none), the hidden state of the largest
@@ -84,7 +79,7 @@ def past_plateau_table(table: pd.DataFrame) -> pd.DataFrame:
     shown = pd.DataFrame(index=where.index)
     for column, heading in PAST_PLATEAU_HEADINGS.items():
         shown[heading] = where[column].map(lambda v: v if isinstance(v, str)
-                                           else _number(v, 0 if column in ("P", "F") else 3))
+                                           else cell(v, ",.0f" if column in ("P", "F") else ".3f", "-"))
     shown[PAST_PLATEAU_HEADINGS["largest_fall"]] += where["falling_layer"].map(
         lambda layer: "" if pd.isna(layer) else f" (hidden state {int(layer)})")
     shown[PAST_PLATEAU_HEADINGS["lowest_F"]] += where["lowest_layer"].map(
@@ -100,7 +95,7 @@ def stage_cost_table(costs: pd.DataFrame) -> pd.DataFrame:
         "steps": [f"{a:,}-{b:,}" for a, b in zip(costs["first_step"], costs["last_step"])],
         "tokens (M)": (costs["tokens"] / 1e6).map(lambda v: f"{v:.2f}"),
         "hours": costs["hours"].map(lambda v: f"{v:.2f}"),
-        "masked top-1 at its end": costs["masked_top1"].map(_number)})
+        "masked top-1 at its end": costs["masked_top1"].map(lambda v: cell(v, ".3f", "-"))})
     return shown.set_index(["model", "stage"])
 
 
@@ -148,7 +143,7 @@ def seed_tables(record: pd.DataFrame, groups: Mapping[str, list[str]], levels: M
     per_seed = pd.DataFrame({
         SEED_HEADINGS["baseline"]: baselines(record).map("{:.3f}".format),
         SEED_HEADINGS["P"]: past["P"].map(_steps),
-        SEED_HEADINGS["masked_P"]: past["masked_P"].map(_number),
+        SEED_HEADINGS["masked_P"]: past["masked_P"].map(lambda v: cell(v, ".3f", "-")),
         SEED_HEADINGS["F"]: past["F"].map(_steps),
         SEED_HEADINGS["masked_F"]: past["masked_F"].map("{:.3f}".format),
         SEED_HEADINGS["s_all"]: first["s_all"].map(_steps),

@@ -14,6 +14,7 @@ import pandas as pd
 from ..study.glance import rq1_rows, with_mlm_floor
 from ..training.model_card import clears_mlm_floor
 from ..tools.probe import BASELINE, CONTROL, PRETRAINED
+from .text import cell
 
 
 TRANSLATOR_COLUMNS = ["model", "measure", "translator", "layer", "top1", "top5", "n_tokens"]
@@ -45,11 +46,6 @@ def translator_curves(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return (shown[shown["measure"] == "reconstruction"], shown[shown["measure"] == "masked"])
 
 
-def _fixed(value, digits: int = 3) -> str:
-    """``value`` with ``digits`` decimals, or ``""`` for NaN (a table cell)."""
-    return "" if pd.isna(value) else f"{value:.{digits}f}"
-
-
 def reconstruction_table(frame: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
     """RQ1's main table (section 3): index ``hidden state``, one column per model with
     ``"top-1 (top-5)"`` (3 decimals) and one ``"<model> control"`` with the control's top-1;
@@ -66,7 +62,7 @@ def reconstruction_table(frame: pd.DataFrame, models: Sequence[str]) -> pd.DataF
         return "" if pd.isna(row["top1"]) else f"{row['top1']:.3f} ({row['top5']:.3f})"
 
     table = pretrained.apply(top1_top5, axis=1).unstack("model")
-    controls = control["top1"].unstack("model").map(_fixed)
+    controls = control["top1"].unstack("model").map(cell)
     table = table.join(controls.rename(columns=lambda name: f"{name} control"))
     table = table.reindex(columns=[*models, *[f"{m} control" for m in models]]).fillna("")
     table.index.name = "hidden state"
@@ -102,14 +98,14 @@ def reconstruction_summary(frame: pd.DataFrame, models: Sequence[str],
         steady = _steady_from(ours["top1"], threshold)
         rows.append({
             "sequences": int(ours["n_sequences"].iloc[0]), "tokens": int(ours["n_tokens"].iloc[0]),
-            "last hidden state": last, "top-1 there": _fixed(ours.loc[last, "top1"]),
-            "intermediate: lowest": _fixed(inner["top1"].min()),
+            "last hidden state": last, "top-1 there": cell(ours.loc[last, "top1"]),
+            "intermediate: lowest": cell(inner["top1"].min()),
             "at hidden state": "" if inner.empty else int(inner["top1"].idxmin()),
-            "intermediate: mean": _fixed(inner["top1"].mean()),
-            "top-5 mean": _fixed(inner["top5"].mean()),
-            "embedding output": _fixed(ours.loc[0, "top1"]),
+            "intermediate: mean": cell(inner["top1"].mean()),
+            "top-5 mean": cell(inner["top5"].mean()),
+            "embedding output": cell(ours.loc[0, "top1"]),
             f"all >= {threshold:.2f} from": "none" if steady is None else int(steady),
-            "control: mean": _fixed(ctrl["top1"].mean()), "control: best": _fixed(ctrl["top1"].max())})
+            "control: mean": cell(ctrl["top1"].mean()), "control: best": cell(ctrl["top1"].max())})
     return pd.DataFrame(rows, index=pd.Index(list(models), name="model"))
 
 
@@ -121,7 +117,7 @@ def duplication_table(summary: pd.DataFrame) -> pd.DataFrame:
         "before_first_copy": "top-1 before 1st copy", "min_after_first_copy": "min top-1 after",
         "last": "top-1 last", "last_change": "change of last"})
     for column in ["top-1 at copies", "top-1 before 1st copy", "min top-1 after", "top-1 last"]:
-        shown[column] = shown[column].map(lambda v: _fixed(v, 4))
+        shown[column] = shown[column].map(lambda v: cell(v, ".4f"))
     shown["change of last"] = shown["change of last"].map(lambda v: f"{v:+.4f}")
     return shown
 
@@ -159,7 +155,7 @@ def masked_table(masked: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
     """
     table = masked[masked["duplication"] == BASELINE].pivot(index="layer", columns="model",
                                                             values="top1")
-    table = table.reindex(columns=models).map(_fixed)
+    table = table.reindex(columns=models).map(cell)
     table.index.name = "hidden state"
     n_masked = masked.groupby("model")["n_tokens"].first()
     table.loc["masked tokens"] = [f"{n_masked[name]:,}" for name in models]
@@ -196,10 +192,10 @@ def copy_and_predict(reconstruction: pd.DataFrame, masked: pd.DataFrame, models:
         other = variants[variants["duplication"] != BASELINE]
         change = other.sort_values("layer")["top1"].iloc[-1] - base_m.loc[last, "top1"]
         rows.append({"copies from": int(copy_at), "predicts from": int(predict_at),
-                     "best masked top-1": _fixed(best),
-                     "masked there (copies from)": _fixed(base_m.loc[copy_at, "top1"]),
-                     "reconstructed there": _fixed(base_r.loc[copy_at, "top1"]),
-                     "masked at the last": _fixed(base_m.loc[last, "top1"]),
+                     "best masked top-1": cell(best),
+                     "masked there (copies from)": cell(base_m.loc[copy_at, "top1"]),
+                     "reconstructed there": cell(base_r.loc[copy_at, "top1"]),
+                     "masked at the last": cell(base_m.loc[last, "top1"]),
                      "duplicated": other["duplication"].iloc[0],
                      "its change (points)": f"{change * 100:+.1f}"})
     return pd.DataFrame(rows, index=pd.Index(list(models), name="model"))
@@ -209,7 +205,7 @@ def translator_table(comparison: pd.DataFrame) -> pd.DataFrame:
     """:func:`translator_comparison` as RQ1 shows it: top-1 per hidden state, columns ``(model,
     measure, translator)`` (Din et al. 2023)."""
     return comparison.pivot(index="layer", columns=["model", "measure", "translator"],
-                            values="top1").map(_fixed)
+                            values="top1").map(cell)
 
 
 def quality_table_view(quality: pd.DataFrame) -> pd.DataFrame:
@@ -222,9 +218,9 @@ def quality_table_view(quality: pd.DataFrame) -> pd.DataFrame:
         "masked positions": quality["n_masked"].map("{:,}".format).to_numpy(),
         "masked top-1 [95% CI]": [f"{r.top1:.3f} [{r.top1_low:.3f}, {r.top1_high:.3f}]"
                                   for r in quality.itertuples()],
-        "top-5": quality["top5"].map(_fixed).to_numpy(),
+        "top-5": quality["top5"].map(cell).to_numpy(),
         "most frequent token": quality["majority_token"].to_numpy(),
-        "its share": quality["majority_top1"].map(_fixed).to_numpy(),
+        "its share": quality["majority_top1"].map(cell).to_numpy(),
         "ratio": [f"{r.top1 / r.majority_top1:.1f}" for r in quality.itertuples()],
         "clears the floor": ["yes" if clears_mlm_floor(r.top1, r.majority_top1) else "no"
                              for r in quality.itertuples()],

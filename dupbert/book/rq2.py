@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from .text import cell
+
 _SHOWN_STATISTICS = {"norm_mean": "norm", "norm_std": "norm std", "std": "std", "q01": "q01",
                      "q50": "q50", "q99": "q99", "max_abs": "max |x|", "kurtosis": "kurtosis",
                      "top_dim_var_frac": "top dim", "anisotropy": "anisotropy"}
@@ -82,10 +84,6 @@ def _correlation(correlations: pd.DataFrame, name: str, measure: str) -> dict:
     return {**row, "n_layers": int(row["n_layers"])}
 
 
-def _number(value, form: str) -> str:
-    return "-" if pd.isna(value) else format(value, form)
-
-
 def _range(values: pd.Series, digits: int) -> str:
     return f"{values.min():.{digits}f} to {values.max():.{digits}f}"
 
@@ -129,12 +127,12 @@ def model_table(layers: pd.DataFrame, correlations: pd.DataFrame,
             "norm factor": f"{ours['norm_mean'].max() / ours['norm_mean'].min():.2f}",
             "std factor": f"{ours['std'].max() / ours['std'].min():.2f}",
             "largest W1 (std.)": f"{inner['w1_standardised'].max():.2f}",
-            "rho, CKA": _number(rho["cka_debiased_to_last"]["rho"], ".2f"),
-            "p": _number(rho["cka_debiased_to_last"]["p_value"], ".2g"),
-            "rho, cosine": _number(rho["cosine_to_last"]["rho"], ".2f"),
-            "rho, depth": _number(rho["depth"]["rho"], ".2f"),
-            "rho given depth": _number(rho["cka_debiased_to_last"]["rho_given_depth"], ".2f"),
-            "p given depth": _number(rho["cka_debiased_to_last"]["p_value_given_depth"], ".2g")}
+            "rho, CKA": cell(rho["cka_debiased_to_last"]["rho"], ".2f", "-"),
+            "p": cell(rho["cka_debiased_to_last"]["p_value"], ".2g", "-"),
+            "rho, cosine": cell(rho["cosine_to_last"]["rho"], ".2f", "-"),
+            "rho, depth": cell(rho["depth"]["rho"], ".2f", "-"),
+            "rho given depth": cell(rho["cka_debiased_to_last"]["rho_given_depth"], ".2f", "-"),
+            "p given depth": cell(rho["cka_debiased_to_last"]["p_value_given_depth"], ".2g", "-")}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("model")
 
 

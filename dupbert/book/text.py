@@ -17,6 +17,12 @@ def interval_text(mean, low, high, signed: bool = False) -> str:
     return text if pd.isna(low) else f"{text} [{low:{sign}.2f}, {high:{sign}.2f}]"
 
 
+def cell(value, form: str = ".3f", missing: str = "") -> str:
+    """A table cell: ``value`` in the format spec ``form`` (``".3f"``, ``",.0f"``, ``".2g"``), or
+    ``missing`` where it is NaN or None."""
+    return missing if pd.isna(value) else format(value, form)
+
+
 def p_text(p) -> str:
     """A p-value to three decimals, ``"<0.001"`` below 0.001, ``""`` for NaN."""
     return "" if pd.isna(p) else ("<0.001" if p < 0.001 else f"{p:.3f}")
