@@ -303,7 +303,7 @@ def test_a_profile_into_a_directory_fails_before_training(tmp_path, monkeypatch,
     from dupbert.study import sweeps
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
-    monkeypatch.setattr(sweeps, "finetune", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(sweeps, "run", lambda *a, **k: pytest.fail("trained"))
     monkeypatch.setattr(sweeps, "_check_models", lambda *a, **k: pytest.fail("loaded a model"))
     profile = tmp_path / "rq3.yaml"
     profile.write_text(f"models: [rxnmapper-albert]\nresults_path: {tmp_path}\n")
@@ -402,28 +402,17 @@ def test_finetune_of_finished_runs_reads_them_without_the_model_or_write_permiss
     offline and a folder without write permission; one run to do checks both, before training."""
     import os
 
-    from dupbert.training import finetuning as ft
     from dupbert.study import sweeps
-    from dupbert.core import results as store
 
     results = tmp_path / "r.jsonl"
     trained = []
 
-    def stub(model, task, duplication, seed, *, hyperparameters, max_train_samples,
-             max_eval_samples, device, data_dir, outputs_dir, progress):
-        import dataclasses
-
-        from dupbert.training.tasks import data_source
-
-        trained.append(seed)
-        row = dict(model=model, task=task, duplication=duplication, seed=seed,
-                   hyperparameters=dataclasses.asdict(hyperparameters),
-                   max_train_samples=max_train_samples, max_eval_samples=max_eval_samples,
-                   train_subset_seed=ft.TRAIN_SUBSET_SEED, data_source=data_source(data_dir))
-        return {**row, "run_key": store.run_key(row), "metrics": {"accuracy": 0.5, "macro_f1": 0.5},
+    def stub(spec, *, device, data_dir, outputs_dir, progress):
+        trained.append(spec.seed)
+        return {**spec.fields(), "run_key": spec.key, "metrics": {"accuracy": 0.5, "macro_f1": 0.5},
                 "train_time_s": 1.0, "eval_time_s": 1.0}
 
-    monkeypatch.setattr(sweeps, "finetune", stub)
+    monkeypatch.setattr(sweeps, "run", stub)
     command = ["finetune", "--model", "albert-base-v2", "--task", "sst2", "--results",
                str(results), "--outputs-dir", str(tmp_path / "out")]
     with monkeypatch.context() as m:  # write the finished run, as a machine with the Hub would

@@ -163,7 +163,7 @@ def test_rerun_command_prints_committed_and_rerun_metrics(tmp_path, capsys):
 
 def test_sweep_resumes_without_losing_or_doubling_rows(tmp_path, monkeypatch):
     results = tmp_path / "results.jsonl"
-    real = ft.finetune
+    real = ft.run
     calls = []
 
     def dies_after_one(*args, **kwargs):
@@ -172,7 +172,7 @@ def test_sweep_resumes_without_losing_or_doubling_rows(tmp_path, monkeypatch):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(sweeps, "finetune", dies_after_one)
+    monkeypatch.setattr(sweeps, "run", dies_after_one)
     arguments = dict(models=["rxnmapper-albert"], tasks=["uspto50k"],
                      duplications=["baseline", "copy last"], seeds=[0],
                      results_path=results, hyperparameters={"classification": {"max_steps": 1}},
@@ -183,11 +183,11 @@ def test_sweep_resumes_without_losing_or_doubling_rows(tmp_path, monkeypatch):
     assert [r["duplication"] for r in first] == ["baseline"]
     trained = []
 
-    def counting(*args, **kwargs):  # a spy: the append's own duplicate guard would hide a rerun
-        trained.append(args[2])
-        return real(*args, **kwargs)
+    def counting(spec, **kwargs):  # a spy: the append's own duplicate guard would hide a rerun
+        trained.append(spec.duplication)
+        return real(spec, **kwargs)
 
-    monkeypatch.setattr(sweeps, "finetune", counting)
+    monkeypatch.setattr(sweeps, "run", counting)
     frame = sweep(**arguments)
     rows = ResultsFile(results).rows()
     assert [r["duplication"] for r in rows] == ["baseline", "copy last"]

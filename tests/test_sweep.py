@@ -27,25 +27,27 @@ IDENTITY = dict(model="m", task="uspto50k", duplication="baseline", seed=0,
                 train_subset_seed=0)
 
 
-def _stub_finetune(calls):
-    """A ``finetune`` that trains nothing: its row is keyed as the real one's, its metric is the
-    seed, and each call is recorded in ``calls``."""
+def _stub_run(calls):
+    """A ``run`` that trains nothing: its row is keyed as the real one's (checked against
+    ``run_key`` of the row's fields), its metric is the seed, and each call is recorded in
+    ``calls``."""
 
-    def finetune(model, task, duplication, seed, *, hyperparameters, max_train_samples,
-                 max_eval_samples, device, data_dir, outputs_dir, progress):
-        calls.append(dict(model=model, task=task, duplication=duplication, seed=seed,
-                          hyperparameters=hyperparameters, device=device, data_dir=data_dir,
-                          outputs_dir=outputs_dir, progress=progress))
-        row = dict(model=model, task=task, duplication=duplication, seed=seed,
-                   hyperparameters=dataclasses.asdict(hyperparameters),
-                   max_train_samples=max_train_samples, max_eval_samples=max_eval_samples,
+    def run(spec, *, device, data_dir, outputs_dir, progress):
+        calls.append(dict(model=spec.model, task=spec.task, duplication=spec.duplication,
+                          seed=spec.seed, hyperparameters=spec.hyperparameters, device=device,
+                          data_dir=data_dir, outputs_dir=outputs_dir, progress=progress))
+        row = dict(model=spec.model, task=spec.task, duplication=spec.duplication, seed=spec.seed,
+                   hyperparameters=dataclasses.asdict(spec.hyperparameters),
+                   max_train_samples=spec.max_train_samples,
+                   max_eval_samples=spec.max_eval_samples,
                    train_subset_seed=ft.TRAIN_SUBSET_SEED, data_source=ft_data_source(data_dir))
         row["run_key"] = run_key(row)
-        row["metrics"] = {"accuracy": seed / 10}
+        assert row["run_key"] == spec.key
+        row["metrics"] = {"accuracy": spec.seed / 10}
         row["train_time_s"] = 1.5
         return row
 
-    return finetune
+    return run
 
 
 def ft_data_source(data_dir):
@@ -56,9 +58,9 @@ def ft_data_source(data_dir):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """The configurations the sweep trained, in order (``finetune`` is a stub)."""
+    """The configurations the sweep trained, in order (``run`` is a stub)."""
     made = []
-    monkeypatch.setattr(sweeps, "finetune", _stub_finetune(made))
+    monkeypatch.setattr(sweeps, "run", _stub_run(made))
     # model "m" has no config: the sweep's up-front check of models and configurations (tested
     # with a real model below) is skipped with the training
     monkeypatch.setattr(sweeps, "_check_models", lambda models, duplications: None)
@@ -396,7 +398,7 @@ def test_sweep_checks_models_and_configurations_before_training(tmp_path, monkey
 
     monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
     made = []
-    monkeypatch.setattr(sweeps, "finetune", _stub_finetune(made))
+    monkeypatch.setattr(sweeps, "run", _stub_run(made))
     with pytest.raises(ConfigurationNotAvailable, match=r"^rxnmapper-albert \(12 blocks\) has no "
                                                         r"configuration 'copy al'; configurations: "):
         sweep(results_path=tmp_path / "r.jsonl", **{**SWEEP, "models": ["rxnmapper-albert"],
@@ -471,7 +473,7 @@ def test_merge_refuses_a_missing_file_before_writing_anything(tmp_path):
 
 def test_rerun_refuses_rows_it_cannot_rerun_before_training(monkeypatch):
     trained = []
-    monkeypatch.setattr(sweeps, "finetune", lambda *args, **kwargs: trained.append(args))
+    monkeypatch.setattr(sweeps, "run", lambda *args, **kwargs: trained.append(args))
     row = dict(run_key="0123456789abcdef", model="m", task="uspto50k", duplication="baseline",
                seed=0, train_subset_seed=0, metrics={"accuracy": 0.5, "macro_f1": 0.5},
                hyperparameters=dataclasses.asdict(HyperParameters.for_task("classification")))
@@ -590,3 +592,25 @@ def test_without_write_permission_only_a_sweep_with_runs_to_do_is_refused(tmp_pa
             f"{tmp_path}") + "$"):
         sweep(results_path=path, outputs_dir=outputs, **{**SWEEP, "seeds": [0, 1, 2]})
     assert len(calls) == 8  # nothing trained
+
+
+def test_every_committed_run_is_the_run_spec_its_row_names():
+    """The key of a RunSpec built from a committed row's fields is that row's run key, for every
+    run of every committed results file (so plans, sweeps and re-runs name the same runs)."""
+    import json
+    from pathlib import Path
+
+    from dupbert.training.finetuning import RunSpec
+    from dupbert.training.hyperparameters import HyperParameters
+
+    rows = [json.loads(line) for path in sorted(Path(__file__).parents[1].glob("results/cpu/rq3*.jsonl"))
+            for line in path.read_text().splitlines() if line.strip()]
+    rows = [row for row in rows if "run_key" in row]  # two pilots record curves, not runs
+    assert len(rows) >= 226  # the study, the SQuAD pilot, the tests and the growth arm
+    for row in rows:
+        spec = RunSpec(row["model"], row["task"], row["duplication"], row["seed"],
+                       HyperParameters(**row["hyperparameters"]), row["max_train_samples"],
+                       row["max_eval_samples"], row.get("data_source", "local"))
+        assert spec.key == row["run_key"], row["run_key"]
+    changed = RunSpec(**{**spec.__dict__, "seed": spec.seed + 1})
+    assert changed.key != spec.key

@@ -25,7 +25,7 @@ from ..training.hyperparameters import HyperParameters
 from .params import (RQ3Parameters, declared, model_duplications, model_tasks, per_model_task,
                      profile_parameters, training_overrides)
 from ..training.task_specs import TASK_PRIORITY
-from ..training.tasks import TASKS
+from ..training.tasks import TASKS, check_for_task
 
 SWEEP_PARAMETERS = tuple(declared(RQ3Parameters))
 """The keys an RQ3 parameter file may hold: the RQ3 notebook's parameters."""
@@ -180,6 +180,7 @@ def plan_sweep(parameters: RQ3Parameters) -> tuple[list[PlannedSweep], list[str]
                 max_train_samples=per_model_task(parameters.max_train_samples, model, task),
                 max_eval_samples=per_model_task(parameters.max_eval_samples, model, task),
                 overrides=tuple(sorted(overrides.items())), primary=primary, seeds=tuple(seeds)))
+            check_for_task(plan[-1].hyperparameters, task)  # the values together, once
     order = (given if not isinstance(given, Mapping) else None) or list(TASK_PRIORITY)
     plan.sort(key=lambda entry: order.index(entry.task) if entry.task in order else len(order))
     return plan, notes

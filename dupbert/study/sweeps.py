@@ -7,7 +7,6 @@ the smoke profile's tiny sweeps that RQ5 combines (:func:`run_smoke_sweeps`).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Iterable
@@ -17,14 +16,15 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from ..core.checks import check_list
-from ..tools.duplicate import check_configurations
 from ..core.errors import ParameterError
-from ..training.finetuning import (TRAIN_SUBSET_SEED, check_folder, check_for_task, check_name, check_seed,
-                       check_subset_size, finetune)
-from ..training.hyperparameters import TASK_KINDS, HyperParameters, check_fields
 from ..core.results import (ResultsFile, ResultsFileError, atomic_write_text, device_description,
-                      is_main_process, run_key, wait_for_main_process)
-from ..training.tasks import TASKS, data_source, empty_subset, in_points, task_metrics, task_spec
+                            is_main_process, wait_for_main_process)
+from ..tools.duplicate import check_configurations
+from ..training.finetuning import (TRAIN_SUBSET_SEED, RunSpec, check_folder, check_name,
+                                   check_run_spec, check_seed, check_subset_size, run)
+from ..training.hyperparameters import TASK_KINDS, HyperParameters, check_fields
+from ..training.tasks import (TASKS, check_for_task, data_source, empty_subset, in_points,
+                              task_metrics, task_spec)
 
 
 def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int]:
@@ -94,32 +94,36 @@ def sweep(
     check_subset_size("max_eval_samples", max_eval_samples)
     check_folder("outputs_dir", outputs_dir, writable=False)
     index, count = parse_shard(shard)
+    source = data_source(data_dir)
+    runs = [RunSpec(c["model"], c["task"], c["duplication"], c["seed"],
+                    per_kind[TASKS[c["task"]].kind], max_train_samples, max_eval_samples, source)
+            for c in sweep_configurations(models, tasks, duplications, seeds)[index::count]]
+    return _run_missing(runs, results_path, device=device, data_dir=data_dir,
+                        outputs_dir=outputs_dir, progress=progress)
+
+
+def _run_missing(runs: Sequence[RunSpec], results_path, device: str, data_dir, outputs_dir,
+                 progress: bool) -> pd.DataFrame:
+    """Run every one of ``runs`` (checked) whose key ``results_path`` lacks, appending each row as
+    it finishes; with every run done nothing is loaded or written. Returns the results file's
+    rows. Raises as :func:`sweep`."""
     results = ResultsFile(results_path)
     results.check_path()
     done = results.keys()
-    source = data_source(data_dir)
-    missing = []
-    for configuration in sweep_configurations(models, tasks, duplications, seeds)[index::count]:
-        hp = per_kind[TASKS[configuration["task"]].kind]
-        key = run_key({**configuration, "hyperparameters": dataclasses.asdict(hp),
-                       "max_train_samples": max_train_samples,
-                       "max_eval_samples": max_eval_samples,
-                       "train_subset_seed": TRAIN_SUBSET_SEED, "data_source": source})
-        if key not in done:
-            missing.append((configuration, hp))
+    missing = [spec for spec in runs if spec.key not in done]
     if not missing:  # all done: nothing is loaded or written (a read-only checkout, a Hub id
         return results.frame()  # that is not cached here: the finished runs still read)
     results.check_writable()
     check_folder("outputs_dir", outputs_dir)
-    _check_models(list(dict.fromkeys(c["model"] for c, _ in missing)), duplications)
-    for configuration, hp in missing:
+    _check_models(list(dict.fromkeys(spec.model for spec in missing)),
+                  list(dict.fromkeys(spec.duplication for spec in missing)))
+    for spec in missing:
         if progress and is_main_process():
-            print(f"fine-tuning {configuration}", flush=True)
-        row = finetune(configuration["model"], configuration["task"],
-                       configuration["duplication"], configuration["seed"], hyperparameters=hp,
-                       max_train_samples=max_train_samples, max_eval_samples=max_eval_samples,
-                       device=device, data_dir=data_dir, outputs_dir=outputs_dir,
-                       progress=progress)
+            shown = {"model": spec.model, "task": spec.task, "duplication": spec.duplication,
+                     "seed": spec.seed}
+            print(f"fine-tuning {shown}", flush=True)
+        row = run(spec, device=device, data_dir=data_dir, outputs_dir=outputs_dir,
+                  progress=progress)
         if is_main_process():
             results.append(row)
         wait_for_main_process()
@@ -177,22 +181,21 @@ def _check_models(models: Sequence[str], duplications: Sequence[str]) -> None:
 # A planned study: the dupbert.study.profiles.PlannedSweep entries of dupbert.study.profiles.plan_sweep
 
 
-def planned_run_keys(plan: Sequence, source: str | None = None) -> set[str]:
-    """The ``run_key`` of every run of the plan (the key :func:`sweep` gives each run) with the
-    task data from ``source`` (``"local"`` or ``"hub"``; None: where this machine reads them)."""
+def plan_runs(plan: Sequence, source: str | None = None) -> list[RunSpec]:
+    """Every run of the plan, in :func:`run_order`, with the task data from ``source``
+    (``"local"`` or ``"hub"``; None: where this machine reads them)."""
 
     source = source or data_source()
-    keys = set()
-    for entry in plan:
-        hp = dataclasses.asdict(entry.hyperparameters)
-        for duplication in entry.duplications:
-            for seed in entry.seeds:
-                keys.add(run_key(dict(model=entry.model, task=entry.task, duplication=duplication,
-                                      seed=seed, hyperparameters=hp,
-                                      max_train_samples=entry.max_train_samples,
-                                      max_eval_samples=entry.max_eval_samples,
-                                      train_subset_seed=TRAIN_SUBSET_SEED, data_source=source)))
-    return keys
+    return [RunSpec(entry.model, entry.task, duplication, seed, entry.hyperparameters,
+                    entry.max_train_samples, entry.max_eval_samples, source)
+            for entry, duplications in run_order(plan)
+            for seed in entry.seeds for duplication in duplications]
+
+
+def planned_run_keys(plan: Sequence, source: str | None = None) -> set[str]:
+    """The key of every run of the plan (:func:`plan_runs`)."""
+
+    return {spec.key for spec in plan_runs(plan, source)}
 
 
 def run_order(plan: Sequence) -> list[tuple[object, tuple[str, ...]]]:
@@ -208,20 +211,16 @@ def run_order(plan: Sequence) -> list[tuple[object, tuple[str, ...]]]:
 def run_plan(plan: Sequence, results_path: str | os.PathLike, device: str = "cpu",
              outputs_dir: str | os.PathLike | None = None, shard: str | None = None,
              progress: bool = False) -> pd.DataFrame:
-    """Run every run of the plan with :func:`sweep`, in :func:`run_order` (resumable; rows
-    appended as runs finish). ``shard="i/n"`` runs runs ``i, i+n, ...`` of that order, so that
-    ``n`` shards share the work evenly and no run twice. Returns this plan's rows
-    (:func:`read_plan_rows`). Raises ValueError for a bad ``shard``, else as :func:`sweep`."""
+    """Run every run of the plan (:func:`plan_runs`, checked when the plan was made) that the
+    results file lacks, in :func:`run_order` (resumable; rows appended as runs finish).
+    ``shard="i/n"`` runs runs ``i, i+n, ...`` of that order, so that ``n`` shards share the work
+    evenly and no run twice. Returns this plan's rows (:func:`read_plan_rows`). Raises ValueError
+    for a bad ``shard``, else as :func:`sweep`."""
 
     index, count = parse_shard(shard)
-    runs = [(entry, duplication, seed) for entry, duplications in run_order(plan)
-            for seed in entry.seeds for duplication in duplications]
-    for entry, duplication, seed in runs[index::count]:
-        sweep([entry.model], [entry.task], [duplication], [seed], results_path,
-              hyperparameters={TASKS[entry.task].kind: dict(entry.overrides)},
-              max_train_samples=entry.max_train_samples,
-              max_eval_samples=entry.max_eval_samples, device=device, outputs_dir=outputs_dir,
-              progress=progress)
+    check_folder("outputs_dir", outputs_dir, writable=False)
+    _run_missing(plan_runs(plan)[index::count], results_path, device=device, data_dir=None,
+                 outputs_dir=outputs_dir, progress=progress)
     return read_plan_rows(plan, results_path)
 
 
@@ -288,15 +287,14 @@ def rerun(row: dict, device: str = "cpu", data_dir: str | os.PathLike | None = N
                          f"{row.get('train_subset_seed', 'its run seed')!r}, this version with "
                          f"{TRAIN_SUBSET_SEED}: it cannot be re-run here")
     check_fields(row["hyperparameters"], f"run {row['run_key']}: hyperparameters")
-    hp = HyperParameters(**row["hyperparameters"])
-    new = finetune(row["model"], row["task"], row["duplication"], int(row["seed"]),
-                   hyperparameters=hp, max_train_samples=row.get("max_train_samples"),
-                   max_eval_samples=row.get("max_eval_samples"), device=device,
-                   data_dir=data_dir, progress=progress)
-    if new["run_key"] != row["run_key"]:
-        raise ValueError(f"re-running {row['run_key']} gave run key {new['run_key']}: the row's "
+    spec = RunSpec(row["model"], row["task"], row["duplication"], int(row["seed"]),
+                   HyperParameters(**row["hyperparameters"]), row.get("max_train_samples"),
+                   row.get("max_eval_samples"), data_source(data_dir))
+    check_run_spec(spec)
+    if spec.key != row["run_key"]:
+        raise ValueError(f"re-running {row['run_key']} would give run key {spec.key}: the row's "
                          "fields do not identify the run it records")
-    return new
+    return run(spec, device=device, data_dir=data_dir, progress=progress)
 
 
 _RERUN_FIELDS = ("run_key", "model", "task", "duplication", "seed", "hyperparameters")

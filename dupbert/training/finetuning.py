@@ -31,28 +31,9 @@ from transformers.utils import logging as hf_logging
 from ..core.checks import check_number
 from ..core.errors import ParameterError
 from .hyperparameters import SEED_MAXIMUM, TASK_KINDS, HyperParameters
+from .tasks import check_for_task
 from ..core.results import (environment_fields, is_main_process, model_provenance, run_key,
                       sha256_files, world_size)
-
-def check_for_task(hp: HyperParameters, task: str) -> None:
-    """ParameterError unless ``hp`` can run ``task``: ``max_length`` leaves at least one text token
-    besides the special tokens (3 for one text, 5 for a pair; with less the tokenizer keeps no
-    text or does not truncate), and for SQuAD ``doc_stride < max_length``.
-    """
-    from .tasks import task_spec
-
-    spec = task_spec(task)
-    needed = 2 * len(spec.text_columns) + 1
-    if hp.max_length < needed:
-        raise ParameterError(
-            f"max_length {hp.max_length} is too short for {task}: its inputs "
-            f"({', '.join(spec.text_columns)}) need {len(spec.text_columns) + 1} special tokens "
-            f"and at least one token each, so max_length >= {needed}")
-    if spec.kind == "qa" and hp.doc_stride >= hp.max_length:
-        raise ParameterError(f"doc_stride must be < max_length for {task} (windows of max_length "
-                             f"tokens overlapping by doc_stride), got doc_stride {hp.doc_stride}, "
-                             f"max_length {hp.max_length}")
-
 
 # ----------------------------------------------------------------------------- results file
 
@@ -61,6 +42,40 @@ def check_for_task(hp: HyperParameters, task: str) -> None:
 # run's own seed: seeds then differ as they do in the paper (task-head initialisation, dropout,
 # data order), not in which examples they train on.
 TRAIN_SUBSET_SEED = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One fine-tuning run, as planned: everything that identifies it (its outcome aside). A plan
+    is a list of them and :func:`run` takes them one by one; :attr:`key` is the run's identity
+    in the results file (``dupbert.core.results.run_key``).
+
+    ``data_source`` is where the task data come from (``"local"`` or ``"hub"``:
+    ``dupbert.training.tasks.data_source``); the training subset is always drawn with
+    :data:`TRAIN_SUBSET_SEED`. Built unchecked; :func:`check_run_spec` checks one where it enters.
+    """
+
+    model: str
+    task: str
+    duplication: str
+    seed: int
+    hyperparameters: HyperParameters
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    data_source: str = "local"
+
+    def fields(self) -> dict:
+        """The identifying fields as the results row records them."""
+        return {"model": self.model, "task": self.task, "duplication": self.duplication,
+                "seed": self.seed, "hyperparameters": dataclasses.asdict(self.hyperparameters),
+                "max_train_samples": self.max_train_samples,
+                "max_eval_samples": self.max_eval_samples, "train_subset_seed": TRAIN_SUBSET_SEED,
+                "data_source": self.data_source}
+
+    @property
+    def key(self) -> str:
+        """The run's key (16 hex digits)."""
+        return run_key(self.fields())
 
 
 # ----------------------------------------------------------------------------- processes
@@ -323,26 +338,38 @@ def check_name(name: str, value) -> None:
         raise ParameterError(f"{name} must be a non-empty string, got {value!r}")
 
 
-def _check_run(model_name, task, duplication, seed, hp, max_train_samples, max_eval_samples,
-               device, outputs_dir, models_dir) -> dict:
-    """Every input of :func:`finetune`, checked before anything is loaded; returns the
-    configuration's spec (``reference``, ``role``).
-    """
-    from ..core.checks import check_device
-    from ..core.zoo import load_config
-    from ..core.errors import ConfigurationNotAvailable
-    from ..tools.duplicate import configuration_specs
+def check_run_spec(spec: RunSpec) -> None:
+    """Every field of ``spec`` checked, before anything is loaded (where a run enters:
+    :func:`finetune`, a re-run).
 
-    check_name("model_name", model_name)
-    check_name("duplication", duplication)
-    check_seed(seed)
-    if not isinstance(hp, HyperParameters):
+    Raises:
+        UnknownTask: an unknown task.
+        ParameterError: a bad name, seed, subset size or hyper-parameters
+            (:func:`check_for_task`).
+    """
+    check_name("model_name", spec.model)
+    check_name("duplication", spec.duplication)
+    check_seed(spec.seed)
+    if not isinstance(spec.hyperparameters, HyperParameters):
         raise ParameterError(f"hyperparameters must be a HyperParameters (e.g. "
                              f"HyperParameters.for_task('classification', epochs=1)) or None, got "
-                             f"{type(hp).__name__}")
-    check_for_task(hp, task)
-    check_subset_size("max_train_samples", max_train_samples)
-    check_subset_size("max_eval_samples", max_eval_samples)
+                             f"{type(spec.hyperparameters).__name__}")
+    check_for_task(spec.hyperparameters, spec.task)
+    check_subset_size("max_train_samples", spec.max_train_samples)
+    check_subset_size("max_eval_samples", spec.max_eval_samples)
+
+
+def _check_setting(spec: RunSpec, device, outputs_dir, models_dir) -> dict:
+    """What a checked ``spec`` runs on, checked before anything is loaded: the device, the output
+    folders, the world size, the model's configuration ``spec.duplication`` and its positions;
+    returns the configuration's spec (``reference``, ``role``).
+    """
+    from ..core.checks import check_device
+    from ..core.errors import ConfigurationNotAvailable
+    from ..core.zoo import load_config
+    from ..tools.duplicate import configuration_specs
+
+    hp = spec.hyperparameters
     check_folder("outputs_dir", outputs_dir)
     check_folder("models_dir", models_dir)
     if hp.batch_size % world_size():
@@ -350,20 +377,20 @@ def _check_run(model_name, task, duplication, seed, hp, max_train_samples, max_e
                              f"{world_size()}: each process takes batch_size / world size")
     is_main_process()  # a bad RANK fails now, not when the finished run is to be written
     check_device(device)
-    specs = configuration_specs(model_name)  # the model's config alone: no weights
-    if duplication not in specs:
-        raise ConfigurationNotAvailable(f"unknown duplication {duplication!r}; {model_name} has: "
-                                        f"{list(specs)}")
-    config = load_config(model_name)
+    specs = configuration_specs(spec.model)  # the model's config alone: no weights
+    if spec.duplication not in specs:
+        raise ConfigurationNotAvailable(f"unknown duplication {spec.duplication!r}; {spec.model} "
+                                        f"has: {list(specs)}")
+    config = load_config(spec.model)
     positions = usable_positions(config)
     if positions is not None and hp.max_length > positions:
-        raise ParameterError(f"max_length {hp.max_length} is more than {model_name} takes: "
+        raise ParameterError(f"max_length {hp.max_length} is more than {spec.model} takes: "
                              f"{positions} positions (max_position_embeddings "
                              f"{config.max_position_embeddings}"
                              + (f", less the {config.max_position_embeddings - positions} "
                                 f"below its first position" if
                                 positions != config.max_position_embeddings else "") + ")")
-    return specs[duplication]
+    return specs[spec.duplication]
 
 
 # Families whose position ids start after the padding index (transformers'
@@ -439,29 +466,43 @@ def finetune(
         ConfigurationNotAvailable: ``duplication`` is not a configuration of the model.
         ModelNotAvailable, DeviceNotAvailable: from ``dupbert.core.checks``; then errors of the loaders.
     """
-    from ..tools.duplicate import block_sources
-    from .tasks import data_source, load_task, task_files, task_spec, trivial_baselines
+    from .tasks import data_source, task_spec
 
-    spec = task_spec(task)
-    hp = hyperparameters or HyperParameters.for_task(spec.kind)
-    configuration = _check_run(model_name, task, duplication, seed, hp, max_train_samples,
-                               max_eval_samples, device, outputs_dir, models_dir)
-    row = {"model": model_name, "task": task, "duplication": duplication, "seed": seed,
-           "hyperparameters": dataclasses.asdict(hp), "max_train_samples": max_train_samples,
-           "max_eval_samples": max_eval_samples, "train_subset_seed": TRAIN_SUBSET_SEED,
-           "data_source": data_source(data_dir)}
-    row["run_key"] = run_key(row)
+    hp = hyperparameters or HyperParameters.for_task(task_spec(task).kind)
+    spec = RunSpec(model_name, task, duplication, seed, hp, max_train_samples, max_eval_samples,
+                   data_source(data_dir))
+    check_run_spec(spec)
+    return run(spec, device=device, data_dir=data_dir, outputs_dir=outputs_dir,
+               models_dir=models_dir, progress=progress)
+
+
+def run(spec: RunSpec, device: str = "cpu", data_dir: str | os.PathLike | None = None,
+        outputs_dir: str | os.PathLike | None = None,
+        models_dir: str | os.PathLike | None = None, progress: bool = True) -> dict:
+    """Fine-tune and evaluate the run ``spec`` (checked where it entered:
+    :func:`check_run_spec`); the device, folders and the model's configuration are checked
+    before anything is loaded. Arguments and the row returned as :func:`finetune`'s.
+    """
+    from ..tools.duplicate import block_sources
+    from .tasks import load_task, task_files, task_spec, trivial_baselines
+
+    configuration = _check_setting(spec, device, outputs_dir, models_dir)
+    model_name, task, duplication, seed = spec.model, spec.task, spec.duplication, spec.seed
+    hp, max_train_samples, max_eval_samples = (spec.hyperparameters, spec.max_train_samples,
+                                               spec.max_eval_samples)
+    row = {**spec.fields(), "run_key": spec.key}
+    spec_ = task_spec(task)
     train = load_task(task, "train", max_samples=max_train_samples, seed=TRAIN_SUBSET_SEED,
                       data_dir=data_dir)
     evaluation = load_task(task, "eval", max_samples=max_eval_samples, seed=0, data_dir=data_dir)
     if not progress:
         datasets.disable_progress_bars()
     transformers.set_seed(seed)
-    model, tokenizer = build_model(model_name, spec.kind, spec.num_labels, duplication, seed)
-    run = _question_answering if spec.kind == "qa" else _classification
+    model, tokenizer = build_model(model_name, spec_.kind, spec_.num_labels, duplication, seed)
+    train_and_evaluate = _question_answering if spec_.kind == "qa" else _classification
     with tempfile.TemporaryDirectory(prefix="dupbert-trainer-") as workdir:
-        trainer, train_time, eval_time, metrics, outputs = run(
-            model, tokenizer, spec, train, evaluation, hp, seed, device, progress, workdir)
+        trainer, train_time, eval_time, metrics, outputs = train_and_evaluate(
+            model, tokenizer, spec_, train, evaluation, hp, seed, device, progress, workdir)
     losses = _losses(trainer)
     main = is_main_process()  # in a data-parallel run, all ranks train and evaluate; rank 0 writes
     if models_dir is not None and main:

@@ -44,6 +44,25 @@ def task_spec(name: str) -> TaskSpec:
     return TASKS[name]
 
 
+def check_for_task(hp, task: str) -> None:
+    """ParameterError unless ``hp`` (a ``dupbert.training.hyperparameters.HyperParameters``) can
+    run ``task``: ``max_length`` leaves at least one text token
+    besides the special tokens (3 for one text, 5 for a pair; with less the tokenizer keeps no
+    text or does not truncate), and for SQuAD ``doc_stride < max_length``.
+    """
+    spec = task_spec(task)
+    needed = 2 * len(spec.text_columns) + 1
+    if hp.max_length < needed:
+        raise ParameterError(
+            f"max_length {hp.max_length} is too short for {task}: its inputs "
+            f"({', '.join(spec.text_columns)}) need {len(spec.text_columns) + 1} special tokens "
+            f"and at least one token each, so max_length >= {needed}")
+    if spec.kind == "qa" and hp.doc_stride >= hp.max_length:
+        raise ParameterError(f"doc_stride must be < max_length for {task} (windows of max_length "
+                             f"tokens overlapping by doc_stride), got doc_stride {hp.doc_stride}, "
+                             f"max_length {hp.max_length}")
+
+
 def _counts(values) -> str:
     """``"3,000"``, or ``"2,000 or 3,000"`` where runs differ."""
     distinct = sorted({int(v) for v in values if pd.notna(v)})
