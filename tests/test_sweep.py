@@ -614,3 +614,26 @@ def test_every_committed_run_is_the_run_spec_its_row_names():
         assert spec.key == row["run_key"], row["run_key"]
     changed = RunSpec(**{**spec.__dict__, "seed": spec.seed + 1})
     assert changed.key != spec.key
+
+
+def test_a_plan_of_two_families_checks_each_model_against_its_own_configurations(
+        tmp_path, monkeypatch, zoo_cache):
+    """rxnfp-bert has no `repeat shared +3`, rxnmapper-albert no `copy first 3`: a plan that
+    gives each its own runs them all (each model is checked against its configurations only),
+    in run order, primaries first."""
+    from dupbert.study.profiles import PlannedSweep
+
+    monkeypatch.setenv("DUPBERT_CACHE", str(zoo_cache))
+    made = []
+    monkeypatch.setattr(sweeps, "run", _stub_run(made))
+    common = dict(task="uspto50k", max_train_samples=8, max_eval_samples=4, seeds=(0,))
+    plan = [PlannedSweep(model="rxnfp-bert", duplications=("baseline", "copy first 3", "copy last"),
+                         primary=("baseline", "copy first 3"), **common),
+            PlannedSweep(model="rxnmapper-albert", duplications=("baseline", "repeat shared +3"),
+                         primary=("baseline", "repeat shared +3"), **common)]
+    rows = sweeps.run_plan(plan, tmp_path / "r.jsonl")
+    assert [(c["model"], c["duplication"]) for c in made] == [
+        ("rxnfp-bert", "baseline"), ("rxnfp-bert", "copy first 3"),
+        ("rxnmapper-albert", "baseline"), ("rxnmapper-albert", "repeat shared +3"),
+        ("rxnfp-bert", "copy last")]
+    assert len(rows) == 5 and set(rows["run_key"]) == sweeps.planned_run_keys(plan)

@@ -115,8 +115,9 @@ def _run_missing(runs: Sequence[RunSpec], results_path, device: str, data_dir, o
         return results.frame()  # that is not cached here: the finished runs still read)
     results.check_writable()
     check_folder("outputs_dir", outputs_dir)
-    _check_models(list(dict.fromkeys(spec.model for spec in missing)),
-                  list(dict.fromkeys(spec.duplication for spec in missing)))
+    for model in dict.fromkeys(spec.model for spec in missing):  # each its own configurations
+        _check_models([model], list(dict.fromkeys(spec.duplication for spec in missing
+                                                  if spec.model == model)))
     for spec in missing:
         if progress and is_main_process():
             shown = {"model": spec.model, "task": spec.task, "duplication": spec.duplication,
