@@ -31,11 +31,11 @@ from transformers.utils import logging as hf_logging
 from ..core.checks import check_number
 from ..core.errors import ParameterError
 from .hyperparameters import SEED_MAXIMUM, TASK_KINDS, HyperParameters
-from .tasks import check_for_task
 from ..core.results import (environment_fields, is_main_process, model_provenance, run_key,
-                      sha256_files, world_size)
+                            sha256_files, world_size)
+from .tasks import check_for_task
 
-# ----------------------------------------------------------------------------- results file
+# ----------------------------------------------------------------------------- a run's identity
 
 
 # The training subset (``max_train_samples``) is drawn with this seed for every run, whatever the
@@ -76,12 +76,6 @@ class RunSpec:
     def key(self) -> str:
         """The run's key (16 hex digits)."""
         return run_key(self.fields())
-
-
-# ----------------------------------------------------------------------------- processes
-
-
-# ----------------------------------------------------------------------------- provenance
 
 
 # ----------------------------------------------------------------------------- model set-up
@@ -533,11 +527,3 @@ def run(spec: RunSpec, device: str = "cpu", data_dir: str | os.PathLike | None =
         **environment_fields(device), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )
     return row
-
-
-# ----------------------------------------------------------------------------- sweeps
-
-
-# ----------------------------------------------------------------------------- re-checking
-
-
