@@ -119,13 +119,19 @@ render: | $(ENV_STAMP)
 	$(BIN)jupyter-book build . -W --keep-going
 	@echo "book: file://$(abspath _build/html/index.html)"
 
+# The tests run on every core (pytest-xdist), a file's tests on one worker (its fixtures are built
+# once; a notebook's cells run in order in one kernel), one torch thread per worker: more threads
+# than cores made the runs several times slower. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= auto
+TESTS_ON_WORKERS = OMP_NUM_THREADS=1 $(BIN)pytest -n $(TEST_WORKERS) --dist loadfile
+
 test: | $(ENV_STAMP)
 	$(BIN)lint-imports
-	$(BIN)pytest --nbval
+	$(TESTS_ON_WORKERS) --nbval
 
 check: | $(ENV_STAMP)
 	$(BIN)lint-imports
-	$(BIN)pytest tests -q -m "not slow" --ignore=tests/test_browser.py --ignore=tests/test_book.py
+	$(TESTS_ON_WORKERS) tests -q -m "not slow" --ignore=tests/test_browser.py --ignore=tests/test_book.py
 
 # The stored outputs of notebooks/*.ipynb are what `pytest --nbval` compares against: refresh them
 # after changing a notebook or the library (same kernel and working directory as nbval, no timings).

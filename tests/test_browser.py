@@ -1,10 +1,12 @@
-"""The built book in a real browser: headless Chromium (Debian `chromium` + `chromium-driver`)
+"""The book, built offline from the committed executed chapters with warnings as errors (once per
+session; `make book` re-executes the chapters first, this does not), then in a real browser: headless Chromium (Debian `chromium` + `chromium-driver`)
 driven by Selenium, over a local HTTP server, with every host but 127.0.0.1 blocked (a reader
 without internet). Every page loads without errors, every image shows, no internal link or
 anchor is broken, and the results-at-a-glance table has one row per claim of the paper. A
 full-page screenshot of the RQ1 chapter is kept at `_build/screenshots/rq1.png`.
 
-Without Chromium or its driver these tests skip, except under CI (`CI` set), where they fail.
+Every test of the built book is in this file, so that the tests spread over workers
+(`make test`, pytest-xdist by file) build it once. Without Chromium or its driver the browser tests skip, except under CI (`CI` set), where they fail.
 Selenium Manager is never used (it would try to download a browser): the driver is given by path.
 """
 
@@ -12,6 +14,7 @@ import base64
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
 from dataclasses import dataclass, field
@@ -206,6 +209,19 @@ def site(browser, book_url, built_book) -> dict[str, Page]:
                 page.errors.append(f"HTTP {status} for {request} (requested by {referer or 'the browser'})")
     assert pages, f"no HTML pages in {built_book}"
     return pages
+
+
+def test_book_builds_and_rq1_page_shows_its_figure(built_book):
+    # `built_book` (tests/conftest.py) builds the book once per session with -W and fails on errors.
+    page = built_book / "book" / "rq1.html"
+    assert page.is_file(), f"no RQ1 page at {page}"
+    html = page.read_text(encoding="utf-8")
+    images = [src for src in re.findall(r'<img[^>]+src="([^"]+)"', html) if not src.startswith(("http:", "https:", "data:"))]
+    assert images, "the RQ1 page has no figure"
+    for src in images:
+        image = (page.parent / src).resolve()
+        assert image.is_file() and image.stat().st_size > 0, f"the RQ1 page refers to a missing or empty image {src}"
+    assert 'id="fig-rq1-top1"' in html, "the glued RQ1 figure (label fig-rq1-top1) is not on the page"
 
 
 def test_no_page_needs_the_internet(site):

