@@ -358,20 +358,36 @@ def test_task_names_are_the_tasks():
 
 @pytest.mark.parametrize("notebook", ["rq1", "rq2", "rq3", "rq4", "rq5", "glance"])
 def test_notebooks_validate_their_parameters_first(notebook):
-    """The first code cell after the parameters cell is the check (before any heavy import)."""
+    """The first code cell after the parameters cell is the check (before any heavy import), in
+    a kernel quiet before the check: checking models may build zoo models on a fresh machine,
+    importing tqdm.auto, whose ipywidgets warning (with a local path) once reached the published
+    RQ1 chapter's stderr."""
     import json
 
     cells = json.loads((REPO / "notebooks" / f"{notebook}.ipynb").read_text())["cells"]
     code = [c for c in cells if c["cell_type"] == "code"]
     at = next(i for i, c in enumerate(code) if "parameters" in c["metadata"].get("tags", []))
     check = "".join(code[at + 1]["source"])
-    reads = "chapter_parameters" if notebook == "rq3" else "notebook_parameters"  # RQ3 keeps it
-    assert f'{reads}("{notebook}", globals())' in check
-    if notebook in ("rq1", "rq2", "rq3"):
-        # checking models may build zoo models on a fresh machine, importing tqdm.auto, whose
-        # ipywidgets warning (with a local path) reached the published RQ1 chapter's stderr
-        assert check.index('filterwarnings("ignore", message="IProgress not found")') \
-            < check.index(f"from dupbert.study.params import {reads}")
+    assert "from dupbert.book.kernel import chapter" in check
+    assert f'chapter("{notebook}", globals())' in check
+
+
+def test_the_chapter_kernel_is_quiet_before_the_check(monkeypatch):
+    import warnings
+
+    import dupbert.book.kernel as kernel
+
+    seen = []
+
+    def check(notebook, values):  # the warning filter is in place when the check runs
+        seen.append(any(f[0] == "ignore" and f[1] is not None and f[1].pattern == "IProgress not found"
+                        for f in warnings.filters))
+        raise ValueError(notebook)
+
+    monkeypatch.setattr(kernel, "chapter_parameters", check)
+    with warnings.catch_warnings(), pytest.raises(ValueError, match="rq1"):
+        kernel.chapter("rq1", {})
+    assert seen == [True]
 
 
 # -- 5. configurations that do not apply ---------------------------------------------------------

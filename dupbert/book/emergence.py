@@ -1,17 +1,173 @@
 """The emergence chapter's tables (``notebooks/emergence.ipynb``): the pre-stated rules' steps and
 verdicts per model and per seed, the final per-layer top-1, the rule past the plateau, and what
-each stage cost; from the frames of :mod:`dupbert.training.emergence`. The chapter's prose, and the rules
-themselves, are in its Markdown cells.
+each stage cost; from the frames of :mod:`dupbert.training.emergence`, read once for the chapter
+(:func:`read_runs`). The chapter's prose, and the rules themselves, are in its Markdown cells.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
 from .text import cell
-from ..training.emergence import across_seeds, baselines, emergence_summary, past_plateau
+from ..core.results import read_table, repository_path
+from ..training.emergence import (across_seeds, baselines, emergence_summary, past_plateau,
+                                  predicting_levels, read_record)
+from ..training.pretrain import MODELS
+
+
+class Runs(NamedTuple):
+    """The pretraining record as the chapter reads it (:func:`read_runs`); the frames have the
+    columns of :func:`dupbert.training.emergence.read_record`."""
+
+    record: pd.DataFrame
+    """The rows of the chapter's ``models``, in that order."""
+    everything: pd.DataFrame
+    """Every run's rows, as stored."""
+    shown: list[str]
+    """``models``, then the runs past the plateau that have rows."""
+    running: list[str]
+    """The runs past the plateau that have rows."""
+    pending: list[str]
+    """The runs past the plateau without rows yet."""
+    rows: pd.DataFrame
+    """The rows of ``shown``, in that order."""
+    loss: pd.DataFrame
+    """The training-loss rows of ``shown``, in that order."""
+    later: pd.DataFrame
+    """The rows of ``running`` (from ``rows``)."""
+    inits: dict[str, str]
+    """``{run: the model it continues}`` for the runs of ``shown`` that
+    :data:`dupbert.training.pretrain.MODELS` continues from another model (for
+    :func:`dupbert.training.emergence.inherited_tokens`)."""
+    stage_sizes: dict[str, int]
+    """``{run: steps per stage}`` for the runs of ``shown`` in
+    :data:`dupbert.training.pretrain.MODELS` (for :func:`dupbert.training.emergence.stage_costs`)."""
+
+
+def read_runs(tables_dir: str | Path, models: Sequence[str], past_plateau_models: Sequence[str]) -> Runs:
+    """The record of ``tables_dir`` (from the repository root) as the chapter shows it: ``models``,
+    then those of ``past_plateau_models`` that have rows (the others are pending), and the
+    registered settings of the runs shown.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`dupbert.training.emergence.read_record` (a missing
+            file; a model of ``models`` without rows).
+    """
+    folder = repository_path(tables_dir)
+    record, _ = read_record(folder, models)
+    everything, _ = read_record(folder)
+    running = [m for m in past_plateau_models if m in set(everything["model"])]
+    pending = [m for m in past_plateau_models if m not in running]
+    shown = list(dict.fromkeys([*models, *running]))
+    rows, loss = read_record(folder, shown)
+    return Runs(record, everything, shown, running, pending, rows, loss,
+                later=rows[rows["model"].isin(running)],
+                inits={m: MODELS[m].init for m in shown if m in MODELS and MODELS[m].init},
+                stage_sizes={m: MODELS[m].stage_size for m in shown if m in MODELS})
+
+
+def steps_evaluated(runs: Runs) -> str:
+    """One line per run shown: ``"<run>: evaluated at steps 0, 10, 1,000"`` (sorted, thousands
+    separators), then ``"no rows yet: <runs>"`` where some are pending."""
+    lines = []
+    for name in runs.shown:
+        steps = sorted(runs.rows.loc[runs.rows["model"] == name, "step"].unique())
+        lines.append(f"{name}: evaluated at steps {', '.join(f'{s:,}' for s in steps)}")
+    if runs.pending:
+        lines.append(f"no rows yet: {', '.join(runs.pending)}")
+    return "\n".join(lines)
+
+
+REACTION_ARCHITECTURES = {"bert": "BERT", "albert": "ALBERT"}
+"""The reaction runs' architectures (:data:`dupbert.training.pretrain.MODELS`), in the order
+their groups are shown, and their labels."""
+NO_REACTION_ROWS = ("reaction SMILES runs: no rows yet", "No reaction SMILES run has rows yet.")
+"""What :func:`reaction_results` gives where no reaction run has rows: the figure's text, the note."""
+
+
+def reaction_runs(everything: pd.DataFrame, reaction_models: Sequence[str] | None
+                  ) -> tuple[pd.DataFrame, dict[str, list[str]], list[str]]:
+    """The reaction SMILES runs of the record.
+
+    Args:
+        everything: every run's rows (:attr:`Runs.everything`).
+        reaction_models: the registered runs (names in :data:`dupbert.training.pretrain.MODELS`),
+            or None: none.
+
+    Returns:
+        ``(record, groups, missing)``: the rows of the runs that have some (as stored);
+        ``{label: [run, ...]}`` per architecture of :data:`REACTION_ARCHITECTURES` that has a
+        registered run, in ``reaction_models`` order, runs without rows included; the runs
+        without rows.
+
+    Raises:
+        KeyError: a run not in :data:`dupbert.training.pretrain.MODELS`.
+    """
+    reaction_models = list(reaction_models or [])
+    present = [m for m in reaction_models if m in set(everything["model"])]
+    groups = {label: [m for m in reaction_models if MODELS[m].architecture == architecture]
+              for architecture, label in REACTION_ARCHITECTURES.items()}
+    return (everything[everything["model"].isin(present)], {g: ms for g, ms in groups.items() if ms},
+            [m for m in reaction_models if m not in present])
+
+
+def reaction_results(everything: pd.DataFrame, reaction_models: Sequence[str] | None,
+                     predicting_multiple: float, threshold: float) -> tuple:
+    """The reaction SMILES section: the seeds of each architecture (:func:`reaction_runs`), each
+    predicting from ``predicting_multiple`` times its baseline
+    (:func:`dupbert.training.emergence.predicting_levels`), drawn by
+    :func:`dupbert.book.emergence_figures.plot_seeds` and answered by :func:`seed_tables` (a run
+    short of its registered steps in :data:`dupbert.training.pretrain.MODELS` is running).
+
+    Returns:
+        ``(figure, per_seed, across, missing)``: the figure, :func:`seed_tables`' two tables and
+        the runs without rows; where no run has rows, a figure and an IPython ``Markdown`` that
+        say so (:data:`NO_REACTION_ROWS`) and ``per_seed`` None.
+
+    Raises:
+        KeyError: a run not in :data:`dupbert.training.pretrain.MODELS`; ValueError: a run without
+            its step-0 baseline row (as :func:`~dupbert.training.emergence.predicting_levels`).
+    """
+    from IPython.display import Markdown
+
+    from .emergence_figures import plot_seeds
+    from .plots import no_runs_figure
+
+    record, groups, missing = reaction_runs(everything, reaction_models)
+    if record.empty:
+        return no_runs_figure(NO_REACTION_ROWS[0]), None, Markdown(NO_REACTION_ROWS[1]), missing
+    levels = predicting_levels(record, predicting_multiple)
+    figure = plot_seeds(record, groups, levels, threshold)
+    total_steps = {m: MODELS[m].total_steps for m in dict.fromkeys(record["model"])}
+    per_seed, across = seed_tables(record, groups, levels, total_steps, threshold)
+    return figure, per_seed, across, missing
+
+
+def rq1_reconstruction(tables_dir: str | Path) -> pd.DataFrame:
+    """RQ1's ``rq1-reconstruction`` table of ``tables_dir`` (from the repository root), for
+    :func:`dupbert.training.emergence.beside_rq1`; where RQ1 wrote none, no rows (with its columns
+    ``model, init, duplication, layer, top1``)."""
+    table = read_table(tables_dir, "rq1-reconstruction")
+    return pd.DataFrame(columns=["model", "init", "duplication", "layer", "top1"]) if table is None else table
+
+
+def decimals(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """``frame`` with every number to ``digits`` decimals, ``""`` where missing."""
+    return frame.map(lambda v: "" if pd.isna(v) else f"{v:.{digits}f}")
+
+
+def show(table: pd.DataFrame | None, note: str) -> None:
+    """Display ``table``; print ``note`` instead where it is None or empty."""
+    from IPython.display import display
+
+    if table is None or table.empty:
+        print(note)
+    else:
+        display(table)
 
 SUMMARY_HEADINGS = {"last_step": "evaluated to", "s_embedding": "hidden state 0",
                     "s_last": "last hidden state", "s_all": "every block output",
@@ -99,10 +255,13 @@ def stage_cost_table(costs: pd.DataFrame) -> pd.DataFrame:
     return shown.set_index(["model", "stage"])
 
 
-def sharing_table(top1: pd.DataFrame, shared: str, unshared: str) -> pd.DataFrame:
+def sharing_table(top1: pd.DataFrame, shared: str, unshared: str) -> pd.DataFrame | None:
     """Masked top-1 at the output, step for step, of a recursive model (``shared``) beside the
     unshared body it was made from (``unshared``), at the steps both were evaluated, with the
-    difference; ``top1``: :func:`dupbert.training.emergence.output_top1`."""
+    difference; ``top1``: :func:`dupbert.training.emergence.output_top1`. None where ``top1`` lacks
+    either model."""
+    if not {shared, unshared} <= set(top1.columns):
+        return None
     both = top1[[unshared, shared]].dropna()
     shown = both.map(lambda v: f"{v:.3f}")
     shown["shared - unshared"] = (both[shared] - both[unshared]).map(lambda v: f"{v:+.3f}")

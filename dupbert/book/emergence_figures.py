@@ -9,9 +9,25 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .plots import no_runs_figure, plot_emergence
 from ..training.emergence import MASKED, RECONSTRUCTION, THRESHOLD, grid, output_top1
 
 _STYLES = ("-", "--", ":", "-.")
+
+PASTED = ("bert-en-small", "albert-en-small", "bert-en-small-continued", "minilm-mlm-en",
+          "albert-minilm-en")
+"""The runs whose figure the chapter's text pastes (``emergence_<run>``), whatever the profile."""
+
+
+def run_figures(record: pd.DataFrame, shown: Sequence[str], pending: Sequence[str] = (),
+                pasted: Sequence[str] = PASTED) -> dict[str, Figure]:
+    """``{run: figure}`` for every run of ``shown``, ``pending`` and ``pasted`` (in that order,
+    each once): its heat maps (``dupbert.book.plots.plot_emergence`` of ``record``) where it is
+    shown, else a placeholder that says ``"<run>: no rows yet"`` (pending) or ``"<run>: not in this
+    profile"``."""
+    return {name: plot_emergence(record, name) if name in shown
+            else no_runs_figure(f"{name}: {'no rows yet' if name in pending else 'not in this profile'}")
+            for name in dict.fromkeys([*shown, *pending, *pasted])}
 
 
 def plot_seeds(record: pd.DataFrame, groups: Mapping[str, Sequence[str]],

@@ -2,22 +2,177 @@
 random-init control, what duplication does, masked prediction against copying, and the identity
 lens beside the fitted translators; from the frames of :func:`dupbert.tools.probe.probe_models`. The
 prose is in the notebook's Markdown; fractions are shown with 3 decimals (4 where a change of a
-tenth of a point matters).
+tenth of a point matters). Also the chapter's plumbing: its run summary and shared probe
+arguments, the lens of one sequence per model, the translators' probes, and its CSV tables.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from ..core.data import default_corpus, load_texts
+from ..core.results import read_table, write_table
 from ..study.glance import rq1_rows, with_mlm_floor
 from ..training.model_card import clears_mlm_floor
-from ..tools.probe import BASELINE, CONTROL, PRETRAINED
+from ..training.quality import beside_whole_set
+from ..tools.lens import copy_rate, lens
+from ..tools.models import load_mlm
+from ..tools.probe import BASELINE, CONTROL, PRETRAINED, duplication_summary, probe_models
+from .lens_figures import lens_html, plot_lens_panels
 from .text import cell
 
 
 TRANSLATOR_COLUMNS = ["model", "measure", "translator", "layer", "top1", "top5", "n_tokens"]
+
+
+def run_summary(values: Mapping[str, Any]) -> str:
+    """The three lines RQ1 prints under its parameters: the models, the corpus (``None`` or ``""``:
+    each model its own domain corpus), and the sequences, ``max_length``, seed and device.
+
+    Args:
+        values: the chapter's parameters (``ChapterParameters.values()``); reads ``models``,
+            ``corpus``, ``n_sequences``, ``max_length``, ``seed`` and ``device``.
+    """
+    return (f"models: {', '.join(values['models'])}\n"
+            f"corpus: {values['corpus'] or 'each model its own domain corpus'}\n"
+            f"{values['n_sequences']} sequences per model, max_length {values['max_length']}, "
+            f"seed {values['seed']}, device {values['device']}")
+
+
+def probe_arguments(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments every probe of RQ1 shares (:func:`dupbert.tools.probe.probe_models`):
+    ``corpus``, ``batch_size``, ``device``, ``seed`` and ``max_length`` from the chapter's
+    parameters (``ChapterParameters.values()``), and ``progress=False``."""
+    return {name: values[name] for name in ("corpus", "batch_size", "device", "seed",
+                                             "max_length")} | {"progress": False}
+
+
+def show_whole_set(quality: pd.DataFrame, tables_dir: str | os.PathLike | None) -> None:
+    """Show the registered MLM quality beside the whole held-out set
+    (:func:`dupbert.training.quality.beside_whole_set`), the latter read from
+    ``<tables_dir>/rq1-mlm-quality-whole.csv``; print one line saying so where that table is not
+    there (or ``tables_dir`` is None). Returns nothing: it displays (IPython) or prints.
+
+    Args:
+        quality: :func:`dupbert.training.quality.quality_table` of the chapter's models.
+        tables_dir: the folder from the repository root, or None.
+    """
+    from IPython.display import display
+
+    whole = read_table(tables_dir, "rq1-mlm-quality-whole") if tables_dir else None
+    if whole is None:
+        print("no whole-set table in tables_dir (rq1-mlm-quality-whole.csv)")
+    else:
+        display(beside_whole_set(quality, whole))
+
+
+def lens_frames(models: Sequence[str], corpus: str | None, *, device: str = "cpu",
+                max_length: int = 512, n_texts: int = 20, k: int = 5) -> dict[str, pd.DataFrame]:
+    """The lens (:func:`dupbert.tools.lens.lens`, top-``k``) of one real sequence per model: the
+    shortest of the first ``n_texts`` of ``corpus`` (``None`` or ``""``: the model's own domain
+    corpus, :func:`dupbert.core.data.default_corpus`), read by the model's own MLM head.
+
+    Returns:
+        ``{"<model>: <n> tokens": lens frame}`` in ``models``' order, ``n`` the sequence's
+        non-special positions; each frame has :data:`dupbert.tools.lens.LENS_COLUMNS`, one row per
+        hidden state, position and guess.
+
+    Raises:
+        As :func:`dupbert.core.data.load_texts`, :func:`dupbert.tools.models.load_mlm` and
+        :func:`dupbert.tools.lens.lens`.
+    """
+    frames = {}
+    for name in models:
+        text = min(load_texts(corpus or default_corpus(name), n_texts), key=len)
+        model, tokenizer = load_mlm(name, device=device)
+        frame = lens(model, tokenizer, text, k=k, max_length=max_length)
+        frames[f"{name}: {frame.loc[~frame['special'], 'position'].nunique()} tokens"] = frame
+    return frames
+
+
+def copy_rates(frames: Mapping[str, pd.DataFrame]) -> str:
+    """One line per lens of :func:`lens_frames`: ``"<model>: top-1 = input token at hidden states
+    0..L: r_0 r_1 ... r_L"``, the share (2 decimals) of its non-special positions whose top-1 is the
+    input token at each hidden state (:func:`dupbert.tools.lens.copy_rate`).
+
+    Args:
+        frames: ``{"<model>: <n> tokens": lens frame}``.
+    """
+    lines = []
+    for label, frame in frames.items():
+        copied = copy_rate(frame)
+        lines.append(f"{label.rsplit(': ', 1)[0]}: top-1 = input token at hidden states "
+                     f"0..{copied.index.max()}: " + " ".join(f"{v:.2f}" for v in copied))
+    return "\n".join(lines)
+
+
+def lens_panels(frames: Mapping[str, pd.DataFrame], max_positions: int | None = None):
+    """The lenses of :func:`lens_frames` as one figure
+    (:func:`dupbert.book.lens_figures.plot_lens_panels`, coloured by the head's probability), a
+    panel per lens titled by its label, at most ``max_positions`` positions each."""
+    return plot_lens_panels(frames, value="probability", max_positions=max_positions)
+
+
+def lens_pages(frames: Mapping[str, pd.DataFrame], max_positions: int | None = None) -> list:
+    """The lenses of :func:`lens_frames` as interactive HTML pages
+    (:func:`dupbert.book.lens_figures.lens_html`, coloured by probability), one per lens in order,
+    each titled by its label and showing at most ``max_positions`` positions."""
+    return [lens_html(frame, title=label, max_positions=max_positions)
+            for label, frame in frames.items()]
+
+
+def translator_lenses(models: Sequence[str], translators: Sequence[str],
+                      reconstruction: pd.DataFrame, masked: pd.DataFrame, masking: str,
+                      **probe: Any) -> pd.DataFrame:
+    """The identity lens beside each fitted translator, as :func:`translator_comparison`.
+
+    Each translator in ``translators`` is fitted and read by
+    :func:`dupbert.tools.probe.probe_models` (``translator=<name>``) twice, with the same fit: on
+    unmasked sequences (reconstruction) and with ``masking`` (masked prediction).
+
+    Args:
+        models: the models.
+        translators: fitted lenses beside the identity (``"linear"``, ``"linear-masked"``,
+            ``"tuned"``, ``"tuned-token"``), in the order shown.
+        reconstruction, masked: the identity lens, :func:`~dupbert.tools.probe.probe_models`
+            frames on unmasked and masked sequences.
+        masking: the masking rule of the masked measure.
+        probe: the other :func:`~dupbert.tools.probe.probe_models` arguments of both measures
+            (``n_sequences``, ``fit_sequences``, ``mask_rate``, ``include_control=False``, ...).
+
+    Returns:
+        :data:`TRANSLATOR_COLUMNS` rows, the identity first.
+    """
+    lenses = {"identity": (reconstruction, masked)}
+    for name in translators:
+        lenses[name] = tuple(
+            probe_models(models, translator=name, **masks, **probe)
+            for masks in ({}, {"masking": masking}))
+    return translator_comparison(lenses)
+
+
+def write_tables(folder: str | os.PathLike | None, reconstruction: pd.DataFrame,
+                 quality: pd.DataFrame, duplicated: pd.DataFrame | None, masked: pd.DataFrame,
+                 translator: pd.DataFrame) -> list[Path]:
+    """Write RQ1's tables as CSV for the results-at-a-glance page
+    (:func:`dupbert.core.results.write_table`): ``rq1-reconstruction``, ``rq1-mlm-quality``,
+    ``rq1-duplicated`` (not where ``duplicated`` is None), ``rq1-masked`` and ``rq1-translator``
+    in ``folder``; ``folder=None`` writes nothing.
+
+    Returns:
+        The paths written, in that order (``[]`` for ``folder=None``).
+    """
+    tables = {"rq1-reconstruction": reconstruction, "rq1-mlm-quality": quality,
+              "rq1-duplicated": duplicated, "rq1-masked": masked, "rq1-translator": translator}
+    if folder is None:
+        return []
+    return [write_table(frame, folder, name) for name, frame in tables.items()
+            if frame is not None]
 
 
 def translator_comparison(lenses: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
@@ -109,10 +264,28 @@ def reconstruction_summary(frame: pd.DataFrame, models: Sequence[str],
     return pd.DataFrame(rows, index=pd.Index(list(models), name="model"))
 
 
-def duplication_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """:func:`dupbert.tools.probe.duplication_summary` as RQ1 shows it: index ``(model, duplication)``,
-    readable column names, accuracies to 4 decimals, the last hidden state's change signed."""
-    shown = summary.set_index(["model", "duplication"]).rename(columns={
+NO_DUPLICATIONS = "No duplicated variants in this run (the parameter `duplications` is None)."
+
+
+def _no_duplications():
+    """The note shown in place of a duplication table when no variant was probed."""
+    from IPython.display import Markdown
+
+    return Markdown(NO_DUPLICATIONS)
+
+
+def duplication_table(duplicated: pd.DataFrame | None):
+    """:func:`dupbert.tools.probe.duplication_summary` of ``duplicated`` as RQ1 shows it: index
+    ``(model, duplication)``, readable column names, accuracies to 4 decimals, the last hidden
+    state's change signed.
+
+    Args:
+        duplicated: :func:`dupbert.tools.probe.probe_models` output with ``duplications``; None
+            (none probed) gives the note :data:`NO_DUPLICATIONS` (an IPython ``Markdown``).
+    """
+    if duplicated is None:
+        return _no_duplications()
+    shown = duplication_summary(duplicated).set_index(["model", "duplication"]).rename(columns={
         "n_blocks": "blocks", "n_copies": "copies", "at_copies": "top-1 at copies",
         "before_first_copy": "top-1 before 1st copy", "min_after_first_copy": "min top-1 after",
         "last": "top-1 last", "last_change": "change of last"})
@@ -122,17 +295,21 @@ def duplication_table(summary: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
-def duplication_overview(summary: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+def duplication_overview(duplicated: pd.DataFrame | None, models: Sequence[str]):
     """What duplication does to reconstruction (section 5), one row per model: how many
     duplicated variants, the range of top-1 at the hidden states copies produce, the range of the
     last hidden state's change against the baseline (signed), and the variant with the largest
-    drop.
+    drop (from :func:`dupbert.tools.probe.duplication_summary`).
 
     Args:
-        summary: :func:`dupbert.tools.probe.duplication_summary`; each model with a variant besides
-            ``baseline``.
+        duplicated: :func:`dupbert.tools.probe.probe_models` output with ``duplications``, each
+            model with a variant besides ``baseline``; None (none probed) gives the note
+            :data:`NO_DUPLICATIONS` (an IPython ``Markdown``).
         models: the models, in row order.
     """
+    if duplicated is None:
+        return _no_duplications()
+    summary = duplication_summary(duplicated)
     rows = []
     for name in models:
         variants = summary[(summary["model"] == name) & (summary["duplication"] != BASELINE)]

@@ -2,16 +2,27 @@
 each hidden state's similarity to the last one beside RQ1's top-1, the rank correlations, the
 per-model and per-variant readings its "What the numbers say" section shows, and the linear
 translator's gap beside similarity; from the frames of :mod:`dupbert.tools.stats`. The prose is in the
-notebook's Markdown.
+notebook's Markdown. Also the chapter's plumbing: its run summary, the report's arguments, the
+models' shown names, the glued numbers and its CSV tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from ..core.results import read_table, write_table
+from ..tools.stats import SimilarityReport, translator_gap_vs_similarity
+from .plots import plot_similarity_vs_reconstruction
 from .text import cell
+
+SHOWN_NAMES = {"splade-tiny-en": "splade-tiny-en (SPLADE-fine-tuned head)"}
+"""Models shown under another name: splade-tiny-en's MLM head was fine-tuned for SPLADE retrieval,
+so it is not a pretrained MLM head."""
 
 _SHOWN_STATISTICS = {"norm_mean": "norm", "norm_std": "norm std", "std": "std", "q01": "q01",
                      "q50": "q50", "q99": "q99", "max_abs": "max |x|", "kurtosis": "kurtosis",
@@ -23,6 +34,140 @@ _SHOWN_TO_LAST = {"cka_to_last": "CKA", "cka_debiased_to_last": "CKA (debiased)"
 
 def _baseline(layers: pd.DataFrame) -> pd.DataFrame:
     return layers[layers["duplication"] == "baseline"]
+
+
+def shown_names(models: Sequence[str]) -> list[str]:
+    """``models`` as the chapter names them (:data:`SHOWN_NAMES`), in order."""
+    return [SHOWN_NAMES.get(name, name) for name in models]
+
+
+def run_summary(values: Mapping[str, Any]) -> str:
+    """The five lines RQ2 prints under its parameters: the models (:func:`shown_names`), the corpus
+    (``None`` or ``""``: each model its own domain corpus), the sequences, sampled tokens, seed,
+    ``max_length`` and device, the duplicated variants and where RQ1's accuracy is measured.
+
+    Args:
+        values: the chapter's parameters (``ChapterParameters.values()``); reads ``models``,
+            ``corpus``, ``n_sequences``, ``max_tokens``, ``seed``, ``max_length``, ``device``,
+            ``duplications`` and ``reconstruction``.
+    """
+    duplications = values["duplications"]
+    accuracy = ("on the sampled tokens" if values["reconstruction"] == "sample"
+                else "on all tokens")
+    return (f"models: {', '.join(shown_names(values['models']))}\n"
+            f"corpus: {values['corpus'] or 'each model its own domain corpus'}\n"
+            f"{values['n_sequences']} sequences per model, {values['max_tokens']} tokens sampled "
+            f"(seed {values['seed']}), max_length {values['max_length']}, device {values['device']}\n"
+            f"duplicated variants: {'none' if duplications is None else duplications}\n"
+            f"RQ1 accuracy: {accuracy}")
+
+
+def report_arguments(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`dupbert.tools.stats.layer_similarity_report` besides the
+    models, taken from the chapter's parameters (``ChapterParameters.values()``) by their names:
+    ``corpus``, ``n_sequences``, ``max_tokens``, ``duplications``, ``batch_size``, ``device``,
+    ``seed``, ``max_length``, ``reconstruction``; and ``progress=False``."""
+    names = ("corpus", "n_sequences", "max_tokens", "duplications", "batch_size", "device", "seed",
+             "max_length", "reconstruction")
+    return {name: values[name] for name in names} | {"progress": False}
+
+
+def shown_frames(report: SimilarityReport) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``(layers, pairs, baseline)``: the report's frames with the models renamed as shown
+    (:data:`SHOWN_NAMES`), and the ``baseline`` rows of ``layers`` (the models as loaded); rows and
+    columns as in :class:`dupbert.tools.stats.SimilarityReport`."""
+    layers = report.layers.replace({"model": SHOWN_NAMES})
+    pairs = report.pairs.replace({"model": SHOWN_NAMES})
+    return layers, pairs, _baseline(layers)
+
+
+def glued(name: str, value):
+    """``value``, glued under ``name`` first (``myst_nb.glue(name, value, display=False)``), so that
+    a cell ending with this call both glues a table and shows it."""
+    from myst_nb import glue
+
+    glue(name, value, display=False)
+    return value
+
+
+def cka_scatter(baseline: pd.DataFrame):
+    """The chapter's main figure: each hidden state's debiased linear CKA with the last one against
+    the head's top-1 on it (:func:`dupbert.book.plots.plot_similarity_vs_reconstruction`), the x
+    axis labelled in words.
+
+    Args:
+        baseline: the ``baseline`` rows of :attr:`dupbert.tools.stats.SimilarityReport.layers`,
+            with ``top1``.
+    """
+    fig = plot_similarity_vs_reconstruction(baseline, x="cka_debiased_to_last", y="top1")
+    fig.axes[0].set_xlabel("debiased linear CKA with the last hidden state")
+    return fig
+
+
+def show_translator_gaps(tables_dir: str | os.PathLike | None, layers: pd.DataFrame,
+                         models: Sequence[str]) -> None:
+    """Show, per model, how a linear translator's gain over the identity lens goes with the
+    similarity to the last hidden state (:func:`dupbert.tools.stats.translator_gap_vs_similarity`
+    on RQ1's ``<tables_dir>/rq1-translator.csv``, shown by :func:`translator_gap_tables`). Prints
+    the models in only one of RQ1's table and ``models``, or one line saying that RQ1's table is not
+    there (or ``tables_dir`` is None). Returns nothing: it displays (IPython) or prints.
+
+    Args:
+        tables_dir: the folder from the repository root, or None.
+        layers: :attr:`dupbert.tools.stats.SimilarityReport.layers`, models by their own names.
+        models: the chapter's models.
+
+    Raises:
+        ValueError: as :func:`dupbert.tools.stats.translator_gap_vs_similarity`.
+    """
+    from IPython.display import display
+
+    translator = read_table(tables_dir, "rq1-translator") if tables_dir else None
+    if translator is None:
+        print("RQ1's translator table (rq1-translator.csv in tables_dir) is not there: run RQ1 "
+              "first")
+        return
+    gaps = translator_gap_vs_similarity(translator, layers)
+    apart = sorted(set(models) ^ set(translator["model"]))
+    if apart:
+        print(f"in only one of RQ1's translator table and this chapter: {', '.join(apart)}")
+    display(*translator_gap_tables(gaps))  # per model: rho; per hidden state: gap, similarity
+
+
+def glued_numbers(layers: pd.DataFrame, pairs: pd.DataFrame,
+                  correlations: pd.DataFrame) -> dict[str, Any]:
+    """What RQ2's prose glues, ``{glue name: value}`` in order: ``rq2_<key>`` for each
+    :func:`summary_numbers`, ``rq2_models`` (:func:`model_table`, its models in the order of
+    ``correlations``) and ``rq2_duplicated`` (:func:`duplicate_table`, or an IPython ``Markdown``
+    note where no variant was probed).
+
+    Args:
+        layers, pairs: :class:`dupbert.tools.stats.SimilarityReport`'s frames, with ``top1``.
+        correlations: :func:`dupbert.tools.stats.spearman_table` of ``layers``.
+    """
+    from IPython.display import Markdown
+
+    numbers = {f"rq2_{key}": value
+               for key, value in summary_numbers(layers, correlations).items()}
+    duplicated = duplicate_table(layers, pairs)
+    return {**numbers, "rq2_models": model_table(layers, correlations),
+            "rq2_duplicated": duplicated if len(duplicated)
+            else Markdown("No duplicated variant in this run.")}
+
+
+def write_tables(folder: str | os.PathLike | None, layers: pd.DataFrame,
+                 correlations: pd.DataFrame) -> list[Path]:
+    """Write RQ2's tables as CSV for the results-at-a-glance page
+    (:func:`dupbert.core.results.write_table`): ``rq2-layers`` (``layers`` as given) and
+    ``rq2-spearman`` (``correlations`` with its index as columns) in ``folder``; ``folder=None``
+    writes nothing.
+
+    Returns:
+        The paths written, in that order (``[]`` for ``folder=None``).
+    """
+    written = [write_table(layers, folder, "rq2-layers"),
+               write_table(correlations.reset_index(), folder, "rq2-spearman")]
+    return [path for path in written if path is not None]
 
 
 def statistics_table(layers: pd.DataFrame) -> pd.DataFrame:

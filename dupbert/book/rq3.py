@@ -2,14 +2,22 @@
 pilots, per task every configuration against its reference, the study in one row per model and
 task, the findings and stalled runs its "What the numbers say" section shows, the confirmatory test
 and the growth arm; from the frames of :mod:`dupbert.study.comparisons`, scores in points. The prose is
-in the notebook's Markdown.
+in the notebook's Markdown. Last, the notebook's plumbing: its files and settings
+(:func:`chapter_setup`), and what a cell displays or glues, each from one call.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
+from ..core.results import repository_path
 from ..study.comparisons import CONTROLS, LEARNING_FLOORS, learning_floor, learning_status, stalled_runs
 from ..study.paper import ALBERT_DEPTH, ALBERT_PAPER, REPLICATION_ROBERTA, REPLICATION_SINGLE_LAYERS
 from ..training.tasks import task_metrics
@@ -39,15 +47,15 @@ def study_design(plan) -> pd.DataFrame:
     } for entry in plan]).set_index(["model", "task"])
 
 
-def pilot_table(path) -> pd.DataFrame:
+def pilot_table(path, missing: str | None = None) -> pd.DataFrame:
     """RQ3's classification pilots (``scripts/pilot_rq3.py`` JSON lines), one row per pilot:
     sizes, hyper-parameters, ``steps`` (the last evaluated), ``accuracy along the way`` and
     ``final`` (points, the accuracy at the last step, which a floor is judged on) and ``minutes``.
-    Empty where ``path`` does not exist."""
-    from pathlib import Path
-
-    if not Path(path).is_file():
-        return pd.DataFrame()
+    Where ``path`` (a relative one from the repository root) does not exist: empty, or the
+    Markdown output ``missing`` where given."""
+    path = repository_path(path)
+    if not path.is_file():
+        return pd.DataFrame() if missing is None else _markdown(missing)
     pilots = pd.read_json(path, lines=True)
     pilots["steps"] = [curve[-1][0] for curve in pilots["curve"]]
     pilots["accuracy along the way"] = [", ".join(f"{100 * acc:.1f}" for _, acc, _ in curve)
@@ -59,14 +67,14 @@ def pilot_table(path) -> pd.DataFrame:
                   ].set_index(["model", "task"])
 
 
-def squad_pilot_table(path) -> pd.DataFrame:
+def squad_pilot_table(path, missing: str | None = None) -> pd.DataFrame:
     """RQ3's SQuAD 2.0 pilots (finetune JSON lines), index ``model``: sizes, hyper-parameters, F1s
-    (points, one decimal), whether the floor was reached, training minutes. Empty where ``path``
-    does not exist."""
-    from pathlib import Path
-
-    if not Path(path).is_file():
-        return pd.DataFrame()
+    (points, one decimal), whether the floor was reached, training minutes. Where ``path`` (a
+    relative one from the repository root) does not exist: empty, or the Markdown output
+    ``missing`` where given."""
+    path = repository_path(path)
+    if not path.is_file():
+        return pd.DataFrame() if missing is None else _markdown(missing)
     pilots = pd.json_normalize(pd.read_json(path, lines=True).to_dict("records"))
     floor_metric, floor = learning_floor("squad2")
     return pd.DataFrame({
@@ -357,3 +365,244 @@ def answer_table(findings: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFram
                      else f"{registered} / {both['verdict, both errors']}"})
     return pd.DataFrame(rows, columns=["model", "task", "primary", "gain [95% CI over seeds]",
                                        "95% CI over seeds and examples", "verdict"]).set_index(["model", "task"])
+
+
+# The notebook's plumbing: what its cells display or glue, each from one call.
+
+def _markdown(text: str):
+    """``IPython.display.Markdown(text)``: a Markdown cell output (IPython comes with the kernel
+    that runs the notebook, not with dupbert)."""
+    from IPython.display import Markdown
+
+    return Markdown(text)
+
+
+def or_note(frame: pd.DataFrame, note: str):
+    """``frame`` where it has rows, else ``note`` as a Markdown output (``IPython.display.Markdown``)."""
+    return frame if len(frame) else _markdown(note)
+
+
+def glue_all(values: dict) -> None:
+    """``myst_nb.glue(name, value, display=False)`` for every ``{name: value}`` of ``values``, in
+    order: the numbers and tables the chapter's prose pastes (myst_nb comes with the kernel that
+    runs the notebook, not with dupbert)."""
+    from myst_nb import glue
+
+    for name, value in values.items():
+        glue(name, value, display=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChapterSetup:
+    """The RQ3 notebook's files and settings, from its parameters (:func:`chapter_setup`).
+
+    Attributes:
+        results: the results file (JSON lines), absolute.
+        outputs: the per-example outputs folder, absolute; None: none stored.
+        confirm: the confirmatory test's profile file (``confirm_profile``); None: none.
+        decisive: the profile files of the tests that decide a claim (``decisive_profiles``).
+        growth: the growth arm's profile file (``growth_profile``); None: none.
+        paired: the profile files of ``paired_model``'s cells (``paired_profiles``).
+        later: the later cells shown with a borrowed evaluation-set error: ``decisive``, then
+            ``paired`` but for the growth arm (whose comparisons come from ``growth``).
+        timed: wall times are shown (every profile but ``smoke``: they differ between executions).
+        header: ``"device: cpu\\nresults: ..."``, what the notebook prints under the plan's notes.
+        scratch: the temporary folder holding ``results`` where ``results_path`` is None; it is
+            removed with this object (so with the kernel that holds it).
+    """
+
+    results: Path
+    outputs: Path | None
+    confirm: Path | None
+    decisive: list[Path]
+    growth: Path | None
+    paired: list[Path]
+    later: list[Path]
+    timed: bool
+    header: str
+    scratch: tempfile.TemporaryDirectory | None = dataclasses.field(default=None, repr=False)
+
+
+def chapter_setup(parameters) -> ChapterSetup:
+    """The :class:`ChapterSetup` of the RQ3 notebook's checked parameters
+    (``dupbert.study.params.RQ3Parameters``): every path taken from the repository root (a
+    ``results_path`` of None: ``rq3.jsonl`` in a fresh temporary folder, nothing left in /tmp
+    once it is garbage-collected). Creates that folder; reads nothing."""
+    scratch = None
+    if parameters.results_path is None:
+        scratch = tempfile.TemporaryDirectory(prefix="dupbert-rq3-")
+        results = Path(scratch.name) / "rq3.jsonl"
+    else:
+        results = repository_path(parameters.results_path)
+    growth = repository_path(parameters.growth_profile) if parameters.growth_profile else None
+    decisive = [repository_path(path) for path in parameters.decisive_profiles or []]
+    paired = [repository_path(path) for path in parameters.paired_profiles or []]
+    runs = ("runs missing from it are run" if parameters.run_missing
+            else "only the runs already in it are read")
+    return ChapterSetup(
+        results=results,
+        outputs=repository_path(parameters.outputs_dir) if parameters.outputs_dir else None,
+        confirm=repository_path(parameters.confirm_profile) if parameters.confirm_profile else None,
+        decisive=decisive, growth=growth, paired=paired,
+        later=[*decisive, *(path for path in paired if path != growth)],
+        timed=parameters.profile != "smoke",
+        header=f"device: {parameters.device}\nresults: {parameters.results_path or 'a temporary file'}; {runs}",
+        scratch=scratch)
+
+
+@contextlib.contextmanager
+def captured_output():
+    """A block whose stdout and stderr (warnings, a trainer's log lines, which hold timings that
+    differ between executions) go to the ``io.StringIO`` it yields instead of the notebook."""
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        yield log
+
+
+MINUTES_NOTE = "train_min, eval_min: mean wall-clock minutes per landed run (one niced thread, cores shared)"
+"""What :func:`progress_table`'s minutes are, printed under it where they are shown."""
+
+
+def progress_table(progress: pd.DataFrame, timed: bool) -> pd.DataFrame:
+    """``dupbert.study.studies.plan_progress`` as the chapter shows it: without its wall-time columns
+    ``train_min`` and ``eval_min`` unless ``timed``."""
+    return progress if timed else progress.drop(columns=["train_min", "eval_min"])
+
+
+def landed_glue(progress: pd.DataFrame, results: pd.DataFrame, timed: bool) -> dict[str, int | str]:
+    """The numbers under "The runs", by glue name: ``rq3_landed``, ``rq3_planned``, ``rq3_steps``
+    (:func:`landed_numbers`) and ``rq3_cpu_hours`` (``"5.9 CPU-hours"``; ``"not shown for smoke
+    runs"`` unless ``timed``)."""
+    landed = landed_numbers(progress, results)
+    landed["cpu_hours"] = f"{landed['cpu_hours']} CPU-hours" if timed else "not shown for smoke runs"
+    return {f"rq3_{key}": value for key, value in landed.items()}
+
+
+def task_sections(table: pd.DataFrame, results: pd.DataFrame) -> list:
+    """The outputs of "Baseline and duplicated configurations, per task", in order: per task of
+    ``table`` a Markdown heading with its description and data note
+    (``dupbert.training.tasks.data_note`` of ``results``), then per metric with rows a Markdown
+    label and its :func:`task_table`. A Markdown note alone where ``table`` is empty.
+
+    Args:
+        table: :func:`dupbert.study.comparisons.comparison` of ``results`` (may be empty).
+        results: the plan's ``ResultsFile.frame()`` rows.
+    """
+    from ..training.tasks import TASKS, data_note
+
+    if table.empty:
+        return [_markdown("No runs of this plan have landed yet.")]
+    shown = []
+    for task in dict.fromkeys(table["task"]):
+        shown.append(_markdown(f"### {task}: {TASKS[task].description}\n\n*Data used.* {data_note(task, results)}"))
+        for metric in task_metrics(task):
+            if (table["task"].eq(task) & table["metric"].eq(metric)).any():
+                shown += [_markdown(f"**{metric}** (points)"), task_table(table, task, metric)]
+    return shown
+
+
+def two_way_tables(two_way: pd.DataFrame, setup: ChapterSetup) -> list:
+    """The outputs of "Both sources of error", in order: the study's cells with both intervals
+    (``dupbert.study.variance.interval_table`` of ``two_way``; none where it is empty), then, where
+    the study has an evaluation-set error (``variance.evaluation_errors``) and ``setup`` names later
+    cells or a growth arm, a Markdown label and those cells (``dupbert.study.studies.later_two_way``,
+    the error borrowed from the study's all-MiniLM-L6-v2 cell on the same evaluation set).
+
+    Args:
+        two_way: ``dupbert.study.variance.two_way_table`` of the study (may be empty).
+
+    Raises:
+        as ``later_two_way`` (reading the later cells' profile files and runs).
+    """
+    from ..study.studies import later_two_way
+    from ..study.variance import evaluation_errors, interval_table
+
+    shown = [] if two_way.empty else [interval_table(two_way)]
+    errors = evaluation_errors(two_way)
+    if errors and (setup.later or setup.growth):
+        shown += [_markdown("**The later cells** (evaluation-set error borrowed from the study's "
+                            "all-MiniLM-L6-v2 cell on the same evaluation set):"),
+                  interval_table(later_two_way(errors, setup.later, setup.growth))]
+    return shown
+
+
+def summary_glue(plan, table: pd.DataFrame, results: pd.DataFrame, points: pd.DataFrame,
+                 two_way: pd.DataFrame, decisive) -> dict:
+    """What "What the numbers say" and the chapter's opening glue, by glue name, in this order:
+
+    - ``rq3_findings``: :func:`findings_table` of ``dupbert.study.comparisons.overall`` (Holm counting
+      every planned secondary, ``dupbert.study.profiles.planned_family_sizes``); Markdown "No runs
+      yet." without rows;
+    - ``rq3_stalled``: :func:`stalled_table` of ``points`` (exploratory; no verdict uses it);
+      Markdown "None." without stalled runs;
+    - ``rq3_runs``: the number of distinct runs;
+    - ``rq3_answer``: :func:`answer_table` of the findings and the two-way intervals
+      (``dupbert.study.variance.interval_table`` of ``two_way``); "No runs yet." without findings;
+    - ``rq3_decisive``: the decisive tests' texts (``dupbert.study.glance.decisive_tests`` of
+      ``dupbert.study.studies.confirmatory_studies(decisive)``), joined by ``"; "``; ``"none in this
+      profile"`` without any.
+
+    Args:
+        plan: ``dupbert.study.profiles.plan_sweep``'s entries.
+        table: :func:`dupbert.study.comparisons.comparison` of ``results`` (may be empty).
+        points: :func:`dupbert.study.comparisons.points_frame` of ``results`` (may be empty).
+        two_way: ``dupbert.study.variance.two_way_table`` (may be empty).
+        decisive: the decisive tests' profile files (:attr:`ChapterSetup.decisive`).
+    """
+    from ..study.comparisons import overall
+    from ..study.glance import decisive_tests
+    from ..study.profiles import planned_family_sizes
+    from ..study.studies import confirmatory_studies
+    from ..study.variance import interval_table
+
+    summary = overall(table, family_sizes=planned_family_sizes(plan)) if not table.empty else pd.DataFrame()
+    findings = findings_table(summary, table, results) if len(summary) else pd.DataFrame()
+    stalled = stalled_table(points) if len(points) else pd.DataFrame()
+    both = interval_table(two_way) if not two_way.empty else pd.DataFrame()
+    tests = decisive_tests(confirmatory_studies(decisive)) if decisive else {}
+    return {"rq3_findings": or_note(findings, "No runs yet."),
+            "rq3_stalled": or_note(stalled, "None."),
+            "rq3_runs": results["run_key"].nunique() if len(results) else 0,
+            "rq3_answer": answer_table(findings, both) if len(findings) else _markdown("No runs yet."),
+            "rq3_decisive": "; ".join(text for text, _ in tests.values()) or "none in this profile"}
+
+
+def spread_tables(points: pd.DataFrame) -> list:
+    """The seed spreads shown side by side, in order: ours
+    (``dupbert.study.comparisons.observed_seed_spread`` of ``points``; left out without rows), then
+    the published ones (``dupbert.study.paper.seed_spread``, index ``source, task``)."""
+    from ..study.comparisons import observed_seed_spread
+    from ..study.paper import seed_spread
+
+    published = seed_spread().set_index(["source", "task"])
+    return [observed_seed_spread(points), published] if len(points) else [published]
+
+
+def replication_tables() -> list:
+    """The public one-seed replication (``dupbert.study.paper.replication``: ``exact``, ``f1``,
+    ``f1_gain`` by ``model, configuration``), then :func:`replication_table`."""
+    from ..study.paper import replication
+
+    shown = replication()[["model", "configuration", "exact", "f1", "f1_gain"]]
+    return [shown.set_index(["model", "configuration"]), replication_table()]
+
+
+def paired_seeds_figure(points: pd.DataFrame):
+    """The chapter's main figure: ``dupbert.book.plots.plot_paired_seeds`` of ``points`` on each
+    task's primary metric (``dupbert.study.comparisons.primary_metrics``); ``plots.no_runs_figure``
+    without rows."""
+    from ..study.comparisons import primary_metrics
+    from .plots import no_runs_figure, plot_paired_seeds
+
+    return plot_paired_seeds(points, metrics=primary_metrics(points)) if len(points) else no_runs_figure()
+
+
+def loss_figure(results: pd.DataFrame, points: pd.DataFrame):
+    """``dupbert.book.plots.plot_training_loss`` of ``results`` (moving average over 10 steps), the
+    stalled runs of ``points`` dashed (``dupbert.study.comparisons.stalled_runs``);
+    ``plots.no_runs_figure`` without rows."""
+    from .plots import no_runs_figure, plot_training_loss
+
+    if not len(results):
+        return no_runs_figure()
+    return plot_training_loss(results, window=10, stalled=stalled_runs(points))

@@ -1,15 +1,21 @@
 """The RQ4 chapter's tables and glued numbers (``notebooks/rq4.ipynb``): the grid of gains over
 models and tasks, the paper beside ours, and the counts its "What the numbers say" section glues;
-from the frames of :mod:`dupbert.study.comparisons`, scores in points.
+from the frames of :mod:`dupbert.study.comparisons`, scores in points. Also the chapter's plumbing:
+the runs it judges (:func:`judged_results`) and everything it glues (:func:`glued_numbers`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from ..study.comparisons import DID_NOT_LEARN, learned
+from ..core.results import ResultsFile, read_results, repository_path
+from ..study.comparisons import DID_NOT_LEARN, keep_main_setting, learned
+from ..study.glance import decisive_tests, rq3_rq4_rows
+from ..study.profiles import planned_family_sizes, planned_seeds
+from ..study.studies import confirmatory_studies, judged_runs
 from .text import interval_text
 
 
@@ -144,3 +150,92 @@ def claimed_table(summary: pd.DataFrame, status: pd.DataFrame,
                      "confirmatory test": "" if verdict is None else text})
     return pd.DataFrame(rows, columns=["model", "task", "the paper claims", "verdict on the study's seeds",
                                        "confirmatory test"]).set_index(["model", "task"])
+
+
+# The chapter's plumbing: the runs it judges, and the numbers its "What the numbers say" glues
+
+
+def judged_results(results_paths: Sequence[str | os.PathLike],
+                   study_profiles: Sequence[str | os.PathLike] | None = None
+                   ) -> tuple[pd.DataFrame, dict | None, dict | None]:
+    """The runs RQ4 judges, read as the chapter shows them, and their studies' planned sizes.
+
+    Reads every results file (prints ``"<path>: <n> runs"`` for each) and keeps each run once (by
+    ``run_key``, first file wins); with ``study_profiles``, only the runs those RQ3 studies plan
+    for a comparison (:func:`dupbert.study.studies.judged_runs`); then per model and task only its
+    most frequent setting (:func:`dupbert.study.comparisons.keep_main_setting`). Prints how many
+    runs each step left out, when it left any out.
+
+    Args:
+        results_paths: JSON-lines results files, from the repository root (at least one).
+        study_profiles: RQ3 parameter files, from the repository root; None or empty: every run.
+
+    Returns:
+        ``(results, planned_seeds, family_sizes)``: the kept ``ResultsFile.frame()`` rows (plus
+        ``setting``, index renumbered), and the studies' ``{(model, task): int}`` of
+        :func:`dupbert.study.profiles.planned_seeds` and
+        :func:`~dupbert.study.profiles.planned_family_sizes` (both None without a plan).
+
+    Raises:
+        ValueError: ``results_paths`` empty; as ``judged_runs`` and ``keep_main_setting``.
+    """
+    frames = []
+    for given in results_paths:
+        frame = ResultsFile(repository_path(given)).frame()
+        print(f"{given}: {len(frame)} runs")
+        frames.append(frame)
+    results = pd.concat(frames, ignore_index=True).drop_duplicates("run_key")
+    plan = None
+    if study_profiles:
+        kept, plan = judged_runs(results, [repository_path(path) for path in study_profiles])
+        if len(kept) < len(results):
+            print(f"{len(results) - len(kept)} runs that no study plans for a comparison left out")
+        results = kept
+    results, dropped = keep_main_setting(results)
+    if dropped:
+        print(f"{dropped} runs of other settings left out (each model and task keeps its most "
+              "frequent setting)")
+    if not plan:
+        return results, None, None
+    return results, planned_seeds(plan), planned_family_sizes(plan)
+
+
+NO_CELL_LEARNED = ("None: no cell's baseline learned its task, so RQ4 can be neither supported nor "
+                   "refuted here.")
+"""What :func:`glued_numbers` glues for an empty table (as Markdown)."""
+
+
+def glued_numbers(results: pd.DataFrame, planned: Mapping[tuple[str, str], int] | None,
+                  summary: pd.DataFrame, main: pd.DataFrame, status: pd.DataFrame,
+                  pilot_paths: Sequence[str | os.PathLike] | None = None,
+                  decisive_profiles: Sequence[str | os.PathLike] | None = None) -> dict:
+    """Everything the chapter's "What the numbers say" glues, ``{glue name: value}`` in the
+    chapter's order: ``rq4_<name>`` for each of :func:`cell_counts`; ``rq4_configurations`` and
+    ``rq4_claimed`` (:func:`configuration_table`, :func:`claimed_table`, or
+    :data:`NO_CELL_LEARNED` as IPython Markdown when empty); ``rq4_verdict``, the RQ4 claim's
+    verdict, and ``rq4_method``, the RQ3 method claim's, by the rule of the results-at-a-glance
+    page (:func:`dupbert.study.glance.rq3_rq4_rows`, with the pilots and the confirmatory tests'
+    :func:`~dupbert.study.glance.decisive_tests`).
+
+    Args:
+        results, planned: :func:`judged_results`' runs and planned seeds.
+        summary, main, status: as :func:`configuration_table`.
+        pilot_paths: pilot runs' results files (from the repository root; missing ones skipped).
+        decisive_profiles: confirmatory RQ3 parameter files, from the repository root.
+
+    Raises:
+        as :func:`~dupbert.study.studies.confirmatory_studies` and ``rq3_rq4_rows``.
+    """
+    from IPython.display import Markdown
+
+    pilots = read_results(pilot_paths) if pilot_paths else None
+    decisive = decisive_tests(confirmatory_studies(
+        [repository_path(path) for path in decisive_profiles or []]))
+    claims = {row["id"]: row for row in rq3_rq4_rows(results, planned, pilots, decisive)}
+    numbers = {f"rq4_{name}": value for name, value in cell_counts(summary, status).items()}
+    for name, shown in (("configurations", configuration_table(summary, main, status)),
+                        ("claimed", claimed_table(summary, status, decisive))):
+        numbers[f"rq4_{name}"] = shown if len(shown) else Markdown(NO_CELL_LEARNED)
+    numbers["rq4_verdict"] = claims["rq4-consistent-across-models"]["verdict"]
+    numbers["rq4_method"] = claims["rq3-method"]["ours"]
+    return numbers

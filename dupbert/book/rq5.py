@@ -2,19 +2,24 @@
 single models and ensembles against their trivial baseline and floor, the comparisons, their
 robustness over partitions of the seeds, the paper beside ours, and the per-cell findings its "What
 the numbers say" section shows; from the frames of :mod:`dupbert.study.rq5`, scores in points (accuracy
-x 100, SQuAD EM/F1 as they are). The prose is in the notebook's Markdown.
+x 100, SQuAD EM/F1 as they are). The prose is in the notebook's Markdown. Also the chapter's
+plumbing: the runs it combines (:func:`study_runs`) and the numbers it glues (:func:`glued_numbers`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..study.comparisons import DID_NOT_LEARN, learned
-from ..study.paper import NOT_STATED, PAPER_SCORES
-from ..study.rq5 import KINDS, distinct_ensembles, rq5_differences
+from ..core.results import repository_path
+from ..study.comparisons import DID_NOT_LEARN, keep_main_setting, learned
+from ..study.ensemble import read_runs
+from ..study.paper import NOT_STATED, PAPER, PAPER_SCORES, claim
+from ..study.profiles import plan_sweep, read_profile
+from ..study.rq5 import KINDS, complete_configurations, distinct_ensembles, rq5_differences, study_files
 from .text import interval_text
 
 
@@ -320,3 +325,101 @@ def findings_table(summary: pd.DataFrame, differences: pd.DataFrame, partitions:
                     found.loc["cross-configuration − best single"], pending)
         rows.append(row)
     return pd.DataFrame(rows, columns=["model", "task", *FINDINGS_COLUMNS]).set_index(["model", "task"])
+
+
+# The chapter's plumbing: the paper's claims quoted, the runs it combines, the partitions shown, and
+# the numbers its "What the numbers say" glues
+
+
+def claim_quotes() -> str:
+    """Markdown: the paper's RQ5 claims (its best ensemble's SQuAD 2.0 exact match, then F1), one
+    line each, ``"> *<statement>* (<paper>, <source>)"``."""
+    claims = [claim("rq5-ensemble-squad2-exact"), claim("rq5-ensemble-squad2-f1")]
+    return "\n".join(f"> *{c.statement}* ({PAPER}, {c.source})" for c in claims)
+
+
+def study_runs(results_paths: str | Sequence[str] | None,
+               outputs_dirs: str | Sequence[str | None] | None = None,
+               smoke_sweeps: Sequence[Mapping] = (),
+               study_profile: str | os.PathLike | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs RQ5 combines, read as the chapter shows them, and the configurations that wait.
+
+    Reads the RQ3 results files with their outputs folders
+    (:func:`dupbert.study.rq5.study_files`, :func:`dupbert.study.ensemble.read_runs`; prints each
+    file's outputs folder), or, with ``results_paths`` None, fine-tunes ``smoke_sweeps`` into a
+    temporary folder first (:func:`dupbert.study.sweeps.run_smoke_sweeps`; prints how many runs).
+    Then keeps per model and task only its most frequent setting
+    (:func:`dupbert.study.comparisons.keep_main_setting`) and, with ``study_profile``, only the
+    configurations whose planned seeds have all landed
+    (:func:`dupbert.study.rq5.complete_configurations`); prints what each left out, if anything.
+
+    Args:
+        results_paths: RQ3 results files, from the repository root; None: run ``smoke_sweeps``.
+        outputs_dirs: one outputs folder per results file; None: ``<results stem>-outputs``.
+        smoke_sweeps: ``dupbert.study.sweeps.sweep`` arguments, one dict per sweep.
+        study_profile: the RQ3 parameter file that planned the runs, from the repository root.
+
+    Returns:
+        ``(runs, waiting)``: the kept ``read_runs`` rows (plus ``setting``), and one
+        :data:`dupbert.study.rq5.WAITING_COLUMNS` row per planned configuration still short of
+        its seeds (none without ``study_profile``).
+
+    Raises:
+        FileNotFoundError, ValueError, ParameterError: as ``read_runs`` and ``study_files``; as
+            ``read_profile`` for a bad ``study_profile``.
+    """
+    if results_paths is None:
+        from ..study.sweeps import run_smoke_sweeps
+
+        results_file, outputs_folder = run_smoke_sweeps(smoke_sweeps)
+        runs = read_runs(results_file, outputs_folder)
+        print(f"smoke sweep: {len(runs)} runs fine-tuned into a temporary folder, with their outputs")
+    else:
+        files = study_files(results_paths, outputs_dirs)
+        runs = read_runs([path for _, path, _ in files], [folder for _, _, folder in files])
+        for given, _, folder in files:
+            print(f"{given}: outputs in {folder.relative_to(repository_path('.'))}")
+    runs, dropped = keep_main_setting(runs)
+    if dropped:
+        print(f"{dropped} runs of other settings left out (each model and task keeps its most "
+              "frequent setting)")
+    plan = plan_sweep(read_profile(repository_path(study_profile), device="cpu"))[0] if study_profile else None
+    runs, waiting = complete_configurations(runs, plan)
+    if len(waiting):
+        print("waiting for their planned seeds, left out until they have all landed: " + waiting_text(waiting))
+    return runs, waiting
+
+
+def show_partitions(partitions: pd.DataFrame) -> None:
+    """Shows (IPython ``display``) :func:`partition_table` and :func:`robustness_table` of
+    ``partitions`` (:func:`cyclic_partitions`), or prints that there is nothing to partition when
+    it is empty."""
+    from IPython.display import display
+
+    if len(partitions):
+        display(partition_table(partitions))
+        display(robustness_table(partitions))
+    else:
+        print("No cross-configuration ensembles: nothing to partition.")
+
+
+def glued_numbers(findings: pd.DataFrame, summary: pd.DataFrame, status: pd.DataFrame) -> dict:
+    """Everything the chapter's "What the numbers say" glues, ``{glue name: value}`` in the
+    chapter's order: ``rq5_findings`` (``findings``, :func:`findings_table`), ``rq5_answer`` (its
+    columns "baseline vs floor" and "against same-configuration ensembles"), ``rq5_cells`` (its
+    rows), ``rq5_informative`` (of those, the cells whose baseline learned), ``rq5_squad_cells``
+    (models with SQuAD 2.0 in ``summary``, :func:`dupbert.study.rq5.rq5_summary`), and
+    ``rq5_paper_exact`` and ``rq5_paper_f1``, the paper's best ensemble as ``"85.50"``.
+
+    Args:
+        status: ``dupbert.study.comparisons.learning_status`` of the runs.
+    """
+    return {
+        "rq5_findings": findings,
+        "rq5_answer": findings[["baseline vs floor", "against same-configuration ensembles"]],
+        "rq5_cells": len(findings),
+        "rq5_informative": int(sum(learned(status, m, t) for m, t in findings.index)),
+        "rq5_squad_cells": int((summary.drop_duplicates(["model", "task"])["task"] == "squad2").sum()),
+        **{f"rq5_paper_{metric}": f"{PAPER_SCORES[f'rq5-ensemble-squad2-{metric}']:.2f}"
+           for metric in ("exact", "f1")},
+    }

@@ -4,7 +4,11 @@ and the sentence that names the parameter profile behind a chapter's numbers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pandas as pd
+
+from ..training.tasks import data_note
 
 
 def interval_text(mean, low, high, signed: bool = False) -> str:
@@ -26,6 +30,16 @@ def cell(value, form: str = ".3f", missing: str = "") -> str:
 def p_text(p) -> str:
     """A p-value to three decimals, ``"<0.001"`` below 0.001, ``""`` for NaN."""
     return "" if pd.isna(p) else ("<0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def data_notes(tasks: Iterable[str], runs: pd.DataFrame) -> str:
+    """Markdown: ``"*task.* <note>"`` (:func:`dupbert.training.tasks.data_note` of ``runs``) for
+    each distinct task of ``tasks`` in order of first appearance, separated by blank lines.
+
+    Raises:
+        UnknownTask: an unknown task.
+    """
+    return "\n\n".join(f"*{task}.* {data_note(task, runs)}" for task in dict.fromkeys(tasks))
 
 
 PROFILE_NOTES = {
