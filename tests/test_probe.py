@@ -788,7 +788,9 @@ def _summary():
                         columns=columns)
 
 
-def test_duplication_table_names_the_columns_and_signs_the_change():
+def test_duplication_table_names_the_columns_and_signs_the_change(monkeypatch):
+    # the tables summarise a probe frame with duplication_summary (tested above): given its summary
+    monkeypatch.setattr(rq1_book, "duplication_summary", lambda frame: frame)
     table = rq1_book.duplication_table(_summary())
     assert table.index.names == ["model", "duplication"]
     assert list(table.columns) == ["blocks", "copies", "top-1 at copies", "top-1 before 1st copy",
@@ -800,7 +802,8 @@ def test_duplication_table_names_the_columns_and_signs_the_change():
     assert two["change of last"] == "+0.0300"
 
 
-def test_duplication_overview_gives_ranges_and_the_largest_drop():
+def test_duplication_overview_gives_ranges_and_the_largest_drop(monkeypatch):
+    monkeypatch.setattr(rq1_book, "duplication_summary", lambda frame: frame)
     table = rq1_book.duplication_overview(_summary(), ["m"])
     assert table.loc["m"].tolist() == [2, "0.750 to 0.850", "-0.0200 to +0.0300", "block 1 copied"]
 
