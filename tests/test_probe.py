@@ -891,11 +891,12 @@ def test_a_short_corpus_says_how_many_sequences_it_holds(zoo_cache, tmp_path):
     assert set(frame["n_sequences"]) == {1}
 
 
-@pytest.mark.parametrize("name", ["rxnfp-bert", "bert-rxn"])
+@pytest.mark.parametrize("name", ["rxnfp-bert", "bert-rxn", "rxnmapper-albert", "albert-rxn"])
 def test_the_probe_equals_an_independent_reference(name, zoo_cache, uspto_first_64):
     """Reconstruction top-1 per hidden state, recomputed the plain way: one reaction at a time, no
-    padding, transformers' own hidden states through the model's own ``cls`` head, the arg-max
-    compared with the input ids at the non-special positions. The counts must be equal."""
+    padding, transformers' own hidden states through the model's own head (BERT's ``cls``,
+    ALBERT's ``predictions``), the arg-max compared with the input ids at the non-special
+    positions. The counts must be equal."""
     import torch
 
     from dupbert import load_mlm, reconstruction_accuracy
@@ -906,6 +907,7 @@ def test_the_probe_equals_an_independent_reference(name, zoo_cache, uspto_first_
     model, tokenizer = load_mlm(name, cache=zoo_cache)
     texts = uspto_first_64[:16]
     ours = reconstruction_accuracy(model, tokenizer, texts, progress=False)
+    head = model.cls if hasattr(model, "cls") else model.predictions
     hits = np.zeros(model.config.num_hidden_layers + 1)
     counted = 0
     with torch.no_grad():
@@ -915,7 +917,7 @@ def test_the_probe_equals_an_independent_reference(name, zoo_cache, uspto_first_
             keep = ~torch.isin(ids, torch.tensor(tokenizer.all_special_ids))
             states = model(**encoded, output_hidden_states=True).hidden_states
             for layer, state in enumerate(states):
-                guess = model.cls(state)[0].argmax(-1)
+                guess = head(state)[0].argmax(-1)
                 hits[layer] += int((guess[keep] == ids[keep]).sum())
             counted += int(keep.sum())
     assert ours["n_tokens"].tolist() == [counted] * len(states)
