@@ -109,6 +109,8 @@ def test_n_sequences_above_size_returns_all(shared_data_dir):
 def test_default_corpus():
     assert default_corpus("antiberty") == "therasabdab"
     assert default_corpus("rxnfp-bert") == default_corpus("rxnmapper-albert") == "uspto50k-test"
+    # the reaction MLMs pretrained here are read on the reactions they were held out from
+    assert default_corpus("bert-rxn") == default_corpus("albert-rxn") == "uspto50k-test"
     assert default_corpus("bert-base-uncased") == default_corpus("splade-tiny-en") == "wikitext2"
     assert all(default_corpus(m) in data.CORPORA for m in ["antiberty", "rxnfp-bert", "albert-base-v2"])
 

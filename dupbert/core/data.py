@@ -76,11 +76,6 @@ CORPORA: dict[str, Corpus] = {
     ]
 }
 
-_MODEL_CORPUS = {
-    "antiberty": "therasabdab",
-    "rxnfp-bert": "uspto50k-test",
-    "rxnmapper-albert": "uspto50k-test",
-}
 _SST2_LABELS = datasets.ClassLabel(names=["negative", "positive"])
 _HEADING = re.compile(r"^=( =)* .* =( =)*$")  # " = Title = ", " = = Section = = "
 
@@ -95,10 +90,15 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
 
 
 def default_corpus(model_name: str) -> str:
-    """The probe corpus of a model's domain: ``antiberty`` -> ``therasabdab``; ``rxnfp-bert``,
-    ``rxnmapper-albert`` -> ``uspto50k-test``; any other -> ``wikitext2``.
+    """The probe corpus of a model's domain, as its zoo entry declares it
+    (``dupbert.core.zoo.ZooEntry.corpus``): ``antiberty`` -> ``therasabdab``; ``rxnfp-bert``,
+    ``rxnmapper-albert`` and the reaction models pretrained here (``bert-rxn``, ``albert-rxn``) ->
+    ``uspto50k-test``; any other name, a zoo model or not -> ``wikitext2``.
     """
-    return _MODEL_CORPUS.get(model_name, "wikitext2")
+    from .zoo import ZOO
+
+    entry = ZOO.get(model_name)
+    return entry.corpus if entry is not None else "wikitext2"
 
 
 # --------------------------------------------------------------------------------------------------

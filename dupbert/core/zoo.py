@@ -69,6 +69,7 @@ class ZooEntry:
     bundled: bool = False  # pretrained here, committed under models/<name>/ beside the library
     base: str | None = None  # bundled as an overlay on this zoo model's weights (OVERLAY)
     committed: bool = True  # False: a bundled model over the repository's size limit (below)
+    corpus: str = "wikitext2"  # its domain's held-out probe corpus (dupbert.core.data.default_corpus)
 
     @property
     def source(self) -> str:
@@ -121,11 +122,13 @@ _CONTINUED = [
                   "unigram plateau (at most 16.4M more tokens)"),
     _trained_here("bert-rxn", "BertForMaskedLM", "BERT MLM pretrained here from random init on "
                   "reaction SMILES (USPTO-50k valid; 6 blocks, H 256; rxnfp-bert's tokenizer)",
-                  license="MIT (weights); data: USPTO reactions (Lowe, CC0), the USPTO-50k subset of Schneider et al. 2016"),
+                  license="MIT (weights); data: USPTO reactions (Lowe, CC0), the USPTO-50k subset of Schneider et al. 2016",
+                  corpus="uspto50k-test"),
     _trained_here("albert-rxn", "AlbertForMaskedLM", "ALBERT MLM pretrained here from random init "
                   "on reaction SMILES (one shared layer applied 6 times, E = H = 256; rxnfp-bert's "
                   "tokenizer)",
-                  license="MIT (weights); data: USPTO reactions (Lowe, CC0), the USPTO-50k subset of Schneider et al. 2016"),
+                  license="MIT (weights); data: USPTO reactions (Lowe, CC0), the USPTO-50k subset of Schneider et al. 2016",
+                  corpus="uspto50k-test"),
 ]
 
 ZOO: dict[str, ZooEntry] = {
@@ -145,6 +148,7 @@ ZOO: dict[str, ZooEntry] = {
             description="AntiBERTy (Ruffolo et al. 2021): BERT MLM, 8 layers, H 512, "
             "pretrained on antibody sequences; one token per residue",
             license="MIT",
+            corpus="therasabdab",
         ),
         ZooEntry(
             name="rxnfp-bert",
@@ -160,6 +164,7 @@ ZOO: dict[str, ZooEntry] = {
             description="rxnfp (Schwaller et al. 2021): BERT MLM, 12 layers, H 256, "
             "pretrained on reaction SMILES",
             license="MIT",
+            corpus="uspto50k-test",
         ),
         ZooEntry(
             name="rxnmapper-albert",
@@ -175,6 +180,7 @@ ZOO: dict[str, ZooEntry] = {
             description="rxnmapper (Schwaller et al. 2021): ALBERT MLM, 12 applications of one "
             "shared layer, H 256, E 128, pretrained on reaction SMILES",
             license="MIT",
+            corpus="uspto50k-test",
         ),
         ZooEntry(
             name="splade-tiny-en",
