@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from .emergence import MOST_FREQUENT
-from ..core.errors import DupbertError
+from ..core.checks import check_device
+from ..core.errors import DeviceNotAvailable, DupbertError
 from .pretrain_config import ARCHITECTURES, CORPORA, MODELS, RXN_SEEDS, PretrainConfig  # noqa: F401
 from .pretrain_corpus import (CorpusError, pack, pretraining_documents,
                               train_tokenizer)
@@ -265,6 +266,7 @@ def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: 
         torch.manual_seed(12345)
         batch, attention = _batch(config, tokenizer, heldout)
         inputs, labels = mask_tokens(tokenizer, batch, config.mask_rate)
+        inputs, labels, attention = _on(model, inputs, labels, attention)
         hidden = model.base_model(input_ids=inputs, attention_mask=attention).last_hidden_state
         chosen = labels != -100
         logits = _head(model)(hidden[chosen])
@@ -301,7 +303,7 @@ def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: 
 def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os.PathLike,
              results: str | os.PathLike, out: str | os.PathLike | None = None,
              stop_after: int | None = None, progress: bool = True,
-             published: str | os.PathLike | None = None) -> Path | None:
+             published: str | os.PathLike | None = None, device: str = "cpu") -> Path | None:
     """Pretrain one stage of ``config``, append per-step loss rows to ``results/pretrain-loss.csv``
     and the emergence record to ``results/emergence.csv``, and save the stage's final model (with
     :data:`STAGE_FILE`) to ``out`` (default ``work/<name>/final``).
@@ -321,6 +323,9 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
 
     Args:
         stop_after: stop (with a checkpoint) after this step.
+        device: where the model trains and is evaluated (``"cpu"``, ``"cuda"``, ...); batches and
+            their masking are drawn on the CPU from the same seeds, so only the arithmetic moves.
+            The committed records were all made on the CPU.
 
     Returns:
         The final model's folder, or ``None`` when ``stop_after`` stopped the stage.
@@ -329,9 +334,12 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
         CheckpointMismatch: the checkpoint, or the published stage, was made with another
             configuration (names the fields).
         CorpusError: as :func:`prepare`.
+        DeviceNotAvailable: ``device`` is not one this machine has
+            (``dupbert.core.checks.check_device``).
     """
     import torch
 
+    device = torch.device(check_device(device))
     torch.set_num_threads(int(os.environ.get("DUPBERT_THREADS", "1")))
     run_dir = Path(work) / config.name
     published = Path(published) if published is not None else weights_dir(config.name)
@@ -355,7 +363,7 @@ def pretrain(config: PretrainConfig, data_dir: str | os.PathLike, work: str | os
     loss_path, emergence_path = results / "pretrain-loss.csv", results / "emergence.csv"
     fresh = saved is None and done is not None  # a new stage, from the published weights
     elapsed = saved["elapsed_s"] if saved else done["elapsed_s"] if fresh else 0.0
-    model = _starting_model(config, tokenizer, saved, published if fresh else None)
+    model = _starting_model(config, tokenizer, saved, published if fresh else None).to(device)
     optimizer, schedule = _optimizer(model, config, saved)
     drop_rows_after(loss_path, LOSS_COLUMNS, config.name, step)
     drop_rows_after(emergence_path, EMERGENCE_COLUMNS, config.name,
@@ -447,7 +455,8 @@ def _resume_point(config: PretrainConfig, checkpoint: Path, published: Path
     if done is not None and "config" in done:
         _refuse_another(done["config"], _identity(config, config.stage_end(done["step"] - 1)),
                         f"the published stage {stage_file}")
-    saved = torch.load(checkpoint, weights_only=True) if checkpoint.is_file() else None
+    saved = torch.load(checkpoint, weights_only=True, map_location="cpu") \
+        if checkpoint.is_file() else None
     if saved is None or saved["step"] <= (done["step"] if done else 0):
         return (done["step"], None, done) if done else (0, None, None)
     _refuse_another(saved["config"], _identity(config, config.stage_end(saved["step"] - 1)),
@@ -511,6 +520,7 @@ def _train_step(model, optimizer, schedule, config: PretrainConfig, tokenizer, r
     torch.manual_seed(_step_seed(config.seed, step))
     batch, attention = _batch(config, tokenizer, rows[batch_rows(config, len(rows), step)])
     inputs, labels = mask_tokens(tokenizer, batch, config.mask_rate)
+    inputs, labels, attention = _on(model, inputs, labels, attention)
     loss = masked_lm_loss(model, inputs, labels, attention)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -532,6 +542,12 @@ def _batch(config: PretrainConfig, tokenizer, rows: np.ndarray):
     from .pretrain_reactions import trim
 
     return trim(batch, tokenizer.pad_token_id)
+
+
+def _on(model, *tensors):
+    """``tensors`` (``None`` kept) moved to the device of ``model``'s parameters."""
+    device = next(model.parameters()).device
+    return tuple(t if t is None else t.to(device) for t in tensors)
 
 
 def tokens_seen(config: PretrainConfig, rows: np.ndarray, pad_id: int) -> np.ndarray:
@@ -640,6 +656,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default="results/cpu")
     parser.add_argument("--out", default=None)
     parser.add_argument("--stop-after", type=int, default=None)
+    parser.add_argument("--device", default="cpu",
+                        help="where to train: cpu (default; every committed record), cuda, cuda:1, ...")
     parser.add_argument("--publish", action="store_true",
                         help="copy the finished model into models/NAME with its card")
     args = parser.parse_args(argv)
@@ -651,7 +669,11 @@ def main(argv: list[str] | None = None) -> int:
     if legacy.is_file() and not (Path(args.work) / args.name / "checkpoint.pt").is_file():
         parser.error(f"{legacy} is a checkpoint of {args.name} in the old place: move the folder "
                      f"{legacy.parent} into {args.work} to resume it, or pass --work .cache/pretrain")
-    out = pretrain(config, args.data_dir, args.work, args.results, args.out, args.stop_after)
+    try:  # the device is checked before any work
+        out = pretrain(config, args.data_dir, args.work, args.results, args.out, args.stop_after,
+                       device=args.device)
+    except DeviceNotAvailable as error:
+        parser.error(str(error))
     if out is None:
         print(f"{args.name}: stopped at step {args.stop_after}; run again to resume")
         return 0

@@ -164,6 +164,13 @@ MODELS: dict[str, PretrainConfig] = {
         hidden_size=384, num_layers=6, num_heads=12, intermediate_size=1536, embedding_size=128,
         learning_rate=5e-4, head_learning_rate=2e-3, warmup_steps=100, total_steps=4000,
         stage_steps=1000, stage_gate=0.15, checkpoint_every=50, heldout_unk="[UNK]"),
+    # The English ALBERT for a GPU (registered 2026-12-07, not run: these cores cannot pay for
+    # it, Methods, "The English ALBERT: every route measured"): albert-en-small's recipe from
+    # random init with a horizon of 7,500 steps (30.7M tokens, 2.3 passes over the corpus),
+    # evaluated densely from step 1,000; read by the rule past the plateau (emergence chapter)
+    "albert-en-30m": PretrainConfig(
+        name="albert-en-30m", architecture="albert", warmup_steps=750, total_steps=7500,
+        checkpoint_every=500, dense_evals=(1000, 7500, 250)),
 }
 
 
