@@ -243,8 +243,18 @@ def test_publish_writes_a_card_pins_the_weights_and_halves_what_is_too_big(
     quality = {"n_sequences": 200, "n_masked": 3062, "top1": 0.0695624, "top1_low": 0.0610442,
                "top1_high": 0.0786454, "top5": 0.22469, "majority_token": "the",
                "majority_top1": 0.0669497}  # bert-en-small's (results/cpu/rq1-mlm-quality.csv)
+    measured = []  # the card measures the weights as published, after float16 rounding
+
+    def measure(folder):
+        measured.append(transformers.AutoModelForMaskedLM.from_pretrained(folder).state_dict())
+        return quality
+
     dest = pretrain_module.publish(config, final, tmp_path / "tiny", tmp_path / "results",
-                                   report, pins=tmp_path / "sha256.json", quality=quality)
+                                   report, pins=tmp_path / "sha256.json", measure_quality=measure)
+    rounded = {k: v.half().float() for k, v in original.state_dict().items()}
+    assert len(measured) == 1 and measured[0].keys() == rounded.keys()
+    assert all(torch.equal(measured[0][k], rounded[k]) for k in rounded)
+    assert not all(torch.equal(measured[0][k], v) for k, v in original.state_dict().items())
     card = (dest / "README.md").read_text()
     assert "float16 (loaded as float32)" in card and "1,234 words" in card
     assert f"{6 * config.batch_size * config.seq_length:,} tokens seen here" in card

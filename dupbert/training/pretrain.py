@@ -629,8 +629,9 @@ def _save_checkpoint(path: Path, model, optimizer, schedule, step: int, identity
 
 
 def _measure_quality(folder: str | os.PathLike, corpus: str = "english") -> dict:
-    """``dupbert.training.quality.masked_top1`` of the finished model in ``folder`` on its held-out text
-    (the measure RQ1's MLM-quality floor reads): English, or USPTO-50k test for ``"reactions"``."""
+    """``dupbert.training.quality.masked_top1`` of the model in ``folder`` (as published) on its
+    held-out text (the measure RQ1's MLM-quality floor reads): English, or USPTO-50k test for
+    ``"reactions"``."""
     import transformers
 
     from ..core.data import load_texts
@@ -687,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
         report_name = "corpus-reactions.json" if config.corpus == "reactions" else "corpus.json"
         report = json.loads((Path(args.work) / report_name).read_text(encoding="utf-8"))
         out = publish(config, out, weights_dir(args.name), args.results, report,
-                      quality=_measure_quality(out, config.corpus))
+                      measure_quality=lambda folder: _measure_quality(folder, config.corpus))
     print(f"{args.name}: {out}")
     if not done["finished"]:
         first = "commit its published weights" if args.publish else \

@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -32,11 +34,12 @@ MAX_WEIGHTS_BYTES = 25_000_000  # the largest weights file the repository takes
 
 def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
             results: str | os.PathLike, corpus_report: dict,
-            pins: str | os.PathLike | None = None, quality: dict | None = None) -> Path:
+            pins: str | os.PathLike | None = None,
+            measure_quality: Callable[[Path], dict] | None = None) -> Path:
     """Copy a finished stage's model (``config``: its ``dupbert.training.pretrain.PretrainConfig``) to
     ``dest`` with its stage file and a model card (where it started, what was trained, data,
-    tokens seen, hyper-parameters, cost, held-out MLM loss and, given ``quality``
-    (``dupbert.training.quality.masked_top1``), masked top-1 against the most-frequent-token baseline),
+    tokens seen, hyper-parameters, cost, held-out MLM loss and, given ``measure_quality``, masked
+    top-1 against the most-frequent-token baseline),
     and pin its weights' sha256 in ``models/sha256.json``. A committed model is stored in
     float16 (loaded as float32: the repository keeps trained weights in half precision, at most
     :data:`MAX_WEIGHTS_BYTES`); a run with ``freeze_embeddings``
@@ -44,6 +47,9 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     from (``dupbert.core.zoo.write_overlay``). A zoo model that is not committed (``dupbert.core.zoo.
     weights_dir``) is published whole, in float32, and its card and config are copied into the
     repository (so that profiles naming it are checked on machines that have not rebuilt it).
+    ``measure_quality`` takes the folder of the model as published (float16 rounding and overlay
+    included, loadable with ``from_pretrained``) and returns ``dupbert.training.quality.
+    masked_top1``'s dict, so that the card's number is that of the weights a user loads.
 
     Raises:
         FileNotFoundError: ``final`` has no :data:`STAGE_FILE`.
@@ -89,6 +95,7 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     model_config = json.loads(config_path.read_text(encoding="utf-8"))
     model_config["dtype"] = "float32"
     write_json(config_path, model_config)
+    quality = _measure_published(measure_quality, config, dest) if measure_quality else None
     loss = pd.read_csv(Path(results) / "pretrain-loss.csv")
     loss = loss[(loss["model"] == config.name) & (loss["step"] <= step)]
     record = pd.read_csv(Path(results) / "emergence.csv")
@@ -125,6 +132,18 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     pins[config.name] = sha256_of(weights)
     write_json(pins_path, pins)
     return dest
+
+
+def _measure_published(measure_quality: Callable[[Path], dict], config, dest: Path) -> dict:
+    """``measure_quality`` of the model published in ``dest``: the folder itself, or an overlay
+    composed with its base in a temporary folder (``dupbert.core.zoo.compose_overlay``)."""
+    from ..core.zoo import OVERLAY, compose_overlay, zoo_folder
+
+    if not (dest / OVERLAY).is_file():
+        return measure_quality(dest)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = compose_overlay(zoo_folder(embeddings_source(config.init)), dest, Path(tmp) / "model")
+        return measure_quality(folder)
 
 
 def embeddings_source(name: str) -> str:
