@@ -42,6 +42,8 @@ def test_committed_rq1_rq2_evidence_gives_one_row_per_claim_with_its_verdict():
     assert "bert-en-small: 0.602 [0.597, 0.607]" in rq1
     assert "albert-en-small: 0.411 [0.405, 0.417] at hidden state 6" in rq1
     assert "minilm-mlm-en: 0.919 [0.916, 0.922] at hidden state 3" in rq1
+    assert "bert-rxn: 0.817 [0.808, 0.826] at hidden state 4" in rq1  # pretrained here
+    assert "albert-rxn: 0.973 [0.971, 0.975] at hidden state 1" in rq1
     # without the two English models at the unigram plateau, the domain MLMs and minilm-mlm-en
     # reproduce the claim, with and without duplicated layers
     plateau = ["bert-en-small", "albert-en-small"]
@@ -51,13 +53,14 @@ def test_committed_rq1_rq2_evidence_gives_one_row_per_claim_with_its_verdict():
     assert [row["verdict"] for row in glance.rq1_rows(*kept)] == ["reproduced", "reproduced"]
 
 
-def test_committed_rq1_rq2_under_the_mlm_floor_judge_the_four_heads_that_predict():
+def test_committed_rq1_rq2_under_the_mlm_floor_judge_the_six_heads_that_predict():
     table = glance.with_mlm_floor(_committed("rq1-reconstruction"), _committed("rq1-duplicated"),
                                   _committed("rq2-spearman"), _committed("rq1-mlm-quality"))
     rows = table.set_index("id")
     assert list(rows["registered rule"]) == ["undecided", "undecided", "undecided"]
     assert list(rows["with the MLM floor"]) == ["reproduced", "reproduced", "undecided"]
-    assert set(rows["judged on"]) == {"antiberty, rxnfp-bert, rxnmapper-albert, minilm-mlm-en"}
+    assert set(rows["judged on"]) == {
+        "antiberty, rxnfp-bert, rxnmapper-albert, minilm-mlm-en, bert-rxn, albert-rxn"}
     assert set(rows[glance.DID_NOT_LEARN_MLM]) == {"bert-en-small, albert-en-small"}
 
 
