@@ -214,7 +214,8 @@ def diff_summary(name: str, module: str) -> str:
     """The changed lines of mutant ``name`` as one line: ``old`` -> ``new`` (stripped)."""
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
-    diff = get_diff_for_mutant(name, path=Path("dupbert") / f"{module}.py").splitlines()
+    path = Path("dupbert", *module.split(".")).with_suffix(".py")  # core.results: dupbert/core/results.py
+    diff = get_diff_for_mutant(name, path=path).splitlines()
     removed = " / ".join(line[1:].strip() for line in diff
                          if line.startswith("-") and not line.startswith("---"))
     added = " / ".join(line[1:].strip() for line in diff
@@ -223,23 +224,40 @@ def diff_summary(name: str, module: str) -> str:
 
 
 def survivors() -> None:
-    """Print every counted mutant that is not killed, one Markdown list line each (name,
-    status, diff), grouped by module: the raw list that mutation-survivors.md explains."""
+    """Print every counted mutant that was run and not killed, one Markdown list line each (name,
+    status, diff), grouped by module: the raw list that mutation-survivors.md explains. Mutants
+    not run (outside a sample) are only counted."""
     for module in MODULES:
         rows = not_killed(module)
-        print(f"\n## {module} ({len(rows)})\n")
-        for name, status in rows:
-            print(f"- `{name.split('.', 2)[2]}` ({status}): {diff_summary(name, module)}")
+        run = [(name, status) for name, status in rows if status != "not checked"]
+        print(f"\n## {module} ({len(run)} run and not killed; {len(rows) - len(run)} not run)\n")
+        for name, status in run:
+            print(f"- `{name.removeprefix(f'dupbert.{module}.')}` ({status}): "
+                  f"{diff_summary(name, module)}")
 
 
 def one_thread_environment() -> dict[str, str]:
     """This process's environment with one torch intra-op thread (``OMP_NUM_THREADS`` and
     ``MKL_NUM_THREADS`` 1 unless already set), for mutmut's children and ``recheck``'s tests:
     with two children on two cores, torch's default of a thread per core made them spin against
-    each other, and probe's mutants ran 4-5 times slower (benchmarks/README.md)."""
+    each other, and probe's mutants ran 4-5 times slower (benchmarks/README.md).
+
+    ``DUPBERT_DATA_DIR`` is set to the checkout's ``../shared/data`` unless given: mutmut runs the
+    tests in ``mutants/``, one folder deeper, where the tests' own default does not reach the data,
+    so every test that reads it would skip and its mutants pass for survived.
+
+    Raises:
+        SystemExit: no data folder (neither ``DUPBERT_DATA_DIR`` nor ``../shared/data``).
+    """
     env = dict(os.environ)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(name, "1")
+    if not env.get("DUPBERT_DATA_DIR"):
+        default = REPO.parent / "shared" / "data"
+        if not default.is_dir():
+            raise SystemExit(f"no data folder at {default}: set DUPBERT_DATA_DIR to the shared data "
+                             "folder; without it the mutants' tests that read data would skip")
+        env["DUPBERT_DATA_DIR"] = str(default)
     return env
 
 

@@ -93,9 +93,25 @@ def test_recheck_judges_each_timeout_by_its_tests_run_without_the_limit(tmp_path
 def test_mutmut_children_get_one_torch_thread_unless_told_otherwise(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setenv("MKL_NUM_THREADS", "4")
+    monkeypatch.setenv("DUPBERT_DATA_DIR", "/data")
     env = mutation.one_thread_environment()
     assert (env["OMP_NUM_THREADS"], env["MKL_NUM_THREADS"]) == ("1", "4")
     assert env["PATH"] == os.environ["PATH"]
+
+
+def test_mutmut_children_find_the_data_from_inside_mutants(monkeypatch, tmp_path):
+    """mutmut runs the tests one folder deeper (mutants/), where ../shared/data is not the data:
+    the children get its absolute path, and without any data folder the run is refused."""
+    monkeypatch.delenv("DUPBERT_DATA_DIR", raising=False)
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    monkeypatch.setattr(mutation, "REPO", tmp_path / "repo")
+    assert mutation.one_thread_environment()["DUPBERT_DATA_DIR"] == str(tmp_path / "shared" / "data")
+    monkeypatch.setenv("DUPBERT_DATA_DIR", "/elsewhere")
+    assert mutation.one_thread_environment()["DUPBERT_DATA_DIR"] == "/elsewhere"
+    monkeypatch.delenv("DUPBERT_DATA_DIR")
+    monkeypatch.setattr(mutation, "REPO", tmp_path / "nowhere" / "repo")
+    with pytest.raises(SystemExit, match="no data folder at .*nowhere/shared/data: set DUPBERT_DATA_DIR"):
+        mutation.one_thread_environment()
 
 
 def test_only_the_results_file_and_sweep_code_counts_in_results_and_sweeps():

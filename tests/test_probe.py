@@ -926,7 +926,7 @@ def test_the_probe_equals_an_independent_reference(name, zoo_cache, uspto_first_
 
 def test_rq1_answer_reads_the_committed_tables_under_both_rules():
     """The committed cpu tables: under the registered rule albert-en-small's hidden state 6 (0.411)
-    is the weakest and leaves both claims undecided; with the MLM floor only the four models
+    is the weakest and leaves both claims undecided; with the MLM floor only the six models
     that predict a masked token are judged, and both claims are reproduced."""
     from pathlib import Path
 
@@ -937,6 +937,6 @@ def test_rq1_answer_reads_the_committed_tables_under_both_rules():
     assert answer["registered rule"].tolist() == ["undecided", "undecided"]
     assert answer["with the MLM floor"].tolist() == ["reproduced", "reproduced"]
     assert set(answer["judged with the floor"]) == {
-        "antiberty, rxnfp-bert, rxnmapper-albert, minilm-mlm-en"}
+        "antiberty, rxnfp-bert, rxnmapper-albert, minilm-mlm-en, bert-rxn, albert-rxn"}
     assert answer["ours: the weakest hidden state 1..L"].iloc[0].startswith(
-        "weakest of 6 models: albert-en-small 0.411 [0.405, 0.417] at hidden state 6")
+        "weakest of 8 models: albert-en-small 0.411 [0.405, 0.417] at hidden state 6")

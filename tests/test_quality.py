@@ -12,7 +12,6 @@ from dupbert.core.data import load_texts
 from dupbert.core.errors import ParameterError
 from dupbert.tools.hidden import tokenize_for_probe
 from dupbert.training.quality import QUALITY_COLUMNS, heldout_corpus, masked_top1, quality_table
-from dupbert.core.significance import ratio_bootstrap
 
 pytestmark = pytest.mark.slow  # masked top-1 of real models on real held-out text
 
@@ -103,23 +102,6 @@ def test_the_unknown_token_is_never_scored(rxnmapper):
     (example,) = tokenize_for_probe(tokenizer, ["the [UNK] cat"], 16)
     assert example["input_ids"][2] == tokenizer.unk_token_id
     assert example["special_tokens_mask"] == [1, 0, 1, 0, 1]
-
-
-def test_ratio_bootstrap_is_exact_where_every_sequence_agrees_and_widens_with_spread():
-    counts = np.array([10, 20, 30, 40])
-    same = np.array([[5, 10, 15, 20]])  # every sequence at 0.5
-    low, high = ratio_bootstrap(same, counts)
-    assert low[0] == pytest.approx(0.5) and high[0] == pytest.approx(0.5)
-    spread = np.array([[0, 20, 0, 40], [10, 20, 30, 40]])  # 0.6 overall; the second row is 1.0
-    low, high = ratio_bootstrap(spread, counts)
-    assert low[0] < 0.6 < high[0] and low[1] == high[1] == 1.0
-    again = ratio_bootstrap(spread, counts)
-    assert (again[0] == low).all() and (again[1] == high).all()  # seeded
-
-
-def test_ratio_bootstrap_refuses_shapes_that_disagree():
-    with pytest.raises(ParameterError, match=r"hits \(1, 3\) and counts \(4,\) disagree"):
-        ratio_bootstrap(np.ones((1, 3)), np.ones(4))
 
 
 def _probe_rows(model, top1):

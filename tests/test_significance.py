@@ -431,6 +431,8 @@ def test_frames_without_their_columns_or_metric_are_refused_by_name():
         with pytest.raises(ParameterError, match="^metric 'accuracy' must be a column of numbers, "
                                                  "got dtype "):
             call(frame.assign(accuracy="0.5"), "accuracy")
+    with pytest.raises(ParameterError, match="^by must be a list of column names, got the string"):
+        check_one_run_per_seed(pd.DataFrame(), "model")
     with pytest.raises(ParameterError) as refused:
         check_one_run_per_seed(pd.DataFrame(), ["model"])
     assert str(refused.value) == ("the frame: missing columns ['model', 'duplication', 'seed'] "
@@ -485,3 +487,34 @@ def test_a_frame_with_the_columns_and_no_rows_gives_the_columns_and_no_rows():
         result = call(empty, "accuracy")
         assert result.empty
         assert list(result.columns) == list(call(_runs_frame(), "accuracy").columns)
+
+
+from dupbert.core.significance import ratio_bootstrap  # noqa: E402
+
+
+def test_ratio_bootstrap_is_exact_where_every_sequence_agrees_and_widens_with_spread():
+    counts = np.array([10, 20, 30, 40])
+    same = np.array([[5, 10, 15, 20]])  # every sequence at 0.5
+    low, high = ratio_bootstrap(same, counts)
+    assert low[0] == pytest.approx(0.5) and high[0] == pytest.approx(0.5)
+    spread = np.array([[0, 20, 0, 40], [10, 20, 30, 40]])  # 0.6 overall; the second row is 1.0
+    low, high = ratio_bootstrap(spread, counts)
+    assert low[0] < 0.6 < high[0] and low[1] == high[1] == 1.0
+    again = ratio_bootstrap(spread, counts)
+    assert (again[0] == low).all() and (again[1] == high).all()  # seeded
+    hits, many = np.arange(30)[None, :] % 7, np.full(30, 8)  # no resample reaches 0 or 1
+    first, again, other = (np.concatenate(ratio_bootstrap(hits, many, seed=s)) for s in (1, 1, 0))
+    assert (first == again).all() and (first != other).any()  # the seed given is the one used
+
+
+def test_ratio_bootstrap_of_one_sequence_is_its_ratio_and_of_none_nan_per_row():
+    low, high = ratio_bootstrap(np.array([[3.0], [1.0]]), np.array([4]))
+    assert low.tolist() == high.tolist() == [0.75, 0.25]
+    for counts in (np.zeros(0), np.zeros(3)):  # no sequence, or no scored token
+        low, high = ratio_bootstrap(np.zeros((2, counts.size)), counts)
+        assert low.shape == high.shape == (2,) and np.isnan(low).all() and np.isnan(high).all()
+
+
+def test_ratio_bootstrap_refuses_shapes_that_disagree():
+    with pytest.raises(ParameterError, match=r"hits \(1, 3\) and counts \(4,\) disagree"):
+        ratio_bootstrap(np.ones((1, 3)), np.ones(4))
