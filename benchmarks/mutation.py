@@ -214,7 +214,7 @@ def diff_summary(name: str, module: str) -> str:
     """The changed lines of mutant ``name`` as one line: ``old`` -> ``new`` (stripped)."""
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
-    path = Path("dupbert", *module.split(".")).with_suffix(".py")  # core.results: dupbert/core/results.py
+    path = Path("dupbert", *module.split(".")).with_suffix(".py")  # dupbert/core/results.py
     diff = get_diff_for_mutant(name, path=path).splitlines()
     removed = " / ".join(line[1:].strip() for line in diff
                          if line.startswith("-") and not line.startswith("---"))

@@ -109,3 +109,32 @@ def test_a_model_rebuilt_on_each_machine_has_its_committed_config_before_the_reb
         "tiny-rebuilt": ["baseline", "copy first 1"]}
     with pytest.raises(ModelNotAvailable, match="rebuilt on each machine"):
         zoo.zoo_folder("tiny-rebuilt", cache)  # the weights themselves still need the rebuild
+
+
+def test_a_published_overlay_is_measured_composed_with_its_body(base, tmp_path, monkeypatch):
+    """The model card's quality is measured on what a user loads: the overlay on its body."""
+    import types
+
+    import dupbert.core.zoo as zoo
+    from dupbert.training.pretrain_publish import _measure_published
+
+    torch.manual_seed(1)
+    model = BertForMaskedLM.from_pretrained(base)
+    with torch.no_grad():
+        model.cls.predictions.bias.add_(1.0)
+    write_overlay(model, base, "tiny", tmp_path / "overlay")
+    model.config.save_pretrained(tmp_path / "overlay")
+    monkeypatch.setattr(zoo, "zoo_folder", lambda name, cache=None: {"tiny": base}[name])
+    seen = []
+
+    def measure(folder):
+        seen.append(BertForMaskedLM.from_pretrained(folder).state_dict())
+        return {"top1": 0.5}
+
+    config = types.SimpleNamespace(init="tiny")
+    assert _measure_published(measure, config, tmp_path / "overlay") == {"top1": 0.5}
+    (measured,) = seen
+    assert torch.equal(measured["bert.embeddings.word_embeddings.weight"],
+                       model.state_dict()["bert.embeddings.word_embeddings.weight"])  # the body's
+    assert torch.equal(measured["cls.predictions.bias"],
+                       model.state_dict()["cls.predictions.bias"].half().float())  # as stored

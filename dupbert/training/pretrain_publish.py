@@ -142,8 +142,8 @@ def _measure_published(measure_quality: Callable[[Path], dict], config, dest: Pa
     if not (dest / OVERLAY).is_file():
         return measure_quality(dest)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = compose_overlay(zoo_folder(embeddings_source(config.init)), dest, Path(tmp) / "model")
-        return measure_quality(folder)
+        base = zoo_folder(embeddings_source(config.init))
+        return measure_quality(compose_overlay(base, dest, Path(tmp) / "model"))
 
 
 def embeddings_source(name: str) -> str:
