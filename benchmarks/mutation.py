@@ -242,9 +242,10 @@ def one_thread_environment() -> dict[str, str]:
     with two children on two cores, torch's default of a thread per core made them spin against
     each other, and probe's mutants ran 4-5 times slower (benchmarks/README.md).
 
-    ``DUPBERT_DATA_DIR`` is set to the checkout's ``../shared/data`` unless given: mutmut runs the
-    tests in ``mutants/``, one folder deeper, where the tests' own default does not reach the data,
-    so every test that reads it would skip and its mutants pass for survived.
+    ``DUPBERT_DATA_DIR`` is set to the checkout's ``../shared/data`` and ``DUPBERT_MODELS`` to its
+    ``models/`` unless given: mutmut runs the tests in ``mutants/``, one folder deeper, where the
+    defaults reach neither, so every test that reads data would skip and its mutants pass for
+    survived, and every test that loads a model trained here would fail mutmut's clean run.
 
     Raises:
         SystemExit: no data folder (neither ``DUPBERT_DATA_DIR`` nor ``../shared/data``).
@@ -258,6 +259,7 @@ def one_thread_environment() -> dict[str, str]:
             raise SystemExit(f"no data folder at {default}: set DUPBERT_DATA_DIR to the shared data "
                              "folder; without it the mutants' tests that read data would skip")
         env["DUPBERT_DATA_DIR"] = str(default)
+    env.setdefault("DUPBERT_MODELS", str(REPO / "models"))
     return env
 
 

@@ -99,13 +99,15 @@ def test_mutmut_children_get_one_torch_thread_unless_told_otherwise(monkeypatch)
     assert env["PATH"] == os.environ["PATH"]
 
 
-def test_mutmut_children_find_the_data_from_inside_mutants(monkeypatch, tmp_path):
+def test_mutmut_children_find_the_data_and_models_from_inside_mutants(monkeypatch, tmp_path):
     """mutmut runs the tests one folder deeper (mutants/), where ../shared/data is not the data:
     the children get its absolute path, and without any data folder the run is refused."""
     monkeypatch.delenv("DUPBERT_DATA_DIR", raising=False)
+    monkeypatch.delenv("DUPBERT_MODELS", raising=False)
     (tmp_path / "shared" / "data").mkdir(parents=True)
     monkeypatch.setattr(mutation, "REPO", tmp_path / "repo")
     assert mutation.one_thread_environment()["DUPBERT_DATA_DIR"] == str(tmp_path / "shared" / "data")
+    assert mutation.one_thread_environment()["DUPBERT_MODELS"] == str(tmp_path / "repo" / "models")
     monkeypatch.setenv("DUPBERT_DATA_DIR", "/elsewhere")
     assert mutation.one_thread_environment()["DUPBERT_DATA_DIR"] == "/elsewhere"
     monkeypatch.delenv("DUPBERT_DATA_DIR")
