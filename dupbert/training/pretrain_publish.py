@@ -78,11 +78,12 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
         from ..core.zoo import write_overlay, zoo_folder
 
         base = embeddings_source(config.init)
-        weights = write_overlay(model, zoo_folder(base), base, dest)
+        body = zoo_folder(base)
+        weights = write_overlay(model, body, base, dest)
         model.config.save_pretrained(dest)
     else:
         (model.half() if committed else model).save_pretrained(dest)
-        weights = dest / "model.safetensors"
+        weights, body = dest / "model.safetensors", None
     if committed and weights.stat().st_size > MAX_WEIGHTS_BYTES:
         size = weights.stat().st_size
         weights.unlink()  # the finished run's model stays where it was
@@ -95,7 +96,7 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     model_config = json.loads(config_path.read_text(encoding="utf-8"))
     model_config["dtype"] = "float32"
     write_json(config_path, model_config)
-    quality = _measure_published(measure_quality, config, dest) if measure_quality else None
+    quality = _measure_published(measure_quality, dest, body) if measure_quality else None
     loss = pd.read_csv(Path(results) / "pretrain-loss.csv")
     loss = loss[(loss["model"] == config.name) & (loss["step"] <= step)]
     record = pd.read_csv(Path(results) / "emergence.csv")
@@ -134,16 +135,17 @@ def publish(config, final: str | os.PathLike, dest: str | os.PathLike,
     return dest
 
 
-def _measure_published(measure_quality: Callable[[Path], dict], config, dest: Path) -> dict:
-    """``measure_quality`` of the model published in ``dest``: the folder itself, or an overlay
-    composed with its base in a temporary folder (``dupbert.core.zoo.compose_overlay``)."""
-    from ..core.zoo import OVERLAY, compose_overlay, zoo_folder
-
-    if not (dest / OVERLAY).is_file():
+def _measure_published(measure_quality: Callable[[Path], dict], dest: Path,
+                       body: Path | None = None) -> dict:
+    """``measure_quality`` of the model published in ``dest``: the folder itself, or, for an
+    overlay on the model folder ``body``, the two composed in a temporary folder
+    (``dupbert.core.zoo.compose_overlay``)."""
+    if body is None:
         return measure_quality(dest)
+    from ..core.zoo import compose_overlay
+
     with tempfile.TemporaryDirectory() as tmp:
-        base = zoo_folder(embeddings_source(config.init))
-        return measure_quality(compose_overlay(base, dest, Path(tmp) / "model"))
+        return measure_quality(compose_overlay(body, dest, Path(tmp) / "model"))
 
 
 def embeddings_source(name: str) -> str:
