@@ -50,6 +50,42 @@ def test_overlap_finds_equal_contained_and_shared_13_gram_paragraphs():
         long_item) == {0: "snli-dev"}
 
 
+
+def _overlaps_by_every_position(paragraphs, evaluation, min_tokens=8, ngram=13):
+    """The overlap rule read directly: every evaluation text against every paragraph position."""
+    found = {}
+    for index, paragraph in enumerate(paragraphs):
+        tokens = normalise(paragraph)
+        for name, texts in evaluation.items():
+            for item in map(normalise, texts):
+                runs = {tokens[i:i + ngram] for i in range(len(tokens) - ngram + 1)}
+                if (len(item) >= 4 and item == tokens) or (len(item) >= min_tokens and any(
+                        tokens[i:i + len(item)] == item for i in range(len(tokens)))) or any(
+                        item[i:i + ngram] in runs for i in range(len(item) - ngram + 1)):
+                    found.setdefault(index, name)
+    return found
+
+
+def test_the_hashed_first_pass_misses_no_overlap():
+    """On texts drawn from a 2-word vocabulary (so that runs repeat, within and across
+    paragraphs), with shared 13- and 12-token runs planted, the check finds exactly the
+    paragraphs the rule read directly finds; runs only across two paragraphs do not count."""
+    generator = np.random.default_rng(0)
+    text = lambda n: " ".join(generator.choice(["a", "b"], n))  # noqa: E731
+    evaluation = {"one": [text(n) for n in (4, 8, 9, 13, 20)], "two": [text(n) for n in (5, 14)]}
+    paragraphs = [text(n) for n in generator.integers(1, 40, 400)]
+    long = evaluation["one"][4].split()
+    paragraphs += [evaluation["one"][0], "zz " + evaluation["two"][1] + " zz",
+                   "zz " + " ".join(long[3:16]) + " zz", "zz " + " ".join(long[3:15]) + " zz"]
+    expected = _overlaps_by_every_position(paragraphs, evaluation)
+    assert overlapping_paragraphs(paragraphs, evaluation) == expected
+    assert 10 < len(expected) < len(paragraphs) - 10  # both kinds are tried
+    words = "the man saw a dog run up hills".split()  # in this order only across two paragraphs
+    assert overlapping_paragraphs(["ok " + " ".join(words[:4]), " ".join(words[4:]) + " ok"],
+                                  {"three": [" ".join(words)]}) == {}
+    with pytest.raises(ValueError, match="ngram must be at least min_tokens \\(8\\), got 5"):
+        overlapping_paragraphs(paragraphs, evaluation, ngram=5)
+
 def test_missing_and_empty_corpus_files_are_refused(tmp_path):
     with pytest.raises(CorpusError, match="does not exist"):
         read_documents(tmp_path / "nope.txt.gz")
@@ -93,11 +129,27 @@ def test_a_corpus_that_overlaps_evaluation_text_is_refused_or_dropped(small_data
     assert leaked not in {p for doc in documents for p in doc}
 
 
-def test_the_pretraining_text_holds_no_evaluation_text(shared_data_dir):
+@pytest.fixture(scope="module")
+def english_corpus(shared_data_dir):
+    """The staged English corpus as pretrained on (:func:`pretraining_documents` with overlapping
+    paragraphs dropped), read and checked once for the module's tests."""
+    return pretraining_documents(shared_data_dir, on_overlap="drop")
+
+
+@pytest.fixture
+def without_probes(monkeypatch):
+    """Pretraining with the emergence record's per-hidden-state probes left out (its MLM rows are
+    kept): for tests that compare only training losses and tokens, which the probes never touch."""
+    import dupbert.training.pretrain as module
+
+    monkeypatch.setattr(module, "_probe_rows", lambda *args, **kwargs: [])
+
+
+def test_the_pretraining_text_holds_no_evaluation_text(shared_data_dir, english_corpus):
     """The staged corpus, as pretrained on: one WikiText-2 test paragraph is dropped (a list name
     inside a Wikipedia sentence, SOURCES-english.md), and no evaluation line remains, by the
     checker and by a plain comparison of stripped lines."""
-    documents, report = pretraining_documents(shared_data_dir, on_overlap="drop")
+    documents, report = english_corpus
     assert report["dropped_paragraphs"] == {"wikitext2-test": 1}
     assert (report["documents"], report["paragraphs"], report["words"]) == \
         (2737, 133848, 9513542)
@@ -205,9 +257,14 @@ def test_resuming_with_another_configuration_is_refused_and_loses_nothing(small_
     assert (tmp_path / "work" / "tiny" / "checkpoint.pt").is_file()
 
 
-def test_the_committed_first_steps_reproduce(shared_data_dir, tmp_path):
+def test_the_committed_first_steps_reproduce(shared_data_dir, tmp_path, english_corpus,
+                                             without_probes, monkeypatch):
     """Steps 1-3 of bert-en-small from scratch give the committed training losses (bit for bit
-    on the CPU kind that made them; rounding-level elsewhere), with the committed tokenizer."""
+    on the CPU kind that made them; rounding-level elsewhere), with the committed tokenizer, and
+    without the step-0 probes that the committed run made (training does not depend on them)."""
+    import dupbert.training.pretrain as module
+
+    monkeypatch.setattr(module, "pretraining_documents", lambda *args, **kwargs: english_corpus)
     work = tmp_path / "work"
     config = MODELS["bert-en-small"]
     tokenizer = REPO / "models" / config.name
@@ -601,11 +658,12 @@ def test_reaction_runs_are_checked_and_evaluated_densely_through_the_transition(
     assert set(range(200, 1001, 50)) <= set(steps) and steps[-1] == 1500 and len(steps) == 29
 
 
-def test_the_committed_first_reaction_steps_reproduce_and_count_real_tokens(shared_data_dir,
-                                                                             tmp_path, zoo_cache):
+def test_the_committed_first_reaction_steps_reproduce_and_count_real_tokens(
+        shared_data_dir, tmp_path, zoo_cache, without_probes):
     """Steps 1-3 of bert-rxn from random init give the committed training losses and tokens seen
     (the reactions' own tokens, not their padding), and step 0's record the committed
-    most-frequent-token baseline of the 300 held-out test reactions."""
+    most-frequent-token baseline of the 300 held-out test reactions (the step-0 probes, which
+    training does not depend on, left out)."""
     from dupbert.training.pretrain import prepare
 
     config = MODELS["bert-rxn"]

@@ -256,10 +256,6 @@ def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: 
     """
     import torch
 
-    from ..tools.duplicate import duplicate_layers
-    from ..tools.probe import BASELINE, TruncationWarning, masked_prediction_accuracy, \
-        paper_duplications, reconstruction_accuracy
-
     base = dict(model=config.name, step=step, tokens_seen=seen)
     model.eval()
     with torch.random.fork_rng(), torch.inference_mode():
@@ -283,6 +279,21 @@ def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: 
                          top1=float(counts[0] / len(target)),
                          top5=float(counts[:5].sum() / len(target)), n_tokens=len(target),
                          loss=float("nan")))
+    rows += _probe_rows(model, tokenizer, config, texts, base)
+    model.train()
+    return rows
+
+
+def _probe_rows(model, tokenizer, config: PretrainConfig, texts: Sequence[str],
+                base: dict) -> list[dict]:
+    """The emergence record's rows per hidden state (``"reconstruction"``, ``"masked"``,
+    ``"reconstruction, duplicated"``) of the model in eval mode: each a dict of ``base``'s fields
+    and ``measure``, ``layer``, ``top1``, ``top5``, ``n_tokens``, ``loss`` (NaN)."""
+    from ..tools.duplicate import duplicate_layers
+    from ..tools.probe import BASELINE, TruncationWarning, masked_prediction_accuracy, \
+        paper_duplications, reconstruction_accuracy
+
+    rows = []
     kwargs = dict(batch_size=16, max_length=config.seq_length, progress=False)
     (order,) = [o for label, o in paper_duplications(model).items() if label != BASELINE]
     duplicated = duplicate_layers(model, order)
@@ -296,7 +307,6 @@ def _emergence_rows(model, tokenizer, config: PretrainConfig, step: int, texts: 
     for measure, frame in frames:
         rows += [dict(base, measure=measure, layer=int(r.layer), top1=r.top1, top5=r.top5,
                       n_tokens=int(r.n_tokens), loss=float("nan")) for r in frame.itertuples()]
-    model.train()
     return rows
 
 

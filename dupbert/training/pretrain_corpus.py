@@ -9,6 +9,7 @@ SOURCES-english.md describes the same check).
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import re
@@ -97,12 +98,18 @@ def evaluation_texts(data_dir: str | os.PathLike) -> dict[str, list[str]]:
 def overlapping_paragraphs(paragraphs: Sequence[str], evaluation: dict[str, list[str]],
                            min_tokens: int = 8, ngram: int = 13) -> dict[int, str]:
     """Paragraphs that equal an evaluation text (of 4+ tokens), contain one of ``min_tokens``+
-    tokens, or share a run of ``ngram`` tokens with one, in :func:`normalise` form.
+    tokens, or share a run of ``ngram`` (>= ``min_tokens``) tokens with one, in :func:`normalise`
+    form.
+
+    Only paragraphs holding a run of ``min_tokens`` tokens whose hash is one of the evaluation
+    texts' (every such match starts with one) are compared token by token.
 
     Returns:
         ``{paragraph index: name of the evaluation set it overlaps}``.
     """
-    whole, starts, grams = {}, {}, {}
+    if ngram < min_tokens:
+        raise ValueError(f"ngram must be at least min_tokens ({min_tokens}), got {ngram}")
+    whole, starts, grams, vocabulary, known = {}, {}, {}, {}, []
     for name, texts in evaluation.items():
         for text in texts:
             tokens = normalise(text)
@@ -110,24 +117,54 @@ def overlapping_paragraphs(paragraphs: Sequence[str], evaluation: dict[str, list
                 whole.setdefault(tokens, name)
             if len(tokens) >= min_tokens:
                 starts.setdefault(tokens[:min_tokens], []).append((tokens, name))
+                ids = [vocabulary.setdefault(t, len(vocabulary) + 1) for t in tokens]
+                known.append(_run_hashes(np.asarray(ids, dtype=np.uint64), min_tokens))
             for i in range(len(tokens) - ngram + 1):
                 grams.setdefault(hash(tokens[i:i + ngram]), name)
-    found = {}
-    for index, paragraph in enumerate(paragraphs):
-        tokens = normalise(paragraph)
-        hit = whole.get(tokens)
-        for i in range(len(tokens)):
-            if hit:
+    normalised = [normalise(p) for p in paragraphs]
+    found = {index: whole[tokens] for index, tokens in enumerate(normalised) if tokens in whole}
+    for index in _candidates(normalised, vocabulary, known, min_tokens):
+        tokens = normalised[index]
+        for i in range(len(tokens) - min_tokens + 1):
+            if index in found:
                 break
             for item, name in starts.get(tokens[i:i + min_tokens], ()):
                 if tokens[i:i + len(item)] == item:
-                    hit = name
+                    found[index] = name
                     break
-            if not hit and i + ngram <= len(tokens) and hash(tokens[i:i + ngram]) in grams:
-                hit = grams[hash(tokens[i:i + ngram])]
-        if hit:
-            found[index] = hit
-    return found
+            if index not in found and i + ngram <= len(tokens) and \
+                    hash(tokens[i:i + ngram]) in grams:
+                found[index] = grams[hash(tokens[i:i + ngram])]
+    return dict(sorted(found.items()))
+
+
+def _run_hashes(ids: np.ndarray, n: int) -> np.ndarray:
+    """A polynomial hash (uint64, wrapping) of every run of ``n`` consecutive ids: ``[len - n + 1]``."""
+    hashes = np.zeros(max(len(ids) - n + 1, 0), dtype=np.uint64)
+    for k in range(n):
+        hashes = hashes * np.uint64(1_000_003) + ids[k:len(ids) - n + 1 + k]
+    return hashes
+
+
+def _candidates(normalised: Sequence[tuple[str, ...]], vocabulary: dict[str, int],
+                known: list[np.ndarray], n: int) -> list[int]:
+    """Indices of the paragraphs with a run of ``n`` tokens whose :func:`_run_hashes` value is
+    in ``known`` (tokens outside ``vocabulary`` read as 0, which no evaluation run holds)."""
+    if not known:
+        return []
+    lengths = np.fromiter(map(len, normalised), dtype=np.int64, count=len(normalised))
+    stream = np.fromiter(map(vocabulary.get, itertools.chain.from_iterable(normalised),
+                             itertools.repeat(0)), dtype=np.uint64, count=int(lengths.sum()))
+    known = np.unique(np.concatenate(known))
+    hashes = _run_hashes(stream, n)
+    low = np.zeros(1 << 25, dtype=bool)  # a first pass on the hashes' low 25 bits
+    low[known & np.uint64((1 << 25) - 1)] = True
+    hits = np.flatnonzero(low[hashes & np.uint64((1 << 25) - 1)])
+    at = np.minimum(np.searchsorted(known, hashes[hits]), len(known) - 1)
+    hits = hits[known[at] == hashes[hits]]
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    # a run across two paragraphs makes both candidates: the comparison token by token decides
+    return sorted(set((np.searchsorted(starts, hits, side="right") - 1).tolist()))
 
 
 def pretraining_documents(data_dir: str | os.PathLike, files: Sequence[str] = PRETRAIN_FILES,
