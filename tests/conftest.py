@@ -73,11 +73,11 @@ def uspto_first_64(shared_data_dir) -> list[str]:
 TINY_STUDY = (
     dict(models=["rxnmapper-albert"], tasks=["uspto50k"],
          duplications=["baseline", "repeat shared +3", "copy last"], seeds=[0, 1, 2],
-         hyperparameters={"classification": {"max_steps": 2, "batch_size": 8, "learning_rate": 5e-4}},
-         max_train_samples=16, max_eval_samples=32),
+         hyperparameters={"classification": {"max_steps": 1, "batch_size": 8, "learning_rate": 5e-4}},
+         max_train_samples=8, max_eval_samples=16),
     dict(models=["all-MiniLM-L6-v2"], tasks=["squad2"], duplications=["baseline", "copy first 3"],
          seeds=[0, 1], hyperparameters={"qa": {"max_steps": 1, "batch_size": 4}},
-         max_train_samples=8, max_eval_samples=16),
+         max_train_samples=4, max_eval_samples=8),
 )
 
 
@@ -85,7 +85,7 @@ TINY_STUDY = (
 def tiny_study(tmp_path_factory, shared_data_dir, zoo_cache):
     """A tiny RQ3 sweep really run once per session (:data:`TINY_STUDY`: 9 rxnmapper-albert runs on
     USPTO-50k, 3 configurations x seeds 0-2, and 4 MiniLM runs on SQuAD 2.0, 2 configurations x
-    seeds 0-1; 1-2 optimisation steps each), with per-example outputs: a namespace with
+    seeds 0-1; one optimisation step each), with per-example outputs: a namespace with
     ``results`` (the JSON-lines file), ``outputs`` (its outputs folder), ``sweeps``
     (:data:`TINY_STUDY`, the arguments of each ``sweep`` call) and ``runs``
     (:func:`dupbert.study.ensemble.read_runs` of it). One torch thread: on the shared 2-core machine,

@@ -203,7 +203,8 @@ def test_probe_models_fits_on_the_sequences_after_the_evaluated_ones(
                      translators={"rxnmapper-albert": None})
 
 
-def test_a_translator_fitted_at_masked_positions_sees_only_them(rxnmapper, split, tmp_path):
+def test_a_translator_fitted_at_masked_positions_sees_only_them(rxnmapper, split, translator,
+                                                                tmp_path):
     """Din et al. fit at [MASK] positions: the fit reads the masked positions of masked inputs
     (the probe's seeded selection), so it counts exactly those, and keeps how it was fitted."""
     from dupbert.tools.hidden import mask_for_probe, tokenize_for_probe
@@ -213,7 +214,7 @@ def test_a_translator_fitted_at_masked_positions_sees_only_them(rxnmapper, split
     examples = mask_for_probe(tokenize_for_probe(tokenizer, split.fit, 512), tokenizer, 0.15,
                               "mask", 3)
     assert masked.n_tokens == sum(sum(label >= 0 for label in e["labels"]) for e in examples)
-    unmasked = fit_translators(model, tokenizer, split.fit)
+    unmasked = translator  # fitted on the same reactions, at every position
     assert masked.fit_at == "masked" and unmasked.fit_at == "unmasked"
     assert masked.n_tokens < unmasked.n_tokens / 5
     assert not torch.allclose(masked.weight[1], unmasked.weight[1])
