@@ -473,6 +473,14 @@ def test_later_readings_name_each_dated_rule():
         "rq1-head-decodes-every-layer": "MLM floor (2026-12-02): reproduced on 2 models",
         "rq3-sst2-accuracy": "both errors (2026-12-06): undecidable here, no margin under 0.83 points",
         "rq4-consistent-across-models": "in pretrained bodies (2026-12-06): not testable here, one body"}
+    snli = pd.concat([gains, gains.assign(task="snli", verdict_two_way="refuted", two_way_low=-2.5,
+                                          two_way_high=-0.5, verdict_symmetric="refuted")])
+    later = glance.later_readings(None, None, snli, None)
+    assert later == {
+        "rq3-sst2-accuracy": "both errors (2026-12-06): undecidable here, no margin under 0.83 points",
+        "rq3-snli-accuracy": "both errors (2026-12-06): refuted [-2.50, -0.50]; symmetric rule: refuted",
+        "rq3-method": "scoped (2026-12-06): refuted for copy first 3 on all-MiniLM-L6-v2 "
+                      "(NLI-trained) x SNLI"}
     assert glance.pretrained_body("minilm-mlm-en") == "all-MiniLM-L6-v2"
     assert glance.pretrained_body("rxnfp-bert") == "rxnfp-bert"
 

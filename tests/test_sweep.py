@@ -150,6 +150,7 @@ def test_sweep_trains_each_configuration_once_with_the_task_kinds_hyperparameter
     assert frame["seed"].tolist() == [0, 0, 1, 1, 0, 0, 1, 1]
     assert frame["run_key"].is_unique and len(frame) == 8
     assert frame["metrics.accuracy"].tolist() == [0.0, 0.0, 0.1, 0.1, 0.0, 0.0, 0.1, 0.1]
+    assert set(zip(frame["max_train_samples"], frame["max_eval_samples"])) == {(8, 4)}
 
 
 def test_sweep_resumes_training_only_what_the_file_lacks(tmp_path, calls):
