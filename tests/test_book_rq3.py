@@ -107,9 +107,11 @@ def test_pilot_tables_give_their_note_where_the_file_is_missing(tmp_path):
 def test_glue_all_glues_every_value_in_order_without_displaying(monkeypatch):
     import myst_nb
 
+    from dupbert.book import text
+
     glued = []
     monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.append((name, value, display)))
-    book_rq3.glue_all({"rq3_landed": 15, "rq3_cpu_hours": "2.5 CPU-hours"})
+    text.glue_all({"rq3_landed": 15, "rq3_cpu_hours": "2.5 CPU-hours"})
     assert glued == [("rq3_landed", 15, False), ("rq3_cpu_hours", "2.5 CPU-hours", False)]
 
 

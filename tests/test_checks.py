@@ -356,7 +356,7 @@ def test_task_names_are_the_tasks():
     assert params.TASK_NAMES == tuple(ALL)
 
 
-@pytest.mark.parametrize("notebook", ["rq1", "rq2", "rq3", "rq4", "rq5", "glance"])
+@pytest.mark.parametrize("notebook", ["rq1", "rq2", "rq3", "rq4", "rq5", "emergence", "glance"])
 def test_notebooks_validate_their_parameters_first(notebook):
     """The first code cell after the parameters cell is the check (before any heavy import), in
     a kernel quiet before the check: checking models may build zoo models on a fresh machine,
@@ -388,6 +388,27 @@ def test_the_chapter_kernel_is_quiet_before_the_check(monkeypatch):
     with warnings.catch_warnings(), pytest.raises(ValueError, match="rq1"):
         kernel.chapter("rq1", {})
     assert seen == [True]
+
+
+def test_the_chapter_sets_its_checked_values_as_variables_and_hides_truncation(monkeypatch):
+    """The cells below the check read the checked values (not the raw parameters cell's), and a
+    sequence cut to ``max_length`` warns no chapter's output."""
+    import types
+    import warnings
+
+    import dupbert.book.kernel as kernel
+    from dupbert.tools.hidden import TruncationWarning
+
+    checked = types.SimpleNamespace(values=lambda: {"models": ["rxnfp-bert"], "seed": 0})
+    monkeypatch.setattr(kernel, "chapter_parameters", lambda notebook, values: checked)
+    namespace = {"model": "rxnfp-bert", "models": ["rxnmapper-albert"]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert kernel.chapter("rq1", namespace) is checked
+        warnings.warn("cut", TruncationWarning)
+        warnings.warn("kept", UserWarning)
+    assert namespace == {"model": "rxnfp-bert", "models": ["rxnfp-bert"], "seed": 0}
+    assert [str(w.message) for w in caught] == ["kept"]
 
 
 # -- 5. configurations that do not apply ---------------------------------------------------------

@@ -382,16 +382,6 @@ def or_note(frame: pd.DataFrame, note: str):
     return frame if len(frame) else _markdown(note)
 
 
-def glue_all(values: dict) -> None:
-    """``myst_nb.glue(name, value, display=False)`` for every ``{name: value}`` of ``values``, in
-    order: the numbers and tables the chapter's prose pastes (myst_nb comes with the kernel that
-    runs the notebook, not with dupbert)."""
-    from myst_nb import glue
-
-    for name, value in values.items():
-        glue(name, value, display=False)
-
-
 @dataclasses.dataclass(frozen=True)
 class ChapterSetup:
     """The RQ3 notebook's files and settings, from its parameters (:func:`chapter_setup`).

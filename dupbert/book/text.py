@@ -1,5 +1,6 @@
-"""What the chapters' text shares: numbers written as text (a mean with its interval, a p-value)
-and the sentence that names the parameter profile behind a chapter's numbers.
+"""What the chapters' text shares: numbers written as text (a mean with its interval, a p-value),
+the sentence that names the parameter profile behind a chapter's numbers, and the glue that pastes
+numbers into the prose.
 """
 
 from __future__ import annotations
@@ -61,3 +62,13 @@ def profile_note(profile: str) -> str:
     """A Markdown sentence naming the profile behind a chapter's numbers."""
     note = PROFILE_NOTES.get(profile, f"the `{profile}` profile")
     return f"**These numbers come from {note}.**"
+
+
+def glue_all(values: dict) -> None:
+    """``myst_nb.glue(name, value, display=False)`` for every ``{name: value}`` of ``values``, in
+    order: the numbers and tables a chapter's prose pastes (myst_nb comes with the kernel that
+    runs the notebook, not with dupbert)."""
+    from myst_nb import glue
+
+    for name, value in values.items():
+        glue(name, value, display=False)
